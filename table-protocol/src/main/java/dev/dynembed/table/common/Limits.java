@@ -1,0 +1,27 @@
+package dev.dynembed.table.common;
+
+/** The limits every implementation enforces. The README lists them in its configuration table. */
+public final class Limits {
+  private Limits() {}
+
+  /** Largest row width. */
+  public static final int MAX_DIM = 4096;
+  /** Key length in UTF-8 bytes when the table config leaves max_key_bytes at 0. */
+  public static final int DEFAULT_MAX_KEY_BYTES = 256;
+  /** Upper bound of a table's max_key_bytes. */
+  public static final int MAX_KEY_BYTES = 4096;
+  /** Most keys in one request (per shard request, and per client call). */
+  public static final int MAX_BATCH_KEYS = 1 << 20;
+  /** Most floats of rows in one request or reply (256 MiB). */
+  public static final long MAX_BATCH_FLOATS = 64L << 20;
+  /** Most draws in one sample call. */
+  public static final int MAX_NUM_SAMPLED = 1 << 22;
+  /** Largest k of a top-k query. */
+  public static final int MAX_TOP_K = 10_000;
+  /** Most queries in one top-k call. */
+  public static final int MAX_TOP_K_QUERIES = 4096;
+  /** Largest gRPC message either side accepts. */
+  public static final int MAX_MESSAGE_BYTES = 512 << 20;
+  /** Table names: letters, digits, '_', '.', '-'; 1..128 characters. */
+  public static final String TABLE_NAME_PATTERN = "[A-Za-z0-9_.\\-]{1,128}";
+}

@@ -1,0 +1,205 @@
+package dev.dynembed.table.common;
+
+import dev.dynembed.table.v1.InitializerConfig;
+import dev.dynembed.table.v1.InitializerKind;
+import dev.dynembed.table.v1.OptimizerConfig;
+import dev.dynembed.table.v1.OptimizerKind;
+import dev.dynembed.table.v1.TableConfig;
+
+/**
+ * Defaults and validation of table configs, in one place. {@link #normalize} is applied once when
+ * a table is created: it fills every default ("0 means the default" for the fields listed in the
+ * README's configuration table) and rejects invalid values with a message that names the field,
+ * the constraint and the value. Stored and described configs are always normalized.
+ */
+public final class TableConfigs {
+  private TableConfigs() {}
+
+  public static final float DEFAULT_LEARNING_RATE = 0.01f;
+  public static final float DEFAULT_INIT_RANGE = 0.05f;
+
+  /** An SGD table of the given name and dim with the default initializer. */
+  public static TableConfig.Builder builder(String name, int dim) {
+    return TableConfig.newBuilder().setName(name).setDim(dim);
+  }
+
+  public static OptimizerConfig sgd(float lr) {
+    return OptimizerConfig.newBuilder().setKind(OptimizerKind.SGD).setLearningRate(lr).build();
+  }
+
+  public static OptimizerConfig momentum(float lr, float momentum) {
+    return OptimizerConfig.newBuilder().setKind(OptimizerKind.MOMENTUM).setLearningRate(lr)
+        .setMomentum(momentum).build();
+  }
+
+  public static OptimizerConfig adagrad(float lr, float initialAccumulator, float epsilon) {
+    return OptimizerConfig.newBuilder().setKind(OptimizerKind.ADAGRAD).setLearningRate(lr)
+        .setInitialAccumulator(initialAccumulator).setEpsilon(epsilon).build();
+  }
+
+  public static OptimizerConfig adam(float lr, float beta1, float beta2, float epsilon) {
+    return OptimizerConfig.newBuilder().setKind(OptimizerKind.ADAM).setLearningRate(lr)
+        .setBeta1(beta1).setBeta2(beta2).setEpsilon(epsilon).build();
+  }
+
+  public static OptimizerConfig ftrl(
+      float lr, float initialAccumulator, float l1, float l2, float beta) {
+    return OptimizerConfig.newBuilder().setKind(OptimizerKind.FTRL).setLearningRate(lr)
+        .setInitialAccumulator(initialAccumulator).setL1(l1).setL2(l2).setBeta(beta).build();
+  }
+
+  public static InitializerConfig uniform(float low, float high, long seed) {
+    return InitializerConfig.newBuilder().setKind(InitializerKind.UNIFORM).setLow(low)
+        .setHigh(high).setSeed(seed).build();
+  }
+
+  public static InitializerConfig normal(float mean, float stddev, long seed) {
+    return InitializerConfig.newBuilder().setKind(InitializerKind.NORMAL).setMean(mean)
+        .setStddev(stddev).setSeed(seed).build();
+  }
+
+  public static InitializerConfig zeros() {
+    return InitializerConfig.newBuilder().setKind(InitializerKind.ZEROS).build();
+  }
+
+  /** Number of slot rows the optimizer keeps beside each weight row. */
+  public static int slots(OptimizerKind kind) {
+    return switch (kind) {
+      case SGD -> 0;
+      case MOMENTUM, ADAGRAD -> 1;
+      case ADAM, FTRL -> 2;
+      default -> throw TableException.invalid("optimizer kind %s is not supported", kind);
+    };
+  }
+
+  /** Fills defaults and validates. */
+  public static TableConfig normalize(TableConfig c) {
+    if (!c.getName().matches(Limits.TABLE_NAME_PATTERN)) {
+      throw TableException.invalid(
+          "table name '%s' is invalid: it must match %s", c.getName(), Limits.TABLE_NAME_PATTERN);
+    }
+    if (c.getDim() < 1 || c.getDim() > Limits.MAX_DIM) {
+      throw TableException.invalid(
+          "table '%s': dim must be in [1, %d] but was %d",
+          c.getName(), Limits.MAX_DIM, Integer.toUnsignedLong(c.getDim()));
+    }
+    int maxKey = c.getMaxKeyBytes() == 0 ? Limits.DEFAULT_MAX_KEY_BYTES : c.getMaxKeyBytes();
+    if (maxKey < 1 || maxKey > Limits.MAX_KEY_BYTES) {
+      throw TableException.invalid(
+          "table '%s': max_key_bytes must be in [1, %d] but was %d",
+          c.getName(), Limits.MAX_KEY_BYTES, Integer.toUnsignedLong(maxKey));
+    }
+    return c.toBuilder()
+        .setMaxKeyBytes(maxKey)
+        .setInitializer(normalize(c.getName(), c.getInitializer()))
+        .setOptimizer(normalize(c.getName(), c.getOptimizer()))
+        .build();
+  }
+
+  private static InitializerConfig normalize(String table, InitializerConfig i) {
+    InitializerConfig.Builder b = i.toBuilder();
+    switch (i.getKind()) {
+      case INITIALIZER_KIND_UNSPECIFIED ->
+          b.setKind(InitializerKind.UNIFORM).setLow(-DEFAULT_INIT_RANGE).setHigh(DEFAULT_INIT_RANGE);
+      case ZEROS -> { }
+      case UNIFORM -> {
+        finite(table, "initializer.low", i.getLow());
+        finite(table, "initializer.high", i.getHigh());
+        if (!(i.getLow() <= i.getHigh())) {
+          throw TableException.invalid(
+              "table '%s': initializer.low (%s) must not exceed initializer.high (%s)",
+              table, i.getLow(), i.getHigh());
+        }
+      }
+      case NORMAL, TRUNCATED_NORMAL -> {
+        finite(table, "initializer.mean", i.getMean());
+        positive(table, "initializer.stddev", i.getStddev());
+      }
+      default -> throw TableException.invalid(
+          "table '%s': initializer kind %s is not supported", table, i.getKind());
+    }
+    return b.build();
+  }
+
+  private static OptimizerConfig normalize(String table, OptimizerConfig o) {
+    OptimizerConfig.Builder b = o.toBuilder();
+    if (o.getKind() == OptimizerKind.OPTIMIZER_KIND_UNSPECIFIED) {
+      b.setKind(OptimizerKind.SGD);
+    }
+    if (o.getLearningRate() == 0f) {
+      b.setLearningRate(DEFAULT_LEARNING_RATE);
+    }
+    positive(table, "optimizer.learning_rate", b.getLearningRate());
+    switch (b.getKind()) {
+      case SGD -> { }
+      case MOMENTUM -> {
+        if (o.getMomentum() == 0f) {
+          b.setMomentum(0.9f);
+        }
+        inRange(table, "optimizer.momentum", b.getMomentum(), 0f, 1f);
+      }
+      case ADAGRAD -> {
+        if (o.getInitialAccumulator() == 0f) {
+          b.setInitialAccumulator(0.1f);
+        }
+        if (o.getEpsilon() == 0f) {
+          b.setEpsilon(1e-7f);
+        }
+        positive(table, "optimizer.initial_accumulator", b.getInitialAccumulator());
+        positive(table, "optimizer.epsilon", b.getEpsilon());
+      }
+      case ADAM -> {
+        if (o.getBeta1() == 0f) {
+          b.setBeta1(0.9f);
+        }
+        if (o.getBeta2() == 0f) {
+          b.setBeta2(0.999f);
+        }
+        if (o.getEpsilon() == 0f) {
+          b.setEpsilon(1e-8f);
+        }
+        inRange(table, "optimizer.beta1", b.getBeta1(), 0f, 1f);
+        inRange(table, "optimizer.beta2", b.getBeta2(), 0f, 1f);
+        positive(table, "optimizer.epsilon", b.getEpsilon());
+      }
+      case FTRL -> {
+        if (o.getInitialAccumulator() == 0f) {
+          b.setInitialAccumulator(0.1f);
+        }
+        positive(table, "optimizer.initial_accumulator", b.getInitialAccumulator());
+        nonNegative(table, "optimizer.l1", b.getL1());
+        nonNegative(table, "optimizer.l2", b.getL2());
+        nonNegative(table, "optimizer.beta", b.getBeta());
+      }
+      default -> throw TableException.invalid(
+          "table '%s': optimizer kind %s is not supported", table, o.getKind());
+    }
+    return b.build();
+  }
+
+  private static void finite(String table, String field, float v) {
+    if (!Float.isFinite(v)) {
+      throw TableException.invalid("table '%s': %s must be finite but was %s", table, field, v);
+    }
+  }
+
+  private static void positive(String table, String field, float v) {
+    if (!(Float.isFinite(v) && v > 0f)) {
+      throw TableException.invalid("table '%s': %s must be > 0 but was %s", table, field, v);
+    }
+  }
+
+  private static void nonNegative(String table, String field, float v) {
+    if (!(Float.isFinite(v) && v >= 0f)) {
+      throw TableException.invalid("table '%s': %s must be >= 0 but was %s", table, field, v);
+    }
+  }
+
+  /** lo <= v < hi. */
+  private static void inRange(String table, String field, float v, float lo, float hi) {
+    if (!(v >= lo && v < hi)) {
+      throw TableException.invalid(
+          "table '%s': %s must be in [%s, %s) but was %s", table, field, lo, hi, v);
+    }
+  }
+}

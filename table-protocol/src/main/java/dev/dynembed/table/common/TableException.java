@@ -1,0 +1,150 @@
+package dev.dynembed.table.common;
+
+/**
+ * The one unchecked exception family of the project. Every failure of a table call, in process or
+ * remote, is a {@code TableException} with an {@link ErrorCode}; subclasses give the common kinds a
+ * type to catch. Remote failures also name the shard and the call ({@link #shard()}, {@link
+ * #call()}); in-process ones have shard -1 and the call name.
+ */
+public class TableException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  private final ErrorCode code;
+  private final String table;
+  private final int shard;
+  private final String call;
+
+  public TableException(ErrorCode code, String message) {
+    this(code, message, null, -1, null, null);
+  }
+
+  public TableException(ErrorCode code, String message, Throwable cause) {
+    this(code, message, null, -1, null, cause);
+  }
+
+  protected TableException(
+      ErrorCode code, String message, String table, int shard, String call, Throwable cause) {
+    super(message, cause);
+    this.code = code;
+    this.table = table;
+    this.shard = shard;
+    this.call = call;
+  }
+
+  /** Creates the typed exception for a code. */
+  public static TableException of(
+      ErrorCode code, String message, String table, int shard, String call, Throwable cause) {
+    String full = context(table, shard, call) + message;
+    return switch (code) {
+      case NOT_FOUND -> new TableNotFoundException(full, table, shard, call, cause);
+      case INVALID_ARGUMENT -> new InvalidRequestException(full, table, shard, call, cause);
+      case RESOURCE_EXHAUSTED -> new LimitExceededException(full, table, shard, call, cause);
+      case UNAVAILABLE, DEADLINE_EXCEEDED ->
+          new ShardUnavailableException(code, full, table, shard, call, cause);
+      case DATA_LOSS -> new CheckpointCorruptException(full, table, shard, call, cause);
+      default -> new TableException(code, full, table, shard, call, cause);
+    };
+  }
+
+  private static String context(String table, int shard, String call) {
+    if (table == null && shard < 0 && call == null) {
+      return "";
+    }
+    StringBuilder sb = new StringBuilder();
+    if (call != null) {
+      sb.append(call);
+    }
+    if (table != null && !table.isEmpty()) {
+      sb.append(sb.length() > 0 ? " " : "").append("table '").append(table).append('\'');
+    }
+    if (shard >= 0) {
+      sb.append(sb.length() > 0 ? " " : "").append("shard ").append(shard);
+    }
+    return sb.append(": ").toString();
+  }
+
+  public ErrorCode code() {
+    return code;
+  }
+
+  /** The table the call was about, or null. */
+  public String table() {
+    return table;
+  }
+
+  /** The shard index that failed, or -1 (in-process or not shard-specific). */
+  public int shard() {
+    return shard;
+  }
+
+  /** The call that failed (e.g. "applyGradients"), or null. */
+  public String call() {
+    return call;
+  }
+
+  public static TableException invalid(String format, Object... args) {
+    return new InvalidRequestException(String.format(format, args), null, -1, null, null);
+  }
+
+  public static TableException notFound(String table) {
+    return new TableNotFoundException("table '" + table + "' does not exist", table, -1, null, null);
+  }
+
+  public static TableException exhausted(String format, Object... args) {
+    return new LimitExceededException(String.format(format, args), null, -1, null, null);
+  }
+
+  public static TableException dataLoss(String format, Object... args) {
+    return new CheckpointCorruptException(String.format(format, args), null, -1, null, null);
+  }
+
+  public static TableException precondition(String format, Object... args) {
+    return new TableException(ErrorCode.FAILED_PRECONDITION, String.format(format, args));
+  }
+
+  /** A table that does not exist. */
+  public static final class TableNotFoundException extends TableException {
+    private static final long serialVersionUID = 1L;
+
+    TableNotFoundException(String m, String table, int shard, String call, Throwable cause) {
+      super(ErrorCode.NOT_FOUND, m, table, shard, call, cause);
+    }
+  }
+
+  /** A request that is malformed: shape, NaN/Inf, empty batch, key length, config. */
+  public static final class InvalidRequestException extends TableException {
+    private static final long serialVersionUID = 1L;
+
+    InvalidRequestException(String m, String table, int shard, String call, Throwable cause) {
+      super(ErrorCode.INVALID_ARGUMENT, m, table, shard, call, cause);
+    }
+  }
+
+  /** A request over the documented limits ({@link Limits}). */
+  public static final class LimitExceededException extends TableException {
+    private static final long serialVersionUID = 1L;
+
+    LimitExceededException(String m, String table, int shard, String call, Throwable cause) {
+      super(ErrorCode.RESOURCE_EXHAUSTED, m, table, shard, call, cause);
+    }
+  }
+
+  /** A shard that did not answer (down, shutting down, or past the deadline). */
+  public static final class ShardUnavailableException extends TableException {
+    private static final long serialVersionUID = 1L;
+
+    ShardUnavailableException(
+        ErrorCode code, String m, String table, int shard, String call, Throwable cause) {
+      super(code, m, table, shard, call, cause);
+    }
+  }
+
+  /** A checkpoint file that is corrupt, truncated or missing. */
+  public static final class CheckpointCorruptException extends TableException {
+    private static final long serialVersionUID = 1L;
+
+    CheckpointCorruptException(String m, String table, int shard, String call, Throwable cause) {
+      super(ErrorCode.DATA_LOSS, m, table, shard, call, cause);
+    }
+  }
+}
