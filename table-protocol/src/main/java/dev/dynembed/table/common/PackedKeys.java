@@ -2,7 +2,6 @@ package dev.dynembed.table.common;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
-import com.google.protobuf.Utf8;
 import dev.dynembed.table.v1.KeyBatch;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -86,7 +85,7 @@ public final class PackedKeys {
           "%s: key lengths add up to %d bytes but the batch holds %d bytes",
           what, total, utf8.length);
     }
-    if (!Utf8.isValidUtf8(utf8)) {
+    if (!batch.getUtf8().isValidUtf8()) {
       throw TableException.invalid("%s: key bytes are not valid UTF-8", what);
     }
     for (int i = 0; i < n; i++) {

@@ -1,0 +1,93 @@
+package dev.dynembed.table.client;
+
+import dev.dynembed.table.v1.CheckpointManifest;
+import dev.dynembed.table.v1.SamplerKind;
+import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.v1.TableInfo;
+import java.nio.file.Path;
+
+/**
+ * A handle on one embedding table: string keys to FLOAT rows of {@link #dim()} columns, created on
+ * first sight (no dictionary), updated by the table's own optimizer. The same contract holds
+ * in-process and over sharded gRPC ({@link TableClients}).
+ *
+ * <p>Thread-safety: every method may be called from many threads. Failures are {@link
+ * dev.dynembed.table.common.TableException}s naming the table, shard and call; a failed call
+ * changes no stored row.
+ *
+ * <p>Limits ({@link dev.dynembed.table.common.Limits}): a batch holds 1..1,048,576 keys; a key is
+ * 1..max_key_bytes (default 256) UTF-8 bytes.
+ */
+public interface EmbeddingTable {
+  String name();
+
+  int dim();
+
+  /** The table's normalized config (every default filled in). */
+  TableConfig config();
+
+  /**
+   * Rows of the keys; missing keys get a fresh row from the table's initializer. Each occurrence
+   * of a key counts once toward its frequency.
+   *
+   * @param keys UTF8 [n]
+   * @return FLOAT [n, dim], row-major
+   */
+  float[] findOrInsert(String... keys);
+
+  /**
+   * Rows of existing keys; missing keys get no row (zeros, {@code found[i] = false}). Counts
+   * nothing.
+   *
+   * @param keys UTF8 [n]
+   */
+  FindResult find(String... keys);
+
+  /**
+   * Sends gradient rows; the table's optimizer updates the rows. Duplicate keys are summed.
+   * Gradients are checked whole first: a wrong width or a NaN/Inf changes nothing.
+   *
+   * @param keys UTF8 [n]
+   * @param gradients FLOAT [n, dim], row-major
+   * @param learningRate &gt; 0 overrides the configured rate for this call; 0 keeps it
+   * @param step recorded as the last-update step of each key
+   * @return distinct keys updated
+   */
+  int applyGradients(String[] keys, float[] gradients, float learningRate, long step);
+
+  /**
+   * Candidate sampling over the whole table (every shard gets its share of the draws).
+   *
+   * @param positives UTF8 [p], returned first with {@code positive = true}
+   * @param numSampled draws with replacement
+   * @param alpha unigram exponent (0 = 0.75)
+   */
+  SampleResult sample(String[] positives, int numSampled, SamplerKind sampler, float alpha,
+      long seed);
+
+  /**
+   * The k keys with the highest score per query, over every shard.
+   *
+   * @param queries FLOAT [q, dim], or [q, dim - 1] with {@link TopKOptions#biasLastDim()}
+   */
+  TopKResult topK(float[] queries, int numQueries, int k, TopKOptions options);
+
+  /**
+   * Writes a checkpoint of this table (rows, slots, metadata of every shard) under {@code
+   * directory} with a manifest ({@code <table>.manifest.json}). No update is in flight while a
+   * shard writes its file. The directory must be visible to every shard process.
+   */
+  CheckpointManifest save(Path directory, long step);
+
+  /**
+   * Replaces the table with a checkpoint written by {@link #save}, from any number of shards;
+   * keys are re-routed to this deployment's shards. Checksums are verified first; a corrupt or
+   * truncated checkpoint is refused and leaves the table as it was.
+   *
+   * @return keys restored over all shards
+   */
+  long restore(Path directory);
+
+  /** Config and counters summed over shards. */
+  TableInfo describe();
+}

@@ -1,0 +1,30 @@
+package dev.dynembed.table.client;
+
+import dev.dynembed.table.v1.StatsResponse;
+import dev.dynembed.table.v1.TableConfig;
+import java.util.List;
+
+/** Entry point to a set of tables, in-process or on sharded servers ({@link TableClients}). */
+public interface TableClient extends AutoCloseable {
+  /**
+   * Creates the table on every shard; if it exists with an identical config, opens it.
+   *
+   * @throws dev.dynembed.table.common.TableException ALREADY_EXISTS with a different config,
+   *     INVALID_ARGUMENT for an invalid config
+   */
+  EmbeddingTable createTable(TableConfig config);
+
+  /** Opens an existing table; NOT_FOUND if it does not exist. */
+  EmbeddingTable openTable(String name);
+
+  /** Drops the table on every shard. */
+  void dropTable(String name);
+
+  /** Per-shard stats: every table's config and counters. */
+  List<StatsResponse> stats();
+
+  int numShards();
+
+  @Override
+  void close();
+}

@@ -1,0 +1,68 @@
+package dev.dynembed.table.client;
+
+import dev.dynembed.table.client.internal.GrpcShard;
+import dev.dynembed.table.client.internal.LocalShard;
+import dev.dynembed.table.client.internal.Shard;
+import dev.dynembed.table.client.internal.ShardedTableClient;
+import dev.dynembed.table.server.ShardEngine;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/** Factories of {@link TableClient}s. */
+public final class TableClients {
+  private TableClients() {}
+
+  /** The embedded default: the table engine in this process, no server to start. */
+  public static TableClient inProcess() {
+    return inProcess(Path.of("."));
+  }
+
+  /** In-process, with relative checkpoint directories resolved against {@code dataDir}. */
+  public static TableClient inProcess(Path dataDir) {
+    return new ShardedTableClient(List.of(new LocalShard(new ShardEngine(0, 1, dataDir))));
+  }
+
+  /**
+   * Sharded gRPC client. Endpoint i must be the server started with {@code --shard-index i
+   * --num-shards endpoints.size()}.
+   *
+   * @param endpoints "host:port", in shard order
+   */
+  public static TableClient connect(List<String> endpoints, ClientOptions options) {
+    if (endpoints.isEmpty()) {
+      throw new IllegalArgumentException("at least one endpoint is needed");
+    }
+    List<Shard> shards = new ArrayList<>();
+    for (int i = 0; i < endpoints.size(); i++) {
+      shards.add(new GrpcShard(i, endpoints.get(i), options));
+    }
+    return new ShardedTableClient(shards);
+  }
+
+  public static TableClient connect(List<String> endpoints) {
+    return connect(endpoints, ClientOptions.DEFAULTS);
+  }
+
+  /** Parses "host:port,host:port". */
+  public static List<String> parseEndpoints(String csv) {
+    List<String> out = new ArrayList<>();
+    for (String s : csv.split(",")) {
+      String e = s.trim();
+      int colon = e.lastIndexOf(':');
+      if (colon <= 0 || colon == e.length() - 1) {
+        throw new IllegalArgumentException("endpoint '" + e + "' is not host:port");
+      }
+      try {
+        int port = Integer.parseInt(e.substring(colon + 1));
+        if (port < 1 || port > 65535) {
+          throw new NumberFormatException();
+        }
+      } catch (NumberFormatException ex) {
+        throw new IllegalArgumentException("endpoint '" + e + "' has an invalid port");
+      }
+      out.add(e);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,79 @@
+package dev.dynembed.table.client.internal;
+
+import dev.dynembed.table.common.BatchDedup;
+import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.PackedKeys;
+
+/**
+ * Partition of a batch over shards: keys de-duplicated, each distinct key routed by {@link
+ * KeyHashing#shardOf}, with the positions needed to stitch replies back in request order.
+ */
+final class Routing {
+  final PackedKeys keys;
+  final BatchDedup dedup;
+  final int numShards;
+  final int[] shardOfUnique;
+  final int[] posInShard;
+  final PackedKeys[] shardKeys;
+  final int[][] shardUniques; // shard -> distinct key ids in shard order
+
+  Routing(PackedKeys keys, int numShards) {
+    this.keys = keys;
+    this.numShards = numShards;
+    this.dedup = BatchDedup.of(keys);
+    int u = dedup.uniqueCount();
+    shardOfUnique = new int[u];
+    posInShard = new int[u];
+    int[] counts = new int[numShards];
+    for (int i = 0; i < u; i++) {
+      int s = KeyHashing.shardOf(keys.hash(dedup.firstPosition(i)), numShards);
+      shardOfUnique[i] = s;
+      posInShard[i] = counts[s]++;
+    }
+    shardKeys = new PackedKeys[numShards];
+    shardUniques = new int[numShards][];
+    PackedKeys.Builder[] b = new PackedKeys.Builder[numShards];
+    for (int s = 0; s < numShards; s++) {
+      b[s] = new PackedKeys.Builder(counts[s]);
+      shardUniques[s] = new int[counts[s]];
+    }
+    for (int i = 0; i < u; i++) {
+      int s = shardOfUnique[i];
+      b[s].add(keys, dedup.firstPosition(i));
+      shardUniques[s][posInShard[i]] = i;
+    }
+    for (int s = 0; s < numShards; s++) {
+      shardKeys[s] = b[s].build();
+    }
+  }
+
+  /** Occurrences of each shard key in the batch. */
+  int[] occurrences(int shard) {
+    int[] occ = new int[shardUniques[shard].length];
+    int[] perUnique = new int[dedup.uniqueCount()];
+    for (int i = 0; i < keys.size(); i++) {
+      perUnique[dedup.uniqueOf(i)]++;
+    }
+    for (int j = 0; j < occ.length; j++) {
+      occ[j] = perUnique[shardUniques[shard][j]];
+    }
+    return occ;
+  }
+
+  /** Gradients summed per distinct key, laid out in this shard's key order. */
+  float[] gradients(int shard, float[] gradients, int dim) {
+    float[] out = new float[shardUniques[shard].length * dim];
+    for (int i = 0; i < keys.size(); i++) {
+      int u = dedup.uniqueOf(i);
+      if (shardOfUnique[u] != shard) {
+        continue;
+      }
+      int dst = posInShard[u] * dim;
+      int src = i * dim;
+      for (int j = 0; j < dim; j++) {
+        out[dst + j] += gradients[src + j];
+      }
+    }
+    return out;
+  }
+}

@@ -1,0 +1,475 @@
+package dev.dynembed.table.client.internal;
+
+import com.google.protobuf.util.JsonFormat;
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.FindResult;
+import dev.dynembed.table.client.SampleResult;
+import dev.dynembed.table.client.TopKOptions;
+import dev.dynembed.table.client.TopKResult;
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.Limits;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.server.CheckpointIo;
+import dev.dynembed.table.server.SampleCandidates;
+import dev.dynembed.table.server.TopKHits;
+import dev.dynembed.table.v1.CheckpointFile;
+import dev.dynembed.table.v1.CheckpointManifest;
+import dev.dynembed.table.v1.SamplerKind;
+import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.v1.TableCounters;
+import dev.dynembed.table.v1.TableInfo;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+
+/**
+ * A table over N shards (N = 1 for the in-process table): partition by {@code shardOf(key)},
+ * call the shards in parallel, stitch the replies back in request order. With a single shard the
+ * batch goes through unchanged (the engine de-duplicates and counts itself).
+ */
+final class ShardedTable implements EmbeddingTable {
+  private final TableConfig config;
+  private final List<Shard> shards;
+  private final int n;
+  private final int dim;
+  /** Last known sampler mass per shard, per sampler and alpha. */
+  private final ConcurrentHashMap<String, double[]> masses = new ConcurrentHashMap<>();
+
+  ShardedTable(TableConfig config, List<Shard> shards) {
+    this.config = config;
+    this.shards = shards;
+    this.n = shards.size();
+    this.dim = config.getDim();
+  }
+
+  @Override
+  public String name() {
+    return config.getName();
+  }
+
+  @Override
+  public int dim() {
+    return dim;
+  }
+
+  @Override
+  public TableConfig config() {
+    return config;
+  }
+
+  private PackedKeys pack(String[] keys, String call) {
+    if (keys.length > Limits.MAX_BATCH_KEYS) {
+      throw TableException.of(ErrorCode.RESOURCE_EXHAUSTED, String.format(
+          "a batch of %d keys exceeds the limit of %d", keys.length, Limits.MAX_BATCH_KEYS),
+          name(), -1, call, null);
+    }
+    try {
+      return PackedKeys.of(keys);
+    } catch (TableException e) {
+      throw TableException.of(e.code(), e.getMessage(), name(), -1, call, e);
+    }
+  }
+
+  private TableException invalid(String call, String format, Object... args) {
+    return TableException.of(ErrorCode.INVALID_ARGUMENT, String.format(format, args), name(), -1,
+        call, null);
+  }
+
+  @Override
+  public float[] findOrInsert(String... keys) {
+    PackedKeys pk = pack(keys, "findOrInsert");
+    float[] out = new float[keys.length * dim];
+    if (n == 1 || pk.size() == 0) {
+      Shard.RowsReply r = await(shards.get(0).findOrInsert(name(), pk, null));
+      r.rows().get(0, out, 0, out.length);
+      return out;
+    }
+    Routing route = new Routing(pk, n);
+    List<CompletableFuture<Shard.RowsReply>> futures = new ArrayList<>(n);
+    for (int s = 0; s < n; s++) {
+      futures.add(route.shardKeys[s].size() == 0 ? null
+          : shards.get(s).findOrInsert(name(), route.shardKeys[s], route.occurrences(s)));
+    }
+    stitch(route, awaitAll(futures), out, null);
+    return out;
+  }
+
+  @Override
+  public FindResult find(String... keys) {
+    PackedKeys pk = pack(keys, "find");
+    float[] out = new float[keys.length * dim];
+    boolean[] found = new boolean[keys.length];
+    if (n == 1 || pk.size() == 0) {
+      Shard.RowsReply r = await(shards.get(0).find(name(), pk));
+      r.rows().get(0, out, 0, out.length);
+      for (int i = 0; i < found.length; i++) {
+        found[i] = (r.found()[i >>> 3] & (1 << (i & 7))) != 0;
+      }
+      return new FindResult(out, found);
+    }
+    Routing route = new Routing(pk, n);
+    List<CompletableFuture<Shard.RowsReply>> futures = new ArrayList<>(n);
+    for (int s = 0; s < n; s++) {
+      futures.add(route.shardKeys[s].size() == 0 ? null
+          : shards.get(s).find(name(), route.shardKeys[s]));
+    }
+    stitch(route, awaitAll(futures), out, found);
+    return new FindResult(out, found);
+  }
+
+  private void stitch(Routing route, List<Shard.RowsReply> replies, float[] out, boolean[] found) {
+    for (int i = 0; i < route.keys.size(); i++) {
+      int u = route.dedup.uniqueOf(i);
+      int s = route.shardOfUnique[u];
+      int p = route.posInShard[u];
+      Shard.RowsReply r = replies.get(s);
+      r.rows().get(p * dim, out, i * dim, dim);
+      if (found != null) {
+        found[i] = (r.found()[p >>> 3] & (1 << (p & 7))) != 0;
+      }
+    }
+  }
+
+  @Override
+  public int applyGradients(String[] keys, float[] gradients, float learningRate, long step) {
+    PackedKeys pk = pack(keys, "applyGradients");
+    if ((long) keys.length * dim != gradients.length) {
+      throw invalid("applyGradients", "table '%s' expects gradients of %d keys x dim %d = %d"
+          + " floats but the request had %d floats", name(), keys.length, dim,
+          (long) keys.length * dim, gradients.length);
+    }
+    for (int k = 0; k < gradients.length; k++) {
+      if (!Float.isFinite(gradients[k])) {
+        throw invalid("applyGradients", "gradient of key %d ('%s') column %d is %s; nothing was"
+            + " applied", k / dim, keys[k / dim], k % dim, gradients[k]);
+      }
+    }
+    if (n == 1 || pk.size() == 0) {
+      return await(shards.get(0).applyGradients(name(), pk, gradients, learningRate, step));
+    }
+    Routing route = new Routing(pk, n);
+    for (int s = 0; s < n; s++) { // check every shard's keys before any shard applies
+      for (int j = 0; j < route.shardKeys[s].size(); j++) {
+        if (route.shardKeys[s].length(j) > config.getMaxKeyBytes()) {
+          throw invalid("applyGradients", "key '%s' is %d bytes long; the table's max_key_bytes"
+              + " is %d", route.shardKeys[s].key(j), route.shardKeys[s].length(j),
+              config.getMaxKeyBytes());
+        }
+      }
+    }
+    if (!(learningRate >= 0f && Float.isFinite(learningRate))) {
+      throw invalid("applyGradients", "learning_rate must be >= 0 (0 = the table's) but was %s",
+          learningRate);
+    }
+    List<CompletableFuture<Integer>> futures = new ArrayList<>(n);
+    for (int s = 0; s < n; s++) {
+      futures.add(route.shardKeys[s].size() == 0 ? null
+          : shards.get(s).applyGradients(name(), route.shardKeys[s],
+              route.gradients(s, gradients, dim), learningRate, step));
+    }
+    int total = 0;
+    for (Integer c : awaitAll(futures)) {
+      total += c == null ? 0 : c;
+    }
+    return total;
+  }
+
+  @Override
+  public SampleResult sample(String[] positives, int numSampled, SamplerKind sampler,
+      float alpha, long seed) {
+    PackedKeys pos = pack(positives, "sample");
+    if (numSampled < 0 || numSampled > Limits.MAX_NUM_SAMPLED) {
+      throw invalid("sample", "num_sampled must be in [0, %d] but was %d",
+          Limits.MAX_NUM_SAMPLED, numSampled);
+    }
+    String id = sampler + "/" + alpha;
+    double[] mass = masses.get(id);
+    if (mass == null) { // first call: ask every shard for its mass
+      List<CompletableFuture<SampleCandidates>> probes = new ArrayList<>(n);
+      for (Shard s : shards) {
+        probes.add(s.sample(name(), PackedKeys.of(), 0, sampler, alpha, seed));
+      }
+      List<SampleCandidates> r = awaitAll(probes);
+      mass = new double[n];
+      for (int s = 0; s < n; s++) {
+        mass[s] = r.get(s).mass();
+      }
+    }
+    double total = Arrays.stream(mass).sum();
+    if (numSampled > 0 && !(total > 0)) {
+      throw TableException.of(ErrorCode.FAILED_PRECONDITION,
+          "no key has sampling weight, so nothing can be drawn", name(), -1, "sample", null);
+    }
+    double[] share = new double[n];
+    for (int s = 0; s < n; s++) {
+      share[s] = total > 0 ? mass[s] / total : (n == 1 ? 1 : 0);
+    }
+    // split the draws over shards: multinomial with the shards' shares
+    int[] draws = new int[n];
+    SplittableRandom rnd = new SplittableRandom(seed);
+    for (int j = 0; j < numSampled; j++) {
+      double u = rnd.nextDouble();
+      int s = 0;
+      while (s < n - 1 && (u -= share[s]) >= 0) {
+        s++;
+      }
+      draws[s]++;
+    }
+    // positives go to their owners; remember where each came from
+    int[] posShard = new int[pos.size()];
+    int[] posIndex = new int[pos.size()];
+    PackedKeys.Builder[] pb = new PackedKeys.Builder[n];
+    for (int s = 0; s < n; s++) {
+      pb[s] = new PackedKeys.Builder(pos.size() / n + 1);
+    }
+    for (int i = 0; i < pos.size(); i++) {
+      int s = n == 1 ? 0 : KeyHashing.shardOf(pos.hash(i), n);
+      posShard[i] = s;
+      posIndex[i] = pb[s].size();
+      pb[s].add(pos, i);
+    }
+    List<CompletableFuture<SampleCandidates>> futures = new ArrayList<>(n);
+    for (int s = 0; s < n; s++) {
+      boolean idle = draws[s] == 0 && pb[s].size() == 0;
+      futures.add(idle ? null : shards.get(s).sample(name(), pb[s].build(), draws[s], sampler,
+          alpha, seed + 0x632BE59BD9B4E019L * (s + 1)));
+    }
+    List<SampleCandidates> replies = awaitAll(futures);
+    double[] fresh = mass.clone();
+    for (int s = 0; s < n; s++) {
+      if (replies.get(s) != null) {
+        fresh[s] = replies.get(s).mass();
+      }
+    }
+    masses.put(id, fresh);
+    int count = pos.size() + numSampled;
+    String[] keys = new String[count];
+    boolean[] positive = new boolean[count];
+    double[] prob = new double[count];
+    for (int i = 0; i < pos.size(); i++) {
+      SampleCandidates r = replies.get(posShard[i]);
+      keys[i] = positives[i];
+      positive[i] = true;
+      prob[i] = share[posShard[i]] * r.probability()[posIndex[i]];
+    }
+    int at = pos.size();
+    for (int s = 0; s < n; s++) {
+      SampleCandidates r = replies.get(s);
+      if (r == null) {
+        continue;
+      }
+      int np = pb[s].size();
+      for (int j = np; j < r.keys().size(); j++) {
+        keys[at] = r.keys().key(j);
+        prob[at] = share[s] * r.probability()[j];
+        at++;
+      }
+    }
+    return new SampleResult(keys, positive, prob, pos.size());
+  }
+
+  @Override
+  public TopKResult topK(float[] queries, int numQueries, int k, TopKOptions options) {
+    int width = options.biasLastDim() ? dim - 1 : dim;
+    if (numQueries < 1 || (long) numQueries * width != queries.length) {
+      throw invalid("topK", "%d queries of width %d need %d floats but %d were given",
+          numQueries, width, (long) numQueries * width, queries.length);
+    }
+    PackedKeys exclude = pack(options.exclude().toArray(new String[0]), "topK");
+    List<CompletableFuture<TopKHits>> futures = new ArrayList<>(n);
+    for (Shard s : shards) {
+      futures.add(s.topK(name(), queries, numQueries, k, options.biasLastDim(), options.metric(),
+          exclude));
+    }
+    List<TopKHits> replies = awaitAll(futures);
+    String[][] keys = new String[numQueries][];
+    float[][] scores = new float[numQueries][];
+    int[] cursor = new int[n];
+    record Hit(String key, float score) {}
+    Comparator<Hit> order = Comparator.comparingDouble((Hit h) -> -h.score())
+        .thenComparing(Hit::key);
+    for (int q = 0; q < numQueries; q++) {
+      List<Hit> all = new ArrayList<>();
+      for (int s = 0; s < n; s++) {
+        TopKHits r = replies.get(s);
+        int c = r.counts()[q];
+        for (int j = 0; j < c; j++) {
+          all.add(new Hit(r.keys().key(cursor[s] + j), r.scores()[cursor[s] + j]));
+        }
+        cursor[s] += c;
+      }
+      all.sort(order);
+      int m = Math.min(k, all.size());
+      keys[q] = new String[m];
+      scores[q] = new float[m];
+      for (int j = 0; j < m; j++) {
+        keys[q][j] = all.get(j).key();
+        scores[q][j] = all.get(j).score();
+      }
+    }
+    return new TopKResult(keys, scores);
+  }
+
+  static Path manifestPath(Path dir, String table) {
+    return dir.resolve(table + ".manifest.json");
+  }
+
+  @Override
+  public CheckpointManifest save(Path directory, long step) {
+    Path dir = directory.toAbsolutePath().normalize();
+    List<CompletableFuture<CheckpointFile>> futures = new ArrayList<>(n);
+    for (Shard s : shards) {
+      futures.add(s.save(name(), dir.toString(), step));
+    }
+    List<CheckpointFile> files = awaitAll(futures);
+    CheckpointManifest m = CheckpointManifest.newBuilder()
+        .setFormatVersion(CheckpointIo.FORMAT_VERSION)
+        .setTable(name())
+        .setConfig(config)
+        .setStep(step)
+        .setNumShards(n)
+        .addAllFiles(files)
+        .setCreatedAt(Instant.now().toString())
+        .build();
+    Path target = manifestPath(dir, name());
+    Path tmp = dir.resolve(target.getFileName() + ".tmp");
+    try {
+      Files.writeString(tmp, JsonFormat.printer().print(m) + "\n", StandardCharsets.UTF_8);
+      Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING,
+          StandardCopyOption.ATOMIC_MOVE);
+    } catch (IOException e) {
+      throw TableException.of(ErrorCode.INTERNAL, "writing manifest " + target + " failed: " + e,
+          name(), -1, "save", e);
+    }
+    return m;
+  }
+
+  /** Reads and checks a manifest. */
+  static CheckpointManifest readManifest(Path dir, String table) {
+    Path p = manifestPath(dir, table);
+    try {
+      CheckpointManifest.Builder b = CheckpointManifest.newBuilder();
+      JsonFormat.parser().merge(Files.readString(p, StandardCharsets.UTF_8), b);
+      CheckpointManifest m = b.build();
+      if (m.getFormatVersion() != CheckpointIo.FORMAT_VERSION) {
+        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
+            "manifest %s has format version %d; this build reads %d", p, m.getFormatVersion(),
+            CheckpointIo.FORMAT_VERSION), table, -1, "restore", null);
+      }
+      if (!m.getTable().equals(table) || m.getFilesCount() != m.getNumShards()
+          || m.getFilesCount() == 0) {
+        throw TableException.of(ErrorCode.DATA_LOSS, String.format(
+            "manifest %s is inconsistent (table '%s', %d files for %d shards)", p, m.getTable(),
+            m.getFilesCount(), m.getNumShards()), table, -1, "restore", null);
+      }
+      return m;
+    } catch (NoSuchFileException e) {
+      throw TableException.of(ErrorCode.DATA_LOSS, "no checkpoint manifest " + p
+          + " (not a checkpoint directory of this table, or its save did not finish)", table, -1,
+          "restore", e);
+    } catch (IOException e) {
+      throw TableException.of(ErrorCode.DATA_LOSS, "manifest " + p + " cannot be read: "
+          + e.getMessage(), table, -1, "restore", e);
+    }
+  }
+
+  @Override
+  public long restore(Path directory) {
+    Path dir = directory.toAbsolutePath().normalize();
+    CheckpointManifest m = readManifest(dir, name());
+    List<CompletableFuture<Long>> futures = new ArrayList<>(n);
+    for (Shard s : shards) {
+      futures.add(s.restore(name(), dir.toString(), m.getFilesList()));
+    }
+    long total = 0;
+    for (Long k : awaitAll(futures)) {
+      total += k;
+    }
+    long expected = m.getFilesList().stream().mapToLong(CheckpointFile::getKeys).sum();
+    if (total != expected) {
+      throw TableException.of(ErrorCode.DATA_LOSS, String.format(
+          "restored %d keys over %d shards but the checkpoint holds %d", total, n, expected),
+          name(), -1, "restore", null);
+    }
+    return total;
+  }
+
+  @Override
+  public TableInfo describe() {
+    List<CompletableFuture<TableInfo>> futures = new ArrayList<>(n);
+    for (Shard s : shards) {
+      futures.add(s.describe(name()));
+    }
+    List<TableInfo> infos = awaitAll(futures);
+    return sum(infos);
+  }
+
+  static TableInfo sum(List<TableInfo> infos) {
+    TableCounters.Builder c = TableCounters.newBuilder();
+    for (TableInfo i : infos) {
+      TableCounters x = i.getCounters();
+      c.setKeys(c.getKeys() + x.getKeys())
+          .setBytesUsed(c.getBytesUsed() + x.getBytesUsed())
+          .setBytesRaw(c.getBytesRaw() + x.getBytesRaw())
+          .setTotalFrequency(c.getTotalFrequency() + x.getTotalFrequency())
+          .setUpdates(c.getUpdates() + x.getUpdates())
+          .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
+    }
+    return TableInfo.newBuilder().setConfig(infos.get(0).getConfig()).setShardIndex(0)
+        .setNumShards(infos.size()).setCounters(c).build();
+  }
+
+  static <T> T await(CompletableFuture<T> f) {
+    try {
+      return f.get();
+    } catch (ExecutionException | CompletionException e) {
+      Throwable c = e.getCause();
+      if (c instanceof TableException te) {
+        throw te;
+      }
+      throw new TableException(ErrorCode.INTERNAL, "unexpected failure: " + c, c);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new TableException(ErrorCode.UNAVAILABLE, "interrupted while waiting for a shard", e);
+    }
+  }
+
+  /** Waits for every future (nulls stay null); throws the first failure by shard order. */
+  static <T> List<T> awaitAll(List<CompletableFuture<T>> futures) {
+    List<T> out = new ArrayList<>(futures.size());
+    TableException first = null;
+    for (CompletableFuture<T> f : futures) {
+      if (f == null) {
+        out.add(null);
+        continue;
+      }
+      try {
+        out.add(await(f));
+      } catch (TableException e) {
+        if (first == null) {
+          first = e;
+        }
+        out.add(null);
+      }
+    }
+    if (first != null) {
+      throw first;
+    }
+    return out;
+  }
+}

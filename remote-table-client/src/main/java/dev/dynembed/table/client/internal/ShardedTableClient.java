@@ -1,0 +1,101 @@
+package dev.dynembed.table.client.internal;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.StatsResponse;
+import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.v1.TableInfo;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+/** {@link TableClient} over a fixed list of shards, in shard order. */
+public final class ShardedTableClient implements TableClient {
+  private final List<Shard> shards;
+
+  public ShardedTableClient(List<Shard> shards) {
+    this.shards = List.copyOf(shards);
+  }
+
+  @Override
+  public int numShards() {
+    return shards.size();
+  }
+
+  @Override
+  public EmbeddingTable createTable(TableConfig config) {
+    List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
+    for (Shard s : shards) {
+      futures.add(s.create(config));
+    }
+    return open(config.getName(), ShardedTable.awaitAll(futures));
+  }
+
+  @Override
+  public EmbeddingTable openTable(String name) {
+    List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
+    for (Shard s : shards) {
+      futures.add(s.describe(name));
+    }
+    return open(name, ShardedTable.awaitAll(futures));
+  }
+
+  private EmbeddingTable open(String name, List<TableInfo> infos) {
+    TableConfig config = infos.get(0).getConfig();
+    for (int i = 0; i < infos.size(); i++) {
+      TableInfo info = infos.get(i);
+      if (info.getNumShards() != shards.size() || info.getShardIndex() != i) {
+        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
+            "endpoint %d serves shard %d of %d, but this client has %d endpoints in shard order",
+            i, info.getShardIndex(), info.getNumShards(), shards.size()), name, i, "openTable",
+            null);
+      }
+      if (!info.getConfig().equals(config)) {
+        throw TableException.of(ErrorCode.FAILED_PRECONDITION,
+            "shards disagree on the table's config", name, i, "openTable", null);
+      }
+    }
+    return new ShardedTable(config, shards);
+  }
+
+  @Override
+  public void dropTable(String name) {
+    List<CompletableFuture<Void>> futures = new ArrayList<>();
+    for (Shard s : shards) {
+      futures.add(s.drop(name));
+    }
+    int notFound = 0;
+    for (CompletableFuture<Void> f : futures) {
+      try {
+        ShardedTable.await(f);
+      } catch (TableException e) {
+        if (e.code() != ErrorCode.NOT_FOUND) {
+          throw e;
+        }
+        notFound++;
+      }
+    }
+    if (notFound == shards.size()) {
+      throw TableException.of(ErrorCode.NOT_FOUND, "table '" + name + "' does not exist", name,
+          -1, "dropTable", null);
+    }
+  }
+
+  @Override
+  public List<StatsResponse> stats() {
+    List<CompletableFuture<StatsResponse>> futures = new ArrayList<>();
+    for (Shard s : shards) {
+      futures.add(s.stats());
+    }
+    return ShardedTable.awaitAll(futures);
+  }
+
+  @Override
+  public void close() {
+    for (Shard s : shards) {
+      s.close();
+    }
+  }
+}

@@ -1,0 +1,342 @@
+package dev.dynembed.table.server;
+
+import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.CheckpointFile;
+import dev.dynembed.table.v1.CheckpointHeader;
+import dev.dynembed.table.v1.TableConfig;
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.List;
+import java.util.zip.CRC32C;
+import java.util.zip.CheckedInputStream;
+import java.util.zip.CheckedOutputStream;
+
+/**
+ * Checkpoint shard files, format version 1 (docs/design/0004-checkpoint-format.md):
+ *
+ * <pre>
+ * "DYNEMBCK" | u32 version | u32 header length | CheckpointHeader (protobuf) | u32 crc32c(header)
+ * block*     : u32 records (&gt; 0) | u32 payload length | payload | u32 crc32c(payload)
+ *              record: u16 key length | key UTF-8 | row_floats f32 | i64 freq | i64 step | i64 updates
+ * end        : u32 0 | u64 total records | u32 crc32c(all bytes before this field)
+ * </pre>
+ *
+ * All integers little-endian. The whole-file CRC32C is also returned to the caller for the
+ * manifest, so a restore checks each block, the trailer, and the file against the manifest.
+ */
+public final class CheckpointIo {
+  public static final int FORMAT_VERSION = 1;
+  private static final byte[] MAGIC = "DYNEMBCK".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+  private static final int BLOCK_RECORDS = 1024;
+
+  private CheckpointIo() {}
+
+  public static String fileName(String table, int shard, int numShards) {
+    return String.format("%s.shard-%05d-of-%05d.ckpt", table, shard, numShards);
+  }
+
+  /** Writes a table's shard file; the caller holds the table's quiesce lock exclusively. */
+  static CheckpointFile write(TableStore t, Path dir, long step) throws IOException {
+    Files.createDirectories(dir);
+    String name = fileName(t.name(), t.shardIndex, t.numShards);
+    Path target = dir.resolve(name);
+    Path tmp = dir.resolve(name + ".tmp");
+    int n = t.size();
+    long records = 0;
+    CRC32C whole = new CRC32C();
+    try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE,
+            StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE);
+        CheckedOutputStream cos = new CheckedOutputStream(
+            new BufferedOutputStream(java.nio.channels.Channels.newOutputStream(ch), 1 << 16), whole);
+        DataOutputStream out = new DataOutputStream(cos)) {
+      out.write(MAGIC);
+      byte[] header = CheckpointHeader.newBuilder()
+          .setFormatVersion(FORMAT_VERSION)
+          .setConfig(t.config())
+          .setShardIndex(t.shardIndex)
+          .setNumShards(t.numShards)
+          .setStep(step)
+          .setRowFloats(t.rowFloats)
+          .build().toByteArray();
+      writeInt(out, FORMAT_VERSION);
+      writeInt(out, header.length);
+      out.write(header);
+      writeInt(out, crc(header, header.length));
+      int rowBytes = 2 + t.maxKeyBytes + 4 * t.rowFloats + 24;
+      ByteBuffer block = ByteBuffer.allocate(BLOCK_RECORDS * rowBytes).order(ByteOrder.LITTLE_ENDIAN);
+      int inBlock = 0;
+      for (int r = 0; r < n; r++) {
+        if (!t.isReady(r)) {
+          continue;
+        }
+        PackedKeys.Builder kb = new PackedKeys.Builder(1);
+        t.appendKey(r, kb);
+        PackedKeys key = kb.build();
+        block.putShort((short) key.length(0));
+        block.put(key.bytes(), 0, key.length(0));
+        float[] page = t.rowPage(r);
+        int base = t.rowBase(r);
+        for (int j = 0; j < t.rowFloats; j++) {
+          block.putFloat(page[base + j]);
+        }
+        block.putLong(t.meta(r, TableStore.M_FREQ));
+        block.putLong(t.meta(r, TableStore.M_STEP));
+        block.putLong(t.meta(r, TableStore.M_UPDATES));
+        records++;
+        if (++inBlock == BLOCK_RECORDS) {
+          flushBlock(out, block, inBlock);
+          inBlock = 0;
+        }
+      }
+      if (inBlock > 0) {
+        flushBlock(out, block, inBlock);
+      }
+      writeInt(out, 0);
+      writeLong(out, records);
+      out.flush();
+      writeInt(out, (int) whole.getValue());
+      out.flush();
+      ch.force(true);
+    }
+    long crc = crcOfFile(tmp);
+    Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+    return CheckpointFile.newBuilder()
+        .setName(name)
+        .setShardIndex(t.shardIndex)
+        .setNumShards(t.numShards)
+        .setKeys(records)
+        .setBytes(Files.size(target))
+        .setCrc32C((int) crc)
+        .build();
+  }
+
+  private static void flushBlock(DataOutputStream out, ByteBuffer block, int records)
+      throws IOException {
+    writeInt(out, records);
+    writeInt(out, block.position());
+    out.write(block.array(), 0, block.position());
+    writeInt(out, crc(block.array(), block.position()));
+    block.clear();
+  }
+
+  /**
+   * Reads every listed file and builds a new table holding the keys that route to {@code
+   * shardIndex} of {@code numShards}. Nothing live is touched; any problem throws before the
+   * caller swaps the table in.
+   *
+   * @param expectedName the table the caller restores; every file must hold it
+   */
+  static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
+      int shardIndex, int numShards) {
+    if (files.isEmpty()) {
+      throw TableException.invalid("table '%s': restore lists no checkpoint files", expectedName);
+    }
+    Target target = new Target(shardIndex, numShards);
+    for (CheckpointFile f : files) {
+      if (f.getName().contains("/") || f.getName().contains("\\") || f.getName().startsWith(".")) {
+        throw TableException.invalid("checkpoint file name '%s' must be a plain file name", f.getName());
+      }
+      Path p = dir.resolve(f.getName());
+      try {
+        long size = Files.size(p);
+        if (size != f.getBytes()) {
+          throw TableException.dataLoss("checkpoint file %s is %d bytes but the manifest says %d"
+              + " (truncated or replaced)", p, size, f.getBytes());
+        }
+        int crc = (int) crcOfFile(p);
+        if (crc != f.getCrc32C()) {
+          throw TableException.dataLoss("checkpoint file %s has CRC32C %08x but the manifest says"
+              + " %08x (corrupt)", p, crc, f.getCrc32C());
+        }
+        try (InputStream in = new BufferedInputStream(Files.newInputStream(p), 1 << 16)) {
+          readFile(in, p, expectedName, target);
+        }
+      } catch (NoSuchFileException e) {
+        throw TableException.dataLoss("checkpoint file %s is missing", p);
+      } catch (IOException e) {
+        throw TableException.dataLoss("checkpoint file %s cannot be read: %s", p, e.getMessage());
+      }
+    }
+    return target.table;
+  }
+
+  /** The table being rebuilt, created from the first file's header. */
+  private static final class Target {
+    final int shardIndex;
+    final int numShards;
+    TableStore table;
+
+    Target(int shardIndex, int numShards) {
+      this.shardIndex = shardIndex;
+      this.numShards = numShards;
+    }
+  }
+
+  private static void readFile(InputStream raw, Path p, String expectedName, Target target)
+      throws IOException {
+    int shardIndex = target.shardIndex;
+    int numShards = target.numShards;
+    CRC32C whole = new CRC32C();
+    DataInputStream in = new DataInputStream(new CheckedInputStream(raw, whole));
+    try {
+      byte[] magic = in.readNBytes(MAGIC.length);
+      if (!java.util.Arrays.equals(magic, MAGIC)) {
+        throw TableException.dataLoss("%s is not a table checkpoint file (bad magic)", p);
+      }
+      int version = readInt(in);
+      if (version != FORMAT_VERSION) {
+        throw TableException.precondition(
+            "%s has checkpoint format version %d; this build reads version %d", p, version,
+            FORMAT_VERSION);
+      }
+      int hlen = readInt(in);
+      if (hlen < 0 || hlen > (1 << 20)) {
+        throw TableException.dataLoss("%s: header length %d is invalid", p, hlen);
+      }
+      byte[] hb = in.readNBytes(hlen);
+      if (hb.length != hlen || readInt(in) != crc(hb, hlen)) {
+        throw TableException.dataLoss("%s: header checksum mismatch or truncated header", p);
+      }
+      CheckpointHeader h = CheckpointHeader.parseFrom(hb);
+      TableConfig cfg = TableConfigs.normalize(h.getConfig());
+      if (!cfg.getName().equals(expectedName)) {
+        throw TableException.precondition("%s holds table '%s', not '%s'", p, cfg.getName(),
+            expectedName);
+      }
+      if (target.table == null) {
+        target.table = new TableStore(cfg, shardIndex, numShards);
+      } else if (!target.table.config().equals(cfg)) {
+        throw TableException.precondition(
+            "%s was written with a different table config than the other files", p);
+      }
+      TableStore t = target.table;
+      if (h.getRowFloats() != t.rowFloats) {
+        throw TableException.dataLoss("%s: header says %d floats per row but dim %d with %s needs %d",
+            p, h.getRowFloats(), cfg.getDim(), cfg.getOptimizer().getKind(), t.rowFloats);
+      }
+      long records = 0;
+      float[] rec = new float[t.rowFloats];
+      while (true) {
+        int count = readInt(in);
+        if (count == 0) {
+          break;
+        }
+        int len = readInt(in);
+        if (count < 0 || len < 0 || len > (64 << 20)) {
+          throw TableException.dataLoss("%s: block header is invalid (records %d, bytes %d)", p,
+              count, len);
+        }
+        byte[] payload = in.readNBytes(len);
+        if (payload.length != len) {
+          throw new EOFException();
+        }
+        if (readInt(in) != crc(payload, len)) {
+          throw TableException.dataLoss("%s: block %d checksum mismatch (corrupt)", p, records);
+        }
+        ByteBuffer b = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
+        try {
+          for (int i = 0; i < count; i++) {
+            int klen = b.getShort() & 0xFFFF;
+            if (klen == 0 || klen > t.maxKeyBytes) {
+              throw TableException.dataLoss("%s: record %d has key length %d", p, records, klen);
+            }
+            byte[] kbytes = new byte[klen];
+            b.get(kbytes);
+            for (int j = 0; j < t.rowFloats; j++) {
+              rec[j] = b.getFloat();
+            }
+            long freq = b.getLong();
+            long step = b.getLong();
+            long upd = b.getLong();
+            records++;
+            PackedKeys key = new PackedKeys.Builder(1).add(kbytes, 0, klen).build();
+            if (numShards > 1 && KeyHashing.shardOf(key.hash(0), numShards) != shardIndex) {
+              continue;
+            }
+            if (!t.restoreRecord(key, 0, rec, 0, freq, step, upd)) {
+              throw TableException.dataLoss("%s: key '%s' appears twice in the checkpoint", p,
+                  key.key(0));
+            }
+          }
+        } catch (java.nio.BufferUnderflowException e) {
+          throw TableException.dataLoss("%s: block %d is shorter than its records", p, records);
+        }
+        if (b.hasRemaining()) {
+          throw TableException.dataLoss("%s: block has %d trailing bytes", p, b.remaining());
+        }
+      }
+      long total = readLong(in);
+      if (total != records) {
+        throw TableException.dataLoss("%s: trailer says %d records but %d were read", p, total,
+            records);
+      }
+      int expected = (int) whole.getValue();
+      int stored = Integer.reverseBytes(new DataInputStream(raw).readInt());
+      if (stored != expected) {
+        throw TableException.dataLoss("%s: file checksum mismatch (corrupt)", p);
+      }
+      if (raw.read() != -1) {
+        throw TableException.dataLoss("%s: trailing bytes after the end of the checkpoint", p);
+      }
+    } catch (EOFException e) {
+      throw TableException.dataLoss("%s is truncated", p);
+    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+      throw TableException.dataLoss("%s: header cannot be parsed: %s", p, e.getMessage());
+    }
+  }
+
+  static long crcOfFile(Path p) throws IOException {
+    CRC32C c = new CRC32C();
+    byte[] buf = new byte[1 << 16];
+    try (InputStream in = Files.newInputStream(p)) {
+      int r;
+      while ((r = in.read(buf)) > 0) {
+        c.update(buf, 0, r);
+      }
+    }
+    return c.getValue();
+  }
+
+  private static int crc(byte[] b, int len) {
+    CRC32C c = new CRC32C();
+    c.update(b, 0, len);
+    return (int) c.getValue();
+  }
+
+  private static void writeInt(OutputStream out, int v) throws IOException {
+    out.write(v);
+    out.write(v >>> 8);
+    out.write(v >>> 16);
+    out.write(v >>> 24);
+  }
+
+  private static void writeLong(OutputStream out, long v) throws IOException {
+    writeInt(out, (int) v);
+    writeInt(out, (int) (v >>> 32));
+  }
+
+  private static int readInt(DataInputStream in) throws IOException {
+    return Integer.reverseBytes(in.readInt());
+  }
+
+  private static long readLong(DataInputStream in) throws IOException {
+    return Long.reverseBytes(in.readLong());
+  }
+}

@@ -1,0 +1,172 @@
+package dev.dynembed.table.server;
+
+import com.google.protobuf.ByteString;
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.*;
+import io.grpc.Status;
+import io.grpc.stub.StreamObserver;
+import java.util.concurrent.Callable;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/** The gRPC face of a {@link ShardEngine}: decode, call the engine, encode, map errors. */
+final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableServiceImplBase {
+  private static final Logger log = Logger.getLogger(TableGrpcService.class.getName());
+  private final ShardEngine engine;
+
+  TableGrpcService(ShardEngine engine) {
+    this.engine = engine;
+  }
+
+  @Override
+  public void createTable(CreateTableRequest req, StreamObserver<TableInfo> out) {
+    run(out, req.getConfig().getName(), () -> engine.info(engine.create(req.getConfig())));
+  }
+
+  @Override
+  public void describeTable(DescribeTableRequest req, StreamObserver<TableInfo> out) {
+    run(out, req.getTable(), () -> engine.info(engine.get(req.getTable())));
+  }
+
+  @Override
+  public void dropTable(DropTableRequest req, StreamObserver<DropTableResponse> out) {
+    run(out, req.getTable(), () -> {
+      engine.drop(req.getTable());
+      return DropTableResponse.getDefaultInstance();
+    });
+  }
+
+  @Override
+  public void find(FindRequest req, StreamObserver<FindResponse> out) {
+    run(out, req.getTable(), () -> {
+      TableStore t = engine.get(req.getTable());
+      PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+      float[] rows = new float[keys.size() * t.dim];
+      byte[] found = new byte[(keys.size() + 7) >>> 3];
+      t.find(keys, rows, found);
+      return FindResponse.newBuilder()
+          .setDim(t.dim)
+          .setRows(Rows.encode(rows))
+          .setFound(ByteString.copyFrom(found))
+          .build();
+    });
+  }
+
+  @Override
+  public void findOrInsert(FindOrInsertRequest req, StreamObserver<FindResponse> out) {
+    run(out, req.getTable(), () -> {
+      TableStore t = engine.get(req.getTable());
+      PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+      float[] rows = new float[keys.size() * t.dim];
+      int[] occ = null;
+      if (req.getOccurrencesCount() > 0) {
+        occ = new int[req.getOccurrencesCount()];
+        for (int i = 0; i < occ.length; i++) {
+          occ[i] = req.getOccurrences(i);
+        }
+      }
+      t.findOrInsert(keys, occ, rows);
+      return FindResponse.newBuilder().setDim(t.dim).setRows(Rows.encode(rows)).build();
+    });
+  }
+
+  @Override
+  public void applyGradients(ApplyGradientsRequest req,
+      StreamObserver<ApplyGradientsResponse> out) {
+    run(out, req.getTable(), () -> {
+      TableStore t = engine.get(req.getTable());
+      PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+      Rows.floatCount(req.getGradients(), "gradients");
+      float[] g = Rows.decode(req.getGradients());
+      int n = t.applyGradients(keys, g, req.getLearningRate(), req.getStep());
+      return ApplyGradientsResponse.newBuilder().setRowsUpdated(n).build();
+    });
+  }
+
+  @Override
+  public void sample(SampleRequest req, StreamObserver<SampleResponse> out) {
+    run(out, req.getTable(), () -> {
+      TableStore t = engine.get(req.getTable());
+      PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
+      SampleCandidates r = engine.sample(req.getTable(), pos, req.getNumSampled(),
+          req.getSampler(), req.getAlpha(), req.getSeed());
+      SampleResponse.Builder b = SampleResponse.newBuilder()
+          .setKeys(r.keys().toProto()).setMass(r.mass()).setNumKeys(r.numKeys());
+      for (int i = 0; i < r.positive().length; i++) {
+        b.addIsPositive(r.positive()[i]).addProbability(r.probability()[i]);
+      }
+      return b.build();
+    });
+  }
+
+  @Override
+  public void topK(TopKRequest req, StreamObserver<TopKResponse> out) {
+    run(out, req.getTable(), () -> {
+      TableStore t = engine.get(req.getTable());
+      Rows.floatCount(req.getQueries(), "queries");
+      PackedKeys exclude = PackedKeys.fromProto(req.getExclude(), t.maxKeyBytes, "exclude");
+      TopKHits r = engine.topK(req.getTable(), Rows.decode(req.getQueries()),
+          req.getNumQueries(), req.getK(), req.getBiasLastDim(), req.getMetric(), exclude);
+      TopKResponse.Builder b = TopKResponse.newBuilder().setKeys(r.keys().toProto());
+      for (float s : r.scores()) {
+        b.addScores(s);
+      }
+      for (int c : r.counts()) {
+        b.addCounts(c);
+      }
+      return b.build();
+    });
+  }
+
+  @Override
+  public void save(SaveRequest req, StreamObserver<SaveResponse> out) {
+    run(out, req.getTable(), () -> SaveResponse.newBuilder()
+        .setFile(engine.save(req.getTable(), req.getDirectory(), req.getStep())).build());
+  }
+
+  @Override
+  public void restore(RestoreRequest req, StreamObserver<RestoreResponse> out) {
+    run(out, req.getTable(), () -> RestoreResponse.newBuilder()
+        .setKeys(engine.restore(req.getTable(), req.getDirectory(), req.getFilesList())).build());
+  }
+
+  @Override
+  public void stats(StatsRequest req, StreamObserver<StatsResponse> out) {
+    run(out, "", () -> {
+      StatsResponse.Builder b = StatsResponse.newBuilder()
+          .setShardIndex(engine.shardIndex()).setNumShards(engine.numShards());
+      for (TableStore t : engine.tables()) {
+        b.addTables(engine.info(t));
+      }
+      return b.build();
+    });
+  }
+
+  private static <T> void run(StreamObserver<T> out, String table, Callable<T> call) {
+    T result;
+    try {
+      result = call.call();
+    } catch (TableException e) {
+      out.onError(toStatus(e.code()).withDescription(e.getMessage()).asRuntimeException());
+      return;
+    } catch (OutOfMemoryError e) {
+      out.onError(Status.RESOURCE_EXHAUSTED
+          .withDescription("table '" + table + "': server out of memory").asRuntimeException());
+      return;
+    } catch (Exception e) {
+      log.log(Level.WARNING, "internal error on table '" + table + "'", e);
+      out.onError(Status.INTERNAL.withDescription(
+          "table '" + table + "': internal error: " + e).asRuntimeException());
+      return;
+    }
+    out.onNext(result);
+    out.onCompleted();
+  }
+
+  static Status toStatus(ErrorCode code) {
+    return Status.fromCode(Status.Code.valueOf(code.grpcName()));
+  }
+}

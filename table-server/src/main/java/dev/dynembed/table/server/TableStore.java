@@ -1,0 +1,587 @@
+package dev.dynembed.table.server;
+
+import dev.dynembed.table.common.BatchDedup;
+import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.Limits;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.v1.TableCounters;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.concurrent.locks.StampedLock;
+
+/**
+ * One table on one shard: string keys to float rows, with optimizer slots and per-key metadata.
+ *
+ * <h2>Layout (no per-key objects)</h2>
+ *
+ * <ul>
+ *   <li><b>Rows</b>: each key has a dense row id. Its record {@code [w | slots]} ({@link
+ *       #rowFloats} floats) lives in a float page: {@code rowPages[id >>> pageShift]} at {@code
+ *       (id & pageMask) * rowFloats}. Pages are fixed-size, so growth wastes at most one page
+ *       (never the 2x of a doubling array).
+ *   <li><b>Metadata</b>: {@link #META} longs per row in long pages: key reference (arena offset
+ *       &lt;&lt; 16 | length), frequency, last-update step, update count.
+ *   <li><b>Keys</b>: UTF-8 bytes appended to 1 MiB byte pages (a key never spans pages).
+ *   <li><b>Index</b>: 64 segments of linear-probing arrays ({@code long} hash, {@code int} row
+ *       id + 1), each guarded by its own {@link StampedLock}; segment and slot come from
+ *       {@code mix(xxh3(key))} so the bits used by {@code shard = hash mod n} do not skew them.
+ * </ul>
+ *
+ * <h2>Concurrency (docs/design/0003-update-consistency.md)</h2>
+ *
+ * Lookups take a segment's read lock, inserts its write lock. A row is fully written (key, row,
+ * slots) before its id is published in the index, and scans see a row only once its key reference
+ * is set (release/acquire). Updates of one row are serialized by 1024 lock stripes, so optimizer
+ * slots are never torn by two writers; reads of a row being updated are not locked (each float is
+ * read atomically, a row may mix old and new values: the Hogwild relaxation). Frequencies are
+ * atomic increments. Mutating calls hold the table's {@link #quiesce} lock shared; a checkpoint
+ * holds it exclusively, so a saved table is a consistent cut.
+ */
+public final class TableStore {
+  static final int META = 4;
+  static final int M_KEYREF = 0;
+  static final int M_FREQ = 1;
+  static final int M_STEP = 2;
+  static final int M_UPDATES = 3;
+
+  private static final int SEGMENT_BITS = 6;
+  private static final int KEY_PAGE_BYTES = 1 << 20;
+  private static final int STRIPES = 1024;
+  private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
+
+  private final TableConfig config;
+  final int dim;
+  final int rowFloats;
+  final int maxKeyBytes;
+  final int shardIndex;
+  final int numShards;
+  private final RowOptimizer optimizer;
+  private final RowInitializer initializer;
+
+  private final int pageShift;
+  private final int pageMask;
+  private volatile float[][] rowPages = new float[0][];
+  private volatile long[][] metaPages = new long[0][];
+  private volatile byte[][] keyPages = new byte[0][];
+  private int keyPageUsed = KEY_PAGE_BYTES; // forces a first page
+  private long keyBytes;
+  private volatile int numRows;
+  private final Object allocLock = new Object();
+
+  private final Segment[] segments = new Segment[1 << SEGMENT_BITS];
+  private final Object[] stripes = new Object[STRIPES];
+  final ReentrantReadWriteLock quiesce = new ReentrantReadWriteLock();
+
+  private final LongAdder totalFrequency = new LongAdder();
+  private final LongAdder updates = new LongAdder();
+  private final AtomicLong lastStep = new AtomicLong();
+  private final Samplers samplers;
+
+  /**
+   * @param config a config already passed through {@link TableConfigs#normalize}
+   */
+  public TableStore(TableConfig config, int shardIndex, int numShards) {
+    this.config = config;
+    this.dim = config.getDim();
+    this.maxKeyBytes = config.getMaxKeyBytes();
+    this.shardIndex = shardIndex;
+    this.numShards = numShards;
+    this.optimizer = RowOptimizer.create(config.getOptimizer(), dim);
+    this.initializer = new RowInitializer(config.getInitializer());
+    this.rowFloats = dim * (1 + optimizer.slots());
+    // about 64K floats (256 KiB) per page, at least 16 rows
+    int rowsPerPage = Integer.highestOneBit(Math.max(16, (1 << 16) / rowFloats));
+    this.pageShift = Integer.numberOfTrailingZeros(rowsPerPage);
+    this.pageMask = rowsPerPage - 1;
+    for (int i = 0; i < segments.length; i++) {
+      segments[i] = new Segment();
+    }
+    for (int i = 0; i < STRIPES; i++) {
+      stripes[i] = new Object();
+    }
+    this.samplers = new Samplers(this);
+  }
+
+  public TableConfig config() {
+    return config;
+  }
+
+  public String name() {
+    return config.getName();
+  }
+
+  public int dim() {
+    return dim;
+  }
+
+  /** Number of keys with a row. */
+  public int size() {
+    return numRows;
+  }
+
+  // ---------------------------------------------------------------- lookups
+
+  /**
+   * Rows of existing keys. Missing keys get zeros and a clear bit in {@code found}.
+   *
+   * @param out FLOAT [n, dim], row-major
+   * @param found bitmap, bit i = key i found (LSB first), at least ceil(n/8) bytes
+   */
+  public void find(PackedKeys keys, float[] out, byte[] found) {
+    checkKeys(keys, "keys");
+    int n = keys.size();
+    for (int i = 0; i < n; i++) {
+      int row = lookup(keys, i);
+      if (row >= 0) {
+        copyRow(row, out, i * dim);
+        found[i >>> 3] |= (byte) (1 << (i & 7));
+      } else {
+        Arrays.fill(out, i * dim, (i + 1) * dim, 0f);
+      }
+    }
+  }
+
+  /**
+   * Rows of the keys, creating missing ones from the initializer; each key's frequency grows by
+   * its occurrence count (1 per position when {@code occurrences} is null).
+   *
+   * @param occurrences INT [n] counts, each &gt;= 1, or null
+   * @param out FLOAT [n, dim], row-major
+   */
+  public void findOrInsert(PackedKeys keys, int[] occurrences, float[] out) {
+    checkKeys(keys, "keys");
+    int n = keys.size();
+    long added = n;
+    if (occurrences != null) {
+      if (occurrences.length != n) {
+        throw TableException.invalid("table '%s': %d occurrence counts for %d keys",
+            name(), occurrences.length, n);
+      }
+      added = 0;
+      for (int i = 0; i < n; i++) {
+        if (occurrences[i] < 1) {
+          throw TableException.invalid("table '%s': occurrence count of key %d is %d; it must be"
+              + " >= 1", name(), i, Integer.toUnsignedLong(occurrences[i]));
+        }
+        added += occurrences[i];
+      }
+    }
+    ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
+    q.lock();
+    try {
+      for (int i = 0; i < n; i++) {
+        int row = lookupOrInsert(keys, i);
+        LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ,
+            occurrences == null ? 1L : (long) occurrences[i]);
+        copyRow(row, out, i * dim);
+      }
+      totalFrequency.add(added);
+    } finally {
+      q.unlock();
+    }
+  }
+
+  /**
+   * Applies gradient rows with the table's optimizer. The batch is checked whole first (width,
+   * NaN/Inf); duplicate keys are summed; keys without a row are created, then updated.
+   *
+   * @param gradients FLOAT [n, dim], row i for key i
+   * @param learningRate &gt; 0 overrides the configured rate; 0 uses it
+   * @return number of distinct keys updated
+   */
+  public int applyGradients(PackedKeys keys, float[] gradients, float learningRate, long step) {
+    checkKeys(keys, "keys");
+    int n = keys.size();
+    if ((long) n * dim != gradients.length) {
+      throw TableException.invalid(
+          "table '%s' expects gradients of %d keys x dim %d = %d floats but the request had %d"
+              + " floats (%s rows)",
+          name(), n, dim, (long) n * dim, gradients.length,
+          gradients.length % dim == 0 ? String.valueOf(gradients.length / dim) : "not whole");
+    }
+    for (int k = 0; k < gradients.length; k++) {
+      if (!Float.isFinite(gradients[k])) {
+        throw TableException.invalid(
+            "table '%s': gradient of key %d ('%s') column %d is %s; nothing was applied",
+            name(), k / dim, keys.key(k / dim), k % dim, gradients[k]);
+      }
+    }
+    if (learningRate < 0f || !Float.isFinite(learningRate)) {
+      throw TableException.invalid(
+          "table '%s': learning_rate must be >= 0 (0 = the table's) but was %s",
+          name(), learningRate);
+    }
+    float lr = learningRate > 0f ? learningRate : config.getOptimizer().getLearningRate();
+    BatchDedup dedup = BatchDedup.of(keys);
+    float[] g = gradients;
+    if (!dedup.allDistinct()) {
+      g = new float[dedup.uniqueCount() * dim];
+      for (int i = 0; i < n; i++) {
+        int u = dedup.uniqueOf(i) * dim;
+        int src = i * dim;
+        for (int j = 0; j < dim; j++) {
+          g[u + j] += gradients[src + j];
+        }
+      }
+    }
+    ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
+    q.lock();
+    try {
+      for (int u = 0; u < dedup.uniqueCount(); u++) {
+        int row = lookupOrInsert(keys, dedup.firstPosition(u));
+        float[] page = rowPages[row >>> pageShift];
+        long[] meta = metaPages[row >>> pageShift];
+        int base = (row & pageMask) * rowFloats;
+        int m = (row & pageMask) * META;
+        synchronized (stripes[row & (STRIPES - 1)]) {
+          long t = meta[m + M_UPDATES] + 1;
+          meta[m + M_UPDATES] = t;
+          meta[m + M_STEP] = step;
+          optimizer.apply(page, base, g, u * dim, lr, t);
+        }
+      }
+      updates.add(dedup.uniqueCount());
+      lastStep.accumulateAndGet(step, Math::max);
+    } finally {
+      q.unlock();
+    }
+    return dedup.uniqueCount();
+  }
+
+  private void checkKeys(PackedKeys keys, String what) {
+    int n = keys.size();
+    if (n == 0) {
+      throw TableException.invalid("table '%s': the batch of %s is empty", name(), what);
+    }
+    if (n > Limits.MAX_BATCH_KEYS || (long) n * dim > Limits.MAX_BATCH_FLOATS) {
+      throw TableException.exhausted(
+          "table '%s': a batch of %d keys at dim %d exceeds the limits (%d keys, %d floats)",
+          name(), n, dim, Limits.MAX_BATCH_KEYS, Limits.MAX_BATCH_FLOATS);
+    }
+    for (int i = 0; i < n; i++) {
+      int len = keys.length(i);
+      if (len == 0) {
+        throw TableException.invalid("table '%s': %s %d is empty", name(), what, i);
+      }
+      if (len > maxKeyBytes) {
+        throw TableException.invalid(
+            "table '%s': %s %d is %d bytes long; the table's max_key_bytes is %d",
+            name(), what, i, len, maxKeyBytes);
+      }
+      if (numShards > 1) {
+        int owner = KeyHashing.shardOf(keys.hash(i), numShards);
+        if (owner != shardIndex) {
+          throw TableException.invalid(
+              "table '%s': key '%s' belongs to shard %d of %d, not to this shard %d"
+                  + " (client and server disagree on the shard count)",
+              name(), keys.key(i), owner, numShards, shardIndex);
+        }
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- index
+
+  private static final class Segment {
+    final StampedLock lock = new StampedLock();
+    long[] hashes = new long[16];
+    int[] rows = new int[16]; // row id + 1; 0 = empty
+    int size;
+  }
+
+  /** Row id of key i, or -1. */
+  int lookup(PackedKeys keys, int i) {
+    long h = keys.hash(i);
+    long m = KeyHashing.mix(h);
+    Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
+    long stamp = s.lock.readLock();
+    try {
+      return probe(s, h, (int) m, keys, i);
+    } finally {
+      s.lock.unlockRead(stamp);
+    }
+  }
+
+  /** Row id of key i, created (from the initializer) if missing. */
+  int lookupOrInsert(PackedKeys keys, int i) {
+    long h = keys.hash(i);
+    long m = KeyHashing.mix(h);
+    Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
+    long stamp = s.lock.readLock();
+    try {
+      int row = probe(s, h, (int) m, keys, i);
+      if (row >= 0) {
+        return row;
+      }
+    } finally {
+      s.lock.unlockRead(stamp);
+    }
+    stamp = s.lock.writeLock();
+    try {
+      int row = probe(s, h, (int) m, keys, i);
+      if (row >= 0) {
+        return row;
+      }
+      row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
+      float[] page = rowPages[row >>> pageShift];
+      int base = (row & pageMask) * rowFloats;
+      initializer.fill(h, page, base, dim);
+      optimizer.initSlots(page, base);
+      publish(row);
+      insert(s, h, (int) m, row);
+      return row;
+    } finally {
+      s.lock.unlockWrite(stamp);
+    }
+  }
+
+  private int probe(Segment s, long h, int slotHash, PackedKeys keys, int i) {
+    long[] hashes = s.hashes;
+    int[] rows = s.rows;
+    int mask = hashes.length - 1;
+    int slot = slotHash & mask;
+    while (true) {
+      int r = rows[slot];
+      if (r == 0) {
+        return -1;
+      }
+      if (hashes[slot] == h && keyEquals(r - 1, keys, i)) {
+        return r - 1;
+      }
+      slot = (slot + 1) & mask;
+    }
+  }
+
+  private void insert(Segment s, long h, int slotHash, int row) {
+    if ((s.size + 1) * 4 > s.hashes.length * 3) {
+      grow(s);
+    }
+    long[] hashes = s.hashes;
+    int[] rows = s.rows;
+    int mask = hashes.length - 1;
+    int slot = slotHash & mask;
+    while (rows[slot] != 0) {
+      slot = (slot + 1) & mask;
+    }
+    hashes[slot] = h;
+    rows[slot] = row + 1;
+    s.size++;
+  }
+
+  private static void grow(Segment s) {
+    long[] oldH = s.hashes;
+    int[] oldR = s.rows;
+    long[] hashes = new long[oldH.length * 2];
+    int[] rows = new int[oldR.length * 2];
+    int mask = hashes.length - 1;
+    for (int k = 0; k < oldH.length; k++) {
+      if (oldR[k] != 0) {
+        int slot = (int) KeyHashing.mix(oldH[k]) & mask;
+        while (rows[slot] != 0) {
+          slot = (slot + 1) & mask;
+        }
+        hashes[slot] = oldH[k];
+        rows[slot] = oldR[k];
+      }
+    }
+    s.hashes = hashes;
+    s.rows = rows;
+  }
+
+  private boolean keyEquals(int row, PackedKeys keys, int i) {
+    long ref = metaPages[row >>> pageShift][(row & pageMask) * META + M_KEYREF];
+    int len = (int) (ref & 0xFFFF);
+    if (len != keys.length(i)) {
+      return false;
+    }
+    long off = ref >>> 16;
+    byte[] page = keyPages[(int) (off / KEY_PAGE_BYTES)];
+    int p = (int) (off % KEY_PAGE_BYTES);
+    return keys.keyEquals(i, page, p, len);
+  }
+
+  // ---------------------------------------------------------------- allocation
+
+  /** Reserves a row id and stores the key bytes; the key reference is published later. */
+  private int allocate(byte[] key, int off, int len) {
+    synchronized (allocLock) {
+      int row = numRows;
+      if (row == Integer.MAX_VALUE) {
+        throw TableException.exhausted("table '%s' holds the maximum of %d keys", name(), row);
+      }
+      int page = row >>> pageShift;
+      if (page >= rowPages.length) {
+        float[][] rp = Arrays.copyOf(rowPages, page + 1);
+        rp[page] = new float[(pageMask + 1) * rowFloats];
+        long[][] mp = Arrays.copyOf(metaPages, page + 1);
+        mp[page] = new long[(pageMask + 1) * META];
+        rowPages = rp;
+        metaPages = mp;
+      }
+      if (keyPageUsed + len > KEY_PAGE_BYTES) {
+        byte[][] kp = Arrays.copyOf(keyPages, keyPages.length + 1);
+        kp[kp.length - 1] = new byte[KEY_PAGE_BYTES];
+        keyPages = kp;
+        keyPageUsed = 0;
+      }
+      long keyOff = (long) (keyPages.length - 1) * KEY_PAGE_BYTES + keyPageUsed;
+      System.arraycopy(key, off, keyPages[keyPages.length - 1], keyPageUsed, len);
+      keyPageUsed += len;
+      keyBytes += len;
+      // the sign bit marks "not yet published"; publish() clears it with release semantics
+      metaPages[page][(row & pageMask) * META + M_KEYREF] = ((keyOff << 16) | len) | Long.MIN_VALUE;
+      numRows = row + 1;
+      return row;
+    }
+  }
+
+  private void publish(int row) {
+    long[] meta = metaPages[row >>> pageShift];
+    int at = (row & pageMask) * META + M_KEYREF;
+    LONGS.setRelease(meta, at, meta[at] & Long.MAX_VALUE);
+  }
+
+  /** Whether a row is fully written (scans skip rows still being inserted). */
+  boolean isReady(int row) {
+    return (long) LONGS.getAcquire(metaPages[row >>> pageShift], (row & pageMask) * META + M_KEYREF)
+        > 0L;
+  }
+
+  // ---------------------------------------------------------------- row access for scans
+
+  float[] rowPage(int row) {
+    return rowPages[row >>> pageShift];
+  }
+
+  int rowBase(int row) {
+    return (row & pageMask) * rowFloats;
+  }
+
+  long meta(int row, int field) {
+    return metaPages[row >>> pageShift][(row & pageMask) * META + field];
+  }
+
+  void copyRow(int row, float[] out, int outOff) {
+    System.arraycopy(rowPages[row >>> pageShift], (row & pageMask) * rowFloats, out, outOff, dim);
+  }
+
+  /** Appends the key of a row to a builder. */
+  void appendKey(int row, PackedKeys.Builder b) {
+    long ref = meta(row, M_KEYREF);
+    long off = ref >>> 16;
+    b.add(keyPages[(int) (off / KEY_PAGE_BYTES)], (int) (off % KEY_PAGE_BYTES), (int) (ref & 0xFFFF));
+  }
+
+  String key(int row) {
+    long ref = meta(row, M_KEYREF);
+    long off = ref >>> 16;
+    return new String(
+        keyPages[(int) (off / KEY_PAGE_BYTES)], (int) (off % KEY_PAGE_BYTES), (int) (ref & 0xFFFF),
+        StandardCharsets.UTF_8);
+  }
+
+  /** Row id of a key given as bytes, or -1. */
+  int rowOf(PackedKeys keys, int i) {
+    return lookup(keys, i);
+  }
+
+  Samplers samplers() {
+    return samplers;
+  }
+
+  long totalFrequency() {
+    return totalFrequency.sum();
+  }
+
+  // ---------------------------------------------------------------- restore
+
+  /**
+   * Inserts a restored record. Called only on a table that no other thread sees yet.
+   *
+   * @return false if the key was already present (a corrupt checkpoint)
+   */
+  boolean restoreRecord(
+      PackedKeys keys, int i, float[] record, int recOff, long freq, long step, long upd) {
+    long h = keys.hash(i);
+    long m = KeyHashing.mix(h);
+    Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
+    if (probe(s, h, (int) m, keys, i) >= 0) {
+      return false;
+    }
+    int row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
+    System.arraycopy(record, recOff, rowPages[row >>> pageShift], rowBase(row), rowFloats);
+    long[] meta = metaPages[row >>> pageShift];
+    int mo = (row & pageMask) * META;
+    meta[mo + M_FREQ] = freq;
+    meta[mo + M_STEP] = step;
+    meta[mo + M_UPDATES] = upd;
+    publish(row);
+    insert(s, h, (int) m, row);
+    totalFrequency.add(freq);
+    lastStep.accumulateAndGet(step, Math::max);
+    return true;
+  }
+
+  // ---------------------------------------------------------------- stats
+
+  /** Heap bytes held by the store: pages, key arena, index arrays. */
+  public long bytesUsed() {
+    long b = 0;
+    for (float[] p : rowPages) {
+      b += 16 + 4L * p.length;
+    }
+    for (long[] p : metaPages) {
+      b += 16 + 8L * p.length;
+    }
+    for (byte[] p : keyPages) {
+      b += 16 + p.length;
+    }
+    for (Segment s : segments) {
+      long stamp = s.lock.readLock();
+      try {
+        b += 32 + 16 + 8L * s.hashes.length + 16 + 4L * s.rows.length;
+      } finally {
+        s.lock.unlockRead(stamp);
+      }
+    }
+    return b;
+  }
+
+  /** Live bytes, without the unused tail of the last pages: the figure that scales with keys. */
+  public long bytesPerKeyLive() {
+    int n = numRows;
+    if (n == 0) {
+      return 0;
+    }
+    long index = 0;
+    for (Segment s : segments) {
+      long stamp = s.lock.readLock();
+      try {
+        index += 8L * s.hashes.length + 4L * s.rows.length;
+      } finally {
+        s.lock.unlockRead(stamp);
+      }
+    }
+    return (4L * rowFloats * n + 8L * META * n + keyBytes + index) / n;
+  }
+
+  public TableCounters counters() {
+    int n = numRows;
+    return TableCounters.newBuilder()
+        .setKeys(n)
+        .setBytesUsed(bytesUsed())
+        .setBytesRaw(4L * rowFloats * n)
+        .setTotalFrequency(totalFrequency.sum())
+        .setUpdates(updates.sum())
+        .setLastStep(lastStep.get())
+        .build();
+  }
+}

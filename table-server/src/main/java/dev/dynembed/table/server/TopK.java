@@ -1,0 +1,177 @@
+package dev.dynembed.table.server;
+
+import dev.dynembed.table.common.Limits;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.Metric;
+
+/**
+ * Brute-force top-k over one shard: one pass over the rows, every query scored against each row
+ * while it is in cache, a bounded min-heap per query. Exact, O(rows x queries x dim).
+ */
+final class TopK {
+  private TopK() {}
+
+  /**
+   * @param queries FLOAT [q, width], width = dim, or dim - 1 with biasLastDim
+   */
+  static TopKHits run(TableStore t, float[] queries, int q, int k, boolean biasLastDim,
+      Metric metric, PackedKeys exclude) {
+    int dim = t.dim;
+    int width = biasLastDim ? dim - 1 : dim;
+    if (q < 1 || q > Limits.MAX_TOP_K_QUERIES) {
+      throw TableException.invalid("table '%s': num_queries must be in [1, %d] but was %d",
+          t.name(), Limits.MAX_TOP_K_QUERIES, q);
+    }
+    if (k < 1 || k > Limits.MAX_TOP_K) {
+      throw TableException.invalid("table '%s': k must be in [1, %d] but was %d",
+          t.name(), Limits.MAX_TOP_K, k);
+    }
+    if (biasLastDim && dim < 2) {
+      throw TableException.invalid(
+          "table '%s': bias_last_dim needs dim >= 2 but the table has dim %d", t.name(), dim);
+    }
+    if ((long) q * width != queries.length) {
+      throw TableException.invalid(
+          "table '%s': %d queries of width %d need %d floats but the request had %d%s",
+          t.name(), q, width, (long) q * width, queries.length,
+          biasLastDim ? " (bias_last_dim: queries have dim - 1 columns)" : "");
+    }
+    for (int i = 0; i < queries.length; i++) {
+      if (!Float.isFinite(queries[i])) {
+        throw TableException.invalid("table '%s': query %d column %d is %s",
+            t.name(), i / width, i % width, queries[i]);
+      }
+    }
+    boolean cosine = metric == Metric.COSINE;
+    float[] qnorm = new float[q];
+    for (int a = 0; a < q; a++) {
+      double s = 0;
+      for (int j = 0; j < width; j++) {
+        s += (double) queries[a * width + j] * queries[a * width + j];
+      }
+      qnorm[a] = (float) Math.sqrt(s);
+    }
+    java.util.BitSet excluded = new java.util.BitSet();
+    for (int i = 0; i < exclude.size(); i++) {
+      int row = t.rowOf(exclude, i);
+      if (row >= 0) {
+        excluded.set(row);
+      }
+    }
+    int n = t.size();
+    float[][] hs = new float[q][k];
+    int[][] hr = new int[q][k];
+    int[] hn = new int[q];
+    for (int r = 0; r < n; r++) {
+      if (excluded.get(r) || !t.isReady(r)) {
+        continue;
+      }
+      float[] page = t.rowPage(r);
+      int base = t.rowBase(r);
+      float rnorm = 1f;
+      if (cosine) {
+        double s = 0;
+        for (int j = 0; j < width; j++) {
+          s += (double) page[base + j] * page[base + j];
+        }
+        rnorm = (float) Math.sqrt(s);
+      }
+      for (int a = 0; a < q; a++) {
+        int qo = a * width;
+        float dot = 0f;
+        for (int j = 0; j < width; j++) {
+          dot += page[base + j] * queries[qo + j];
+        }
+        float score;
+        if (biasLastDim) {
+          dot += page[base + width];
+        }
+        if (cosine) {
+          float d = rnorm * qnorm[a];
+          score = d == 0f ? 0f : dot / d;
+        } else {
+          score = dot;
+        }
+        offer(hs[a], hr[a], hn, a, k, score, r);
+      }
+    }
+    PackedKeys.Builder keys = new PackedKeys.Builder(q * k);
+    int total = 0;
+    for (int a = 0; a < q; a++) {
+      total += hn[a];
+    }
+    float[] scores = new float[total];
+    int[] counts = new int[q];
+    int at = 0;
+    for (int a = 0; a < q; a++) {
+      int m = hn[a];
+      // heap-sort the min-heap into descending order
+      float[] s = hs[a];
+      int[] rr = hr[a];
+      for (int end = m - 1; end > 0; end--) {
+        swap(s, rr, 0, end);
+        siftDown(s, rr, 0, end);
+      }
+      for (int i = 0; i < m; i++) {
+        t.appendKey(rr[i], keys);
+        scores[at++] = s[i];
+      }
+      counts[a] = m;
+    }
+    return new TopKHits(keys.build(), scores, counts);
+  }
+
+  private static void offer(float[] s, int[] r, int[] hn, int a, int k, float score, int row) {
+    int m = hn[a];
+    if (m < k) {
+      int i = m;
+      s[i] = score;
+      r[i] = row;
+      hn[a] = m + 1;
+      while (i > 0) { // sift up
+        int p = (i - 1) >>> 1;
+        if (less(s, r, i, p)) {
+          swap(s, r, i, p);
+          i = p;
+        } else {
+          break;
+        }
+      }
+    } else if (score > s[0] || (score == s[0] && row < r[0])) {
+      s[0] = score;
+      r[0] = row;
+      siftDown(s, r, 0, m);
+    }
+  }
+
+  /** Heap order: lower score first; on equal scores the higher row id is "smaller". */
+  private static boolean less(float[] s, int[] r, int i, int j) {
+    return s[i] < s[j] || (s[i] == s[j] && r[i] > r[j]);
+  }
+
+  private static void siftDown(float[] s, int[] r, int i, int m) {
+    while (true) {
+      int l = 2 * i + 1;
+      if (l >= m) {
+        return;
+      }
+      int c = (l + 1 < m && less(s, r, l + 1, l)) ? l + 1 : l;
+      if (less(s, r, c, i)) {
+        swap(s, r, c, i);
+        i = c;
+      } else {
+        return;
+      }
+    }
+  }
+
+  private static void swap(float[] s, int[] r, int i, int j) {
+    float ts = s[i];
+    s[i] = s[j];
+    s[j] = ts;
+    int tr = r[i];
+    r[i] = r[j];
+    r[j] = tr;
+  }
+}
