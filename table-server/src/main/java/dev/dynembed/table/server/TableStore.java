@@ -488,6 +488,39 @@ public final class TableStore {
         StandardCharsets.UTF_8);
   }
 
+  /** A key's stored record, for inspection and tests; null if the key has no row. */
+  public record Record(float[] weights, float[][] slots, long frequency, long lastStep,
+      long updates) {}
+
+  /** The record of one key (weights, optimizer slots, metadata), or null. Counts nothing. */
+  public Record record(String key) {
+    PackedKeys k = PackedKeys.of(key);
+    int row = lookup(k, 0);
+    if (row < 0) {
+      return null;
+    }
+    float[] page = rowPage(row);
+    int base = rowBase(row);
+    float[] w = Arrays.copyOfRange(page, base, base + dim);
+    float[][] slots = new float[optimizer.slots()][];
+    for (int s = 0; s < slots.length; s++) {
+      slots[s] = Arrays.copyOfRange(page, base + (s + 1) * dim, base + (s + 2) * dim);
+    }
+    return new Record(w, slots, meta(row, M_FREQ), meta(row, M_STEP), meta(row, M_UPDATES));
+  }
+
+  /** Every key with a row, in row order. */
+  public java.util.List<String> keys() {
+    int n = numRows;
+    java.util.List<String> out = new java.util.ArrayList<>(n);
+    for (int r = 0; r < n; r++) {
+      if (isReady(r)) {
+        out.add(key(r));
+      }
+    }
+    return out;
+  }
+
   /** Row id of a key given as bytes, or -1. */
   int rowOf(PackedKeys keys, int i) {
     return lookup(keys, i);

@@ -1,0 +1,64 @@
+package dev.dynembed.table.server;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.OptimizerConfig;
+import dev.dynembed.table.v1.TableConfig;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.function.Executable;
+
+final class Fixtures {
+  private Fixtures() {}
+
+  static TableConfig config(String name, int dim, OptimizerConfig opt) {
+    return TableConfigs.normalize(TableConfigs.builder(name, dim).setOptimizer(opt)
+        .setInitializer(TableConfigs.uniform(-0.5f, 0.5f, 11)).build());
+  }
+
+  static float[] rows(TableStore t, String... keys) {
+    float[] out = new float[keys.length * t.dim()];
+    t.findOrInsert(PackedKeys.of(keys), null, out);
+    return out;
+  }
+
+  /** Every stored record (weights, slots, metadata) by key. */
+  static Map<String, TableStore.Record> snapshot(TableStore t) {
+    Map<String, TableStore.Record> m = new HashMap<>();
+    for (String k : t.keys()) {
+      m.put(k, t.record(k));
+    }
+    return m;
+  }
+
+  static void assertSameRecords(Map<String, TableStore.Record> a, Map<String, TableStore.Record> b) {
+    assertEquals(a.keySet(), b.keySet());
+    for (String k : a.keySet()) {
+      TableStore.Record x = a.get(k);
+      TableStore.Record y = b.get(k);
+      assertArrayEquals(x.weights(), y.weights(), "weights of " + k);
+      assertEquals(x.slots().length, y.slots().length);
+      for (int s = 0; s < x.slots().length; s++) {
+        assertArrayEquals(x.slots()[s], y.slots()[s], "slot " + s + " of " + k);
+      }
+      assertEquals(List.of(x.frequency(), x.lastStep(), x.updates()),
+          List.of(y.frequency(), y.lastStep(), y.updates()), "metadata of " + k);
+    }
+  }
+
+  static TableException assertError(ErrorCode code, String fragment, Executable call) {
+    TableException e = assertThrows(TableException.class, call);
+    assertEquals(code, e.code(), e.getMessage());
+    if (!e.getMessage().contains(fragment)) {
+      throw new AssertionError("message '" + e.getMessage() + "' lacks '" + fragment + "'");
+    }
+    return e;
+  }
+}
