@@ -64,6 +64,18 @@ class ErrorsTest {
   }
 
   @Test
+  void createWithTooFewEndpoints_isRefusedBeforeAnythingIsCreated() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir);
+        TableClient partial = TableClients.connect(List.of(cluster.endpoints.get(0)))) {
+      TableException e = assertThrows(TableException.class,
+          () -> partial.createTable(TableConfigs.builder("emb", 4).build()));
+      assertEquals(ErrorCode.FAILED_PRECONDITION, e.code());
+      assertTrue(e.getMessage().contains("endpoint 0 serves shard 0 of 2"), e.getMessage());
+      assertTrue(cluster.engine(0).tables().isEmpty());
+    }
+  }
+
+  @Test
   void badGradients_remote_areInvalidAndRowsUnchanged() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir); TableClient c = cluster.client()) {
       EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4).build());

@@ -14,9 +14,27 @@ import java.util.concurrent.CompletableFuture;
 /** {@link TableClient} over a fixed list of shards, in shard order. */
 public final class ShardedTableClient implements TableClient {
   private final List<Shard> shards;
+  private volatile boolean layoutVerified;
 
   public ShardedTableClient(List<Shard> shards) {
     this.shards = List.copyOf(shards);
+  }
+
+  /** Checks once that endpoint i serves shard i of numShards(), before anything is created. */
+  private void verifyLayout(String table, String call) {
+    if (layoutVerified) {
+      return;
+    }
+    List<StatsResponse> stats = stats();
+    for (int i = 0; i < stats.size(); i++) {
+      StatsResponse s = stats.get(i);
+      if (s.getNumShards() != shards.size() || s.getShardIndex() != i) {
+        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
+            "endpoint %d serves shard %d of %d, but this client has %d endpoints in shard order",
+            i, s.getShardIndex(), s.getNumShards(), shards.size()), table, i, call, null);
+      }
+    }
+    layoutVerified = true;
   }
 
   @Override
@@ -26,6 +44,7 @@ public final class ShardedTableClient implements TableClient {
 
   @Override
   public EmbeddingTable createTable(TableConfig config) {
+    verifyLayout(config.getName(), "createTable");
     List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
     for (Shard s : shards) {
       futures.add(s.create(config));
