@@ -22,6 +22,11 @@ public final class Limits {
   public static final int MAX_TOP_K_QUERIES = 4096;
   /** Largest gRPC message either side accepts. */
   public static final int MAX_MESSAGE_BYTES = 512 << 20;
+  /**
+   * HTTP/2 flow-control window of both ends: replies of a batch are megabytes, and grpc-java's
+   * 1 MiB default stalls every reply on window updates (measured: docs/benchmarks.md).
+   */
+  public static final int FLOW_CONTROL_WINDOW = 64 << 20;
   /** Table names: letters, digits, '_', '.', '-'; 1..128 characters. */
   public static final String TABLE_NAME_PATTERN = "[A-Za-z0-9_.\\-]{1,128}";
 }

@@ -21,27 +21,49 @@ public final class PackedKeys {
     this.offsets = offsets;
   }
 
-  /** Packs Java strings; each must be non-null and non-empty. */
+  /**
+   * Packs Java strings. One output buffer, no per-key allocation: ASCII keys (the common case)
+   * are copied char by char, others go through the UTF-8 encoder. Unpaired surrogates become
+   * '?', as {@link String#getBytes} does.
+   */
   public static PackedKeys of(String... keys) {
     int n = keys.length;
     int[] offsets = new int[n + 1];
-    byte[][] parts = new byte[n][];
-    int total = 0;
+    int cap = 0;
     for (int i = 0; i < n; i++) {
-      String k = keys[i];
-      if (k == null) {
+      if (keys[i] == null) {
         throw TableException.invalid("key %d is null", i);
       }
-      byte[] b = k.getBytes(StandardCharsets.UTF_8);
-      parts[i] = b;
-      total += b.length;
-      offsets[i + 1] = total;
+      cap += keys[i].length();
     }
-    byte[] utf8 = new byte[total];
+    byte[] utf8 = new byte[Math.max(cap, 16)];
+    int p = 0;
     for (int i = 0; i < n; i++) {
-      System.arraycopy(parts[i], 0, utf8, offsets[i], parts[i].length);
+      String k = keys[i];
+      int len = k.length();
+      if (p + 3 * len > utf8.length) {
+        utf8 = Arrays.copyOf(utf8, Math.max(utf8.length * 2, p + 3 * len));
+      }
+      int start = p;
+      int j = 0;
+      for (; j < len; j++) {
+        char c = k.charAt(j);
+        if (c >= 0x80) {
+          break;
+        }
+        utf8[p++] = (byte) c;
+      }
+      if (j < len) { // not ASCII: encode the whole key properly
+        byte[] b = k.getBytes(StandardCharsets.UTF_8);
+        if (start + b.length > utf8.length) {
+          utf8 = Arrays.copyOf(utf8, Math.max(utf8.length * 2, start + b.length));
+        }
+        System.arraycopy(b, 0, utf8, start, b.length);
+        p = start + b.length;
+      }
+      offsets[i + 1] = p;
     }
-    return new PackedKeys(utf8, offsets);
+    return new PackedKeys(utf8.length == p ? utf8 : Arrays.copyOf(utf8, p), offsets);
   }
 
   /** Wraps arrays built by a {@link Builder}; no copy. */

@@ -92,4 +92,19 @@ class PackedKeysTest {
     assertArrayEquals(v, Rows.decode(b));
     assertThrows(TableException.class, () -> Rows.floatCount(ByteString.copyFrom(new byte[5]), "g"));
   }
+
+  @Test
+  void of_mixedAsciiAndUnicode_matchesStringGetBytes() {
+    String[] keys = {"plain", "naïve", "東京タワー", "emoji 😀 key", "x", "\ud800lone"};
+    PackedKeys k = PackedKeys.of(keys);
+    int off = 0;
+    for (int i = 0; i < keys.length; i++) {
+      byte[] expected = keys[i].getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      assertEquals(off, k.offset(i));
+      assertArrayEquals(expected, java.util.Arrays.copyOfRange(k.bytes(), k.offset(i),
+          k.offset(i) + k.length(i)));
+      off += expected.length;
+    }
+    assertEquals(off, k.bytes().length);
+  }
 }

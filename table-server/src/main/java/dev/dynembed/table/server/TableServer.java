@@ -1,7 +1,11 @@
 package dev.dynembed.table.server;
 
 import dev.dynembed.table.common.Limits;
+import io.grpc.Metadata;
 import io.grpc.Server;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallExecutorSupplier;
+import java.util.concurrent.Executor;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.protobuf.services.HealthStatusManager;
@@ -29,11 +33,23 @@ public final class TableServer implements AutoCloseable {
       t.setDaemon(true);
       return t;
     });
+    // Data calls are short and CPU-bound: they run on the Netty event loop that read them, which
+    // saves two thread hand-offs per call (measured: docs/benchmarks.md). Save and Restore do
+    // file I/O for seconds, so they go to the pool and never block an event loop.
+    ServerCallExecutorSupplier perCall = new ServerCallExecutorSupplier() {
+      @Override
+      public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata headers) {
+        String method = call.getMethodDescriptor().getBareMethodName();
+        return "Save".equals(method) || "Restore".equals(method) ? executor : null;
+      }
+    };
     this.server = NettyServerBuilder.forAddress(new InetSocketAddress(host, port))
         .addService(new TableGrpcService(engine))
         .addService(health.getHealthService())
-        .executor(executor)
+        .directExecutor()
+        .callExecutor(perCall)
         .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)
+        .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
         .build()
         .start();
     health.setStatus("", ServingStatus.SERVING);

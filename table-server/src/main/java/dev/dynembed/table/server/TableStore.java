@@ -30,9 +30,10 @@ import java.util.concurrent.locks.StampedLock;
  *   <li><b>Metadata</b>: {@link #META} longs per row in long pages: key reference (arena offset
  *       &lt;&lt; 16 | length), frequency, last-update step, update count.
  *   <li><b>Keys</b>: UTF-8 bytes appended to 1 MiB byte pages (a key never spans pages).
- *   <li><b>Index</b>: 64 segments of linear-probing arrays ({@code long} hash, {@code int} row
- *       id + 1), each guarded by its own {@link StampedLock}; segment and slot come from
- *       {@code mix(xxh3(key))} so the bits used by {@code shard = hash mod n} do not skew them.
+ *   <li><b>Index</b>: 64 segments of linear-probing {@code long[]} (32-bit hash tag | row id + 1
+ *       per entry, one word), each guarded by its own {@link StampedLock}; segment, slot and tag
+ *       come from {@code mix(xxh3(key))}, so the bits used by {@code shard = hash mod n} do not
+ *       skew them.
  * </ul>
  *
  * <h2>Concurrency (docs/design/0003-update-consistency.md)</h2>
@@ -292,19 +293,42 @@ public final class TableStore {
 
   private static final class Segment {
     final StampedLock lock = new StampedLock();
-    long[] hashes = new long[16];
-    int[] rows = new int[16]; // row id + 1; 0 = empty
+    /** Replaced whole on growth; entries are written once (empty to full) and never moved. */
+    volatile long[] slots = new long[16];
     int size;
   }
 
-  /** Row id of key i, or -1. */
+  /**
+   * An index entry: the high 32 bits of {@code mix(hash)} as a tag (they also choose the slot,
+   * and the top 6 of them the segment), the row id + 1 in the low 32 bits; 0 is empty. Tag and
+   * row share one word, so a probe costs one cache miss, and growth needs no rehash.
+   */
+  private static long entry(int tag, int row) {
+    return ((long) tag << 32) | (row + 1L);
+  }
+
+  private static int tagOf(long m) {
+    return (int) (m >>> 32);
+  }
+
+  /**
+   * Row id of key i, or -1. Lock-free in the common case: an optimistic read of the segment
+   * (plain loads, then {@code validate}), so the cache misses of consecutive keys overlap instead
+   * of being serialized by a lock's fence; it falls back to the read lock if an insert raced.
+   */
   int lookup(PackedKeys keys, int i) {
-    long h = keys.hash(i);
-    long m = KeyHashing.mix(h);
+    long m = KeyHashing.mix(keys.hash(i));
     Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
-    long stamp = s.lock.readLock();
+    long stamp = s.lock.tryOptimisticRead();
+    if (stamp != 0) {
+      int row = probe(s.slots, tagOf(m), keys, i);
+      if (s.lock.validate(stamp)) {
+        return row;
+      }
+    }
+    stamp = s.lock.readLock();
     try {
-      return probe(s, h, (int) m, keys, i);
+      return probe(s.slots, tagOf(m), keys, i);
     } finally {
       s.lock.unlockRead(stamp);
     }
@@ -312,21 +336,16 @@ public final class TableStore {
 
   /** Row id of key i, created (from the initializer) if missing. */
   int lookupOrInsert(PackedKeys keys, int i) {
+    int row = lookup(keys, i);
+    if (row >= 0) {
+      return row;
+    }
     long h = keys.hash(i);
     long m = KeyHashing.mix(h);
     Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
-    long stamp = s.lock.readLock();
+    long stamp = s.lock.writeLock();
     try {
-      int row = probe(s, h, (int) m, keys, i);
-      if (row >= 0) {
-        return row;
-      }
-    } finally {
-      s.lock.unlockRead(stamp);
-    }
-    stamp = s.lock.writeLock();
-    try {
-      int row = probe(s, h, (int) m, keys, i);
+      row = probe(s.slots, tagOf(m), keys, i);
       if (row >= 0) {
         return row;
       }
@@ -336,76 +355,83 @@ public final class TableStore {
       initializer.fill(h, page, base, dim);
       optimizer.initSlots(page, base);
       publish(row);
-      insert(s, h, (int) m, row);
+      insert(s, tagOf(m), row);
       return row;
     } finally {
       s.lock.unlockWrite(stamp);
     }
   }
 
-  private int probe(Segment s, long h, int slotHash, PackedKeys keys, int i) {
-    long[] hashes = s.hashes;
-    int[] rows = s.rows;
-    int mask = hashes.length - 1;
-    int slot = slotHash & mask;
-    while (true) {
-      int r = rows[slot];
-      if (r == 0) {
+  /**
+   * Linear probe. May run without the lock (see {@link #lookup}): it gives up after one lap and
+   * treats anything half-written as a miss; the caller's {@code validate} discards such results.
+   */
+  private int probe(long[] slots, int tag, PackedKeys keys, int i) {
+    int mask = slots.length - 1;
+    int slot = tag & mask;
+    for (int n = 0; n <= mask; n++) {
+      long e = slots[slot];
+      if (e == 0) {
         return -1;
       }
-      if (hashes[slot] == h && keyEquals(r - 1, keys, i)) {
-        return r - 1;
+      if ((int) (e >>> 32) == tag && keyEquals((int) e - 1, keys, i)) {
+        return (int) e - 1;
       }
       slot = (slot + 1) & mask;
     }
+    return -1;
   }
 
-  private void insert(Segment s, long h, int slotHash, int row) {
-    if ((s.size + 1) * 4 > s.hashes.length * 3) {
+  private void insert(Segment s, int tag, int row) {
+    if ((s.size + 1) * 4 > s.slots.length * 3) {
       grow(s);
     }
-    long[] hashes = s.hashes;
-    int[] rows = s.rows;
-    int mask = hashes.length - 1;
-    int slot = slotHash & mask;
-    while (rows[slot] != 0) {
+    long[] slots = s.slots;
+    int mask = slots.length - 1;
+    int slot = tag & mask;
+    while (slots[slot] != 0) {
       slot = (slot + 1) & mask;
     }
-    hashes[slot] = h;
-    rows[slot] = row + 1;
+    slots[slot] = entry(tag, row);
     s.size++;
   }
 
   private static void grow(Segment s) {
-    long[] oldH = s.hashes;
-    int[] oldR = s.rows;
-    long[] hashes = new long[oldH.length * 2];
-    int[] rows = new int[oldR.length * 2];
-    int mask = hashes.length - 1;
-    for (int k = 0; k < oldH.length; k++) {
-      if (oldR[k] != 0) {
-        int slot = (int) KeyHashing.mix(oldH[k]) & mask;
-        while (rows[slot] != 0) {
+    long[] old = s.slots;
+    long[] t = new long[old.length * 2];
+    int mask = t.length - 1;
+    for (long e : old) {
+      if (e != 0) {
+        int slot = (int) (e >>> 32) & mask;
+        while (t[slot] != 0) {
           slot = (slot + 1) & mask;
         }
-        hashes[slot] = oldH[k];
-        rows[slot] = oldR[k];
+        t[slot] = e;
       }
     }
-    s.hashes = hashes;
-    s.rows = rows;
+    s.slots = t;
   }
 
+  /** Whether row's key equals key i; false for anything not (yet) visible to this thread. */
   private boolean keyEquals(int row, PackedKeys keys, int i) {
-    long ref = metaPages[row >>> pageShift][(row & pageMask) * META + M_KEYREF];
+    long[][] mp = metaPages;
+    int page = row >>> pageShift;
+    if (page >= mp.length) {
+      return false;
+    }
+    long ref = mp[page][(row & pageMask) * META + M_KEYREF];
     int len = (int) (ref & 0xFFFF);
-    if (len != keys.length(i)) {
+    if (ref <= 0 || len != keys.length(i)) {
       return false;
     }
     long off = ref >>> 16;
-    byte[] page = keyPages[(int) (off / KEY_PAGE_BYTES)];
+    byte[][] kp = keyPages;
+    int kpage = (int) (off / KEY_PAGE_BYTES);
     int p = (int) (off % KEY_PAGE_BYTES);
-    return keys.keyEquals(i, page, p, len);
+    if (kpage >= kp.length || p + len > KEY_PAGE_BYTES) {
+      return false;
+    }
+    return keys.keyEquals(i, kp[kpage], p, len);
   }
 
   // ---------------------------------------------------------------- allocation
@@ -543,10 +569,9 @@ public final class TableStore {
    */
   boolean restoreRecord(
       PackedKeys keys, int i, float[] record, int recOff, long freq, long step, long upd) {
-    long h = keys.hash(i);
-    long m = KeyHashing.mix(h);
+    long m = KeyHashing.mix(keys.hash(i));
     Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
-    if (probe(s, h, (int) m, keys, i) >= 0) {
+    if (probe(s.slots, tagOf(m), keys, i) >= 0) {
       return false;
     }
     int row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
@@ -557,7 +582,7 @@ public final class TableStore {
     meta[mo + M_STEP] = step;
     meta[mo + M_UPDATES] = upd;
     publish(row);
-    insert(s, h, (int) m, row);
+    insert(s, tagOf(m), row);
     totalFrequency.add(freq);
     lastStep.accumulateAndGet(step, Math::max);
     return true;
@@ -580,7 +605,7 @@ public final class TableStore {
     for (Segment s : segments) {
       long stamp = s.lock.readLock();
       try {
-        b += 32 + 16 + 8L * s.hashes.length + 16 + 4L * s.rows.length;
+        b += 32 + 16 + 8L * s.slots.length;
       } finally {
         s.lock.unlockRead(stamp);
       }
@@ -598,7 +623,7 @@ public final class TableStore {
     for (Segment s : segments) {
       long stamp = s.lock.readLock();
       try {
-        index += 8L * s.hashes.length + 4L * s.rows.length;
+        index += 8L * s.slots.length;
       } finally {
         s.lock.unlockRead(stamp);
       }

@@ -47,7 +47,11 @@ public final class GrpcShard implements Shard {
     this.options = options;
     this.channel = NettyChannelBuilder.forTarget(endpoint)
         .usePlaintext()
+        // replies are handed to the caller's future straight from the event loop (no hop
+        // through a callback executor); nothing blocking runs in those callbacks
+        .directExecutor()
         .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)
+        .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
         .defaultServiceConfig(serviceConfig(options.maxAttempts()))
         .enableRetry()
         .build();

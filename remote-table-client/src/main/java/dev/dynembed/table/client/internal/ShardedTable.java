@@ -38,9 +38,10 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 
 /**
- * A table over N shards (N = 1 for the in-process table): partition by {@code shardOf(key)},
- * call the shards in parallel, stitch the replies back in request order. With a single shard the
- * batch goes through unchanged (the engine de-duplicates and counts itself).
+ * A table over N shards (N = 1 for the in-process table): de-duplicate, partition by {@code
+ * shardOf(key)}, call the shards in parallel, stitch the replies back in request order. For the
+ * in-process shard the batch goes through unchanged (the engine de-duplicates and counts itself,
+ * and there are no bytes to save); remote shards get each distinct key once, with its count.
  */
 final class ShardedTable implements EmbeddingTable {
   private final TableConfig config;
@@ -55,7 +56,11 @@ final class ShardedTable implements EmbeddingTable {
     this.shards = shards;
     this.n = shards.size();
     this.dim = config.getDim();
+    this.direct = n == 1 && shards.get(0) instanceof LocalShard;
   }
+
+  /** Whether calls go straight to a single in-process shard. */
+  private final boolean direct;
 
   @Override
   public String name() {
@@ -94,7 +99,7 @@ final class ShardedTable implements EmbeddingTable {
   public float[] findOrInsert(String... keys) {
     PackedKeys pk = pack(keys, "findOrInsert");
     float[] out = new float[keys.length * dim];
-    if (n == 1 || pk.size() == 0) {
+    if (direct || pk.size() == 0) {
       Shard.RowsReply r = await(shards.get(0).findOrInsert(name(), pk, null));
       r.rows().get(0, out, 0, out.length);
       return out;
@@ -114,7 +119,7 @@ final class ShardedTable implements EmbeddingTable {
     PackedKeys pk = pack(keys, "find");
     float[] out = new float[keys.length * dim];
     boolean[] found = new boolean[keys.length];
-    if (n == 1 || pk.size() == 0) {
+    if (direct || pk.size() == 0) {
       Shard.RowsReply r = await(shards.get(0).find(name(), pk));
       r.rows().get(0, out, 0, out.length);
       for (int i = 0; i < found.length; i++) {
@@ -159,7 +164,7 @@ final class ShardedTable implements EmbeddingTable {
             + " applied", k / dim, keys[k / dim], k % dim, gradients[k]);
       }
     }
-    if (n == 1 || pk.size() == 0) {
+    if (direct || pk.size() == 0) {
       return await(shards.get(0).applyGradients(name(), pk, gradients, learningRate, step));
     }
     Routing route = new Routing(pk, n);

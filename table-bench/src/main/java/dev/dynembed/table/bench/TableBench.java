@@ -1,0 +1,419 @@
+package dev.dynembed.table.bench;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.common.BatchDedup;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.v1.TableCounters;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.Callable;
+import java.util.concurrent.Future;
+import net.spy.memcached.AddrUtil;
+import net.spy.memcached.ConnectionFactoryBuilder;
+import net.spy.memcached.MemcachedClient;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import redis.clients.jedis.Jedis;
+
+/**
+ * End-to-end rows/s of find, findOrInsert, applyGradients and lookup+update (findOrInsert then
+ * applyGradients, Adagrad) for the in-process table and 1..N loopback shard processes, side by
+ * side with Redis (MGET of binary rows) and memcached (multi-get), and the "storage doesn't
+ * optimize" path on each: get rows and Adagrad slots, compute Adagrad in the client, set them
+ * back. Every system sees the same pre-generated Zipf batches; rows/s counts requested keys
+ * (duplicates included), the same unit everywhere.
+ */
+@Command(name = "table-bench", mixinStandardHelpOptions = true)
+public final class TableBench implements Callable<Integer> {
+  @Option(names = "--dim", defaultValue = "64") int dim;
+  @Option(names = "--batch", defaultValue = "4096") int batch;
+  @Option(names = "--keys", defaultValue = "1000000", description = "key space") int numKeys;
+  @Option(names = "--zipf", defaultValue = "1.0", description = "Zipf exponent") double zipf;
+  @Option(names = "--seconds", defaultValue = "6", description = "measured seconds per case") double seconds;
+  @Option(names = "--warmup", defaultValue = "2", description = "warm-up seconds per case") double warmup;
+  @Option(names = "--system-warmup", defaultValue = "20",
+      description = "seconds of all ops, round-robin, before any case of a system is measured"
+          + " (fresh shard processes need their JIT warm)")
+  double systemWarmup;
+  @Option(names = "--shards", defaultValue = "1,2", split = ",", description = "loopback shard counts") int[] shardCounts;
+  @Option(names = "--redis", description = "host:port of a Redis server (omit to skip)") String redis;
+  @Option(names = "--memcached", description = "host:port of a memcached server (omit to skip)") String memcached;
+  @Option(names = "--base-port", defaultValue = "17100") int basePort;
+  @Option(names = "--server-heap", defaultValue = "6g") String serverHeap;
+  @Option(names = "--server-java-opts", defaultValue = "",
+      description = "extra JVM options of the shard processes ({shard} = shard index)")
+  String serverJavaOpts;
+  @Option(names = "--ops", defaultValue = "find,findOrInsert,applyGradients,lookup+update",
+      split = ",", description = "which of our ops to run")
+  List<String> ops;
+  @Option(names = "--skip-in-process", defaultValue = "false") boolean skipInProcess;
+  @Option(names = "--out", description = "also write the results table (markdown) here") Path out;
+
+  private String[] keys;
+  private List<String[]> batches;
+  private float[] gradients;
+  private final Map<String, Double> results = new LinkedHashMap<>();
+  private final List<String> lines = new ArrayList<>();
+
+  public static void main(String[] args) {
+    System.exit(new CommandLine(new TableBench()).execute(args));
+  }
+
+  @Override
+  public Integer call() throws Exception {
+    keys = new String[numKeys];
+    for (int i = 0; i < numKeys; i++) {
+      keys[i] = "key:" + i;
+    }
+    Zipf z = new Zipf(numKeys, zipf);
+    SplittableRandom rnd = new SplittableRandom(42);
+    batches = new ArrayList<>();
+    long distinct = 0;
+    for (int b = 0; b < 64; b++) {
+      String[] k = new String[batch];
+      for (int i = 0; i < batch; i++) {
+        k[i] = keys[z.next(rnd)];
+      }
+      batches.add(k);
+      distinct += BatchDedup.of(PackedKeys.of(k)).uniqueCount();
+    }
+    gradients = new float[batch * dim];
+    for (int i = 0; i < gradients.length; i++) {
+      gradients[i] = (float) (rnd.nextGaussian() * 1e-3);
+    }
+    header(String.format(Locale.ROOT, "dim %d, batch %d, Zipf s=%.2f over %,d keys (%.0f distinct"
+        + " keys per batch), %s s measured after %s s warm-up per case (%s s per system),"
+        + " 1 client thread;"
+        + " JDK %s, %d cores", dim, batch, zipf, numKeys, (double) distinct / batches.size(),
+        seconds, warmup, systemWarmup, System.getProperty("java.version"),
+        Runtime.getRuntime().availableProcessors()));
+
+    if (!skipInProcess) {
+      try (TableClient c = TableClients.inProcess(Files.createTempDirectory("bench"))) {
+        ours("in-process", c);
+      }
+    }
+    for (int n : shardCounts) {
+      Path data = Files.createTempDirectory("bench-shards");
+      try (Systems.Shards s = new Systems.Shards(n, basePort, data, serverHeap, serverJavaOpts);
+          TableClient c = TableClients.connect(s.endpoints)) {
+        ours(n + " shard" + (n > 1 ? "s" : "") + " (loopback)", c);
+        lines.add(String.format(Locale.ROOT, "  server RSS with %d shard(s): %,d MB", n,
+            s.rssBytes() >> 20));
+      }
+    }
+    if (redis != null) {
+      redis();
+    }
+    if (memcached != null) {
+      memcached();
+    }
+    summary();
+    if (out != null) {
+      Files.write(out, lines, StandardCharsets.UTF_8);
+    }
+    return 0;
+  }
+
+  private void header(String s) {
+    System.out.println(s);
+    lines.add(s);
+  }
+
+  interface Step {
+    void run(String[] batch) throws Exception;
+  }
+
+  /** Runs a step over the batches for warm-up then measured time; records rows/s. */
+  private double measure(String system, String op, Step step) throws Exception {
+    long end = System.nanoTime() + (long) (warmup * 1e9);
+    int b = 0;
+    while (System.nanoTime() < end) {
+      step.run(batches.get(b++ % batches.size()));
+    }
+    long start = System.nanoTime();
+    end = start + (long) (seconds * 1e9);
+    long n = 0;
+    long now;
+    do {
+      step.run(batches.get(b++ % batches.size()));
+      n++;
+      now = System.nanoTime();
+    } while (now < end);
+    double rowsPerSec = n * (double) batch / ((now - start) / 1e9);
+    double msPerBatch = (now - start) / 1e6 / n;
+    results.put(system + "|" + op, rowsPerSec);
+    String line = String.format(Locale.ROOT, "| %-22s | %-26s | %,14.0f | %8.2f |", system, op,
+        rowsPerSec, msPerBatch);
+    System.out.println(line);
+    lines.add(line);
+    return rowsPerSec;
+  }
+
+  private void ours(String system, TableClient c) throws Exception {
+    EmbeddingTable t = c.createTable(TableConfigs.builder("bench", dim)
+        .setOptimizer(TableConfigs.adagrad(0.05f, 0f, 0f)).build());
+    for (int i = 0; i < numKeys; i += 65536) {
+      t.findOrInsert(Arrays.copyOfRange(keys, i, Math.min(numKeys, i + 65536)));
+    }
+    long[] step = {0};
+    long until = System.nanoTime() + (long) (systemWarmup * 1e9);
+    for (int b = 0; System.nanoTime() < until; b++) { // warm every path of client and servers
+      String[] k = batches.get(b % batches.size());
+      t.find(k);
+      t.findOrInsert(k);
+      t.applyGradients(k, gradients, 0f, ++step[0]);
+    }
+    if (ops.contains("find")) {
+      measure(system, "find", t::find);
+    }
+    if (ops.contains("findOrInsert")) {
+      measure(system, "findOrInsert", t::findOrInsert);
+    }
+    if (ops.contains("applyGradients")) {
+      measure(system, "applyGradients (Adagrad)",
+          k -> t.applyGradients(k, gradients, 0f, ++step[0]));
+    }
+    if (ops.contains("lookup+update")) {
+      measure(system, "lookup+update", k -> {
+        t.findOrInsert(k);
+        t.applyGradients(k, gradients, 0f, ++step[0]);
+      });
+    }
+    TableCounters counters = t.describe().getCounters();
+    String mem = String.format(Locale.ROOT, "  %s: %,d keys, %.1f bytes/key stored vs %.1f raw"
+        + " weight+slot floats (%.3fx)", system, counters.getKeys(),
+        (double) counters.getBytesUsed() / counters.getKeys(),
+        (double) counters.getBytesRaw() / counters.getKeys(),
+        (double) counters.getBytesUsed() / counters.getBytesRaw());
+    System.out.println(mem);
+    lines.add(mem);
+  }
+
+  /** Warms the client library of a baseline as long as ours get (a few seconds suffice). */
+  private void warmupBaseline(Runnable call) {
+    long until = System.nanoTime() + (long) (Math.min(systemWarmup, 5) * 1e9);
+    while (System.nanoTime() < until) {
+      call.run();
+    }
+  }
+
+  // ------------------------------------------------------------ the "storage doesn't optimize" path
+
+  /** Adagrad in the client on a value of [weights | accumulator] floats, little-endian. */
+  private void adagrad(byte[] value, float[] g, int gOff) {
+    ByteBuffer b = ByteBuffer.wrap(value).order(ByteOrder.LITTLE_ENDIAN);
+    for (int j = 0; j < dim; j++) {
+      float w = b.getFloat(4 * j);
+      float a = b.getFloat(4 * (dim + j)) + g[gOff + j] * g[gOff + j];
+      b.putFloat(4 * (dim + j), a);
+      b.putFloat(4 * j, w - 0.05f * g[gOff + j] / ((float) Math.sqrt(a) + 1e-7f));
+    }
+  }
+
+  private byte[] initialValue(int floats) {
+    byte[] v = new byte[4 * floats];
+    ByteBuffer b = ByteBuffer.wrap(v).order(ByteOrder.LITTLE_ENDIAN);
+    for (int j = 0; j < dim; j++) {
+      b.putFloat(4 * j, 0.01f);
+    }
+    for (int j = dim; j < floats; j++) {
+      b.putFloat(4 * j, 0.1f);
+    }
+    return v;
+  }
+
+  /** Distinct keys of a batch and their summed gradients, as the client of a KV store must. */
+  private record Distinct(String[] keys, float[] grads) {}
+
+  private Distinct distinct(String[] batchKeys) {
+    Map<String, Integer> pos = new HashMap<>();
+    List<String> ks = new ArrayList<>();
+    float[] g = new float[batchKeys.length * dim];
+    for (int i = 0; i < batchKeys.length; i++) {
+      Integer p = pos.putIfAbsent(batchKeys[i], ks.size());
+      if (p == null) {
+        p = ks.size();
+        ks.add(batchKeys[i]);
+      }
+      for (int j = 0; j < dim; j++) {
+        g[p * dim + j] += gradients[i * dim + j];
+      }
+    }
+    return new Distinct(ks.toArray(new String[0]), g);
+  }
+
+  private static void decodeInto(byte[] v, float[] out, int off, int dim) {
+    if (v != null) {
+      ByteBuffer.wrap(v).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out, off, dim);
+    }
+  }
+
+  private void redis() throws Exception {
+    String[] hp = redis.split(":");
+    try (Jedis j = new Jedis(hp[0], Integer.parseInt(hp[1]), 60_000)) {
+      j.flushAll();
+      byte[] row = initialValue(dim);
+      byte[] rowSlots = initialValue(2 * dim);
+      for (int i = 0; i < numKeys; i += 2000) {
+        List<byte[]> kv = new ArrayList<>();
+        List<byte[]> kv2 = new ArrayList<>();
+        for (int k = i; k < Math.min(numKeys, i + 2000); k++) {
+          kv.add(("w:" + keys[k]).getBytes(StandardCharsets.UTF_8));
+          kv.add(row);
+          kv2.add(("ws:" + keys[k]).getBytes(StandardCharsets.UTF_8));
+          kv2.add(rowSlots);
+        }
+        j.mset(kv.toArray(new byte[0][]));
+        j.mset(kv2.toArray(new byte[0][]));
+      }
+      float[] out = new float[batch * dim];
+      warmupBaseline(() -> j.mget(("w:" + keys[0]).getBytes(StandardCharsets.UTF_8)));
+      measure("Redis", "find (MGET)", k -> {
+        byte[][] ks = new byte[k.length][];
+        for (int i = 0; i < k.length; i++) {
+          ks[i] = ("w:" + k[i]).getBytes(StandardCharsets.UTF_8);
+        }
+        List<byte[]> vs = j.mget(ks);
+        for (int i = 0; i < k.length; i++) {
+          decodeInto(vs.get(i), out, i * dim, dim);
+        }
+      });
+      measure("Redis", "get-compute-set (Adagrad)", k -> {
+        Distinct d = distinct(k);
+        byte[][] ks = new byte[d.keys().length][];
+        for (int i = 0; i < ks.length; i++) {
+          ks[i] = ("ws:" + d.keys()[i]).getBytes(StandardCharsets.UTF_8);
+        }
+        List<byte[]> vs = j.mget(ks);
+        byte[][] kv = new byte[2 * ks.length][];
+        for (int i = 0; i < ks.length; i++) {
+          byte[] v = vs.get(i) != null ? vs.get(i) : initialValue(2 * dim);
+          adagrad(v, d.grads(), i * dim);
+          kv[2 * i] = ks[i];
+          kv[2 * i + 1] = v;
+        }
+        j.mset(kv);
+      });
+      String info = j.info("memory");
+      for (String line : info.split("\r?\n")) {
+        if (line.startsWith("used_memory:")) {
+          long used = Long.parseLong(line.substring("used_memory:".length()).trim());
+          String mem = String.format(Locale.ROOT, "  Redis: %.1f bytes/key over %,d keys"
+              + " (half 64-float rows, half 128-float rows+slots)", (double) used / j.dbSize(),
+              j.dbSize());
+          System.out.println(mem);
+          lines.add(mem);
+        }
+      }
+    }
+  }
+
+  private void memcached() throws Exception {
+    MemcachedClient mc = new MemcachedClient(new ConnectionFactoryBuilder()
+        .setProtocol(ConnectionFactoryBuilder.Protocol.BINARY)
+        .setOpTimeout(60_000).setOpQueueMaxBlockTime(60_000).build(),
+        AddrUtil.getAddresses(memcached));
+    try {
+      mc.flush().get();
+      byte[] row = initialValue(dim);
+      byte[] rowSlots = initialValue(2 * dim);
+      List<Future<Boolean>> pending = new ArrayList<>();
+      for (int i = 0; i < numKeys; i++) {
+        pending.add(mc.set("w:" + keys[i], 0, row));
+        pending.add(mc.set("ws:" + keys[i], 0, rowSlots));
+        if (pending.size() >= 20_000) {
+          for (Future<Boolean> f : pending) {
+            f.get();
+          }
+          pending.clear();
+        }
+      }
+      for (Future<Boolean> f : pending) {
+        f.get();
+      }
+      float[] out = new float[batch * dim];
+      warmupBaseline(() -> mc.getBulk(List.of("w:" + keys[0])));
+      measure("memcached", "find (multi-get)", k -> {
+        List<String> ks = new ArrayList<>(k.length);
+        for (String s : k) {
+          ks.add("w:" + s);
+        }
+        Map<String, Object> vs = mc.getBulk(ks);
+        for (int i = 0; i < k.length; i++) {
+          decodeInto((byte[]) vs.get(ks.get(i)), out, i * dim, dim);
+        }
+      });
+      measure("memcached", "get-compute-set (Adagrad)", k -> {
+        Distinct d = distinct(k);
+        List<String> ks = new ArrayList<>(d.keys().length);
+        for (String s : d.keys()) {
+          ks.add("ws:" + s);
+        }
+        Map<String, Object> vs = mc.getBulk(ks);
+        List<Future<Boolean>> sets = new ArrayList<>(ks.size());
+        for (int i = 0; i < ks.size(); i++) {
+          byte[] v = (byte[]) vs.get(ks.get(i));
+          if (v == null) {
+            v = initialValue(2 * dim);
+          }
+          adagrad(v, d.grads(), i * dim);
+          sets.add(mc.set(ks.get(i), 0, v));
+        }
+        for (Future<Boolean> f : sets) {
+          f.get();
+        }
+      });
+    } finally {
+      mc.shutdown();
+    }
+  }
+
+  private void summary() {
+    lines.add("");
+    System.out.println();
+    Double redisFind = results.get("Redis|find (MGET)");
+    Double redisGcs = results.get("Redis|get-compute-set (Adagrad)");
+    Double mcFind = results.get("memcached|find (multi-get)");
+    Double mcGcs = results.get("memcached|get-compute-set (Adagrad)");
+    for (Map.Entry<String, Double> e : results.entrySet()) {
+      String[] p = e.getKey().split("\\|");
+      if (!p[0].contains("shard")) {
+        continue;
+      }
+      if (p[1].equals("find")) {
+        ratio(p[0] + " find vs Redis MGET", e.getValue(), redisFind, 5);
+        ratio(p[0] + " find vs memcached multi-get", e.getValue(), mcFind, 5);
+      }
+      if (p[1].equals("lookup+update")) {
+        ratio(p[0] + " lookup+update vs Redis get-compute-set", e.getValue(), redisGcs, 10);
+        ratio(p[0] + " lookup+update vs memcached get-compute-set", e.getValue(), mcGcs, 10);
+      }
+    }
+  }
+
+  private void ratio(String what, double ours, Double theirs, double target) {
+    if (theirs == null) {
+      return;
+    }
+    String s = String.format(Locale.ROOT, "  %-60s %6.2fx (target >= %.0fx: %s)", what,
+        ours / theirs, target, ours / theirs >= target ? "met" : "NOT met");
+    System.out.println(s);
+    lines.add(s);
+  }
+}
