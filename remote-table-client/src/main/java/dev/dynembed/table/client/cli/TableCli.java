@@ -24,7 +24,8 @@ import picocli.CommandLine.Parameters;
 @Command(name = "table-cli", mixinStandardHelpOptions = true,
     description = "Operate embedding tables on running table-server shards.",
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
-        TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class})
+        TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
+        TableCli.Ingest.class, TableCli.Sample.class})
 public final class TableCli {
   static class Common {
     @Option(names = "--endpoints", required = true,
@@ -201,6 +202,98 @@ public final class TableCli {
     void run(TableClient c) {
       c.dropTable(table);
       System.out.println("dropped table '" + table + "'");
+    }
+  }
+
+  @Command(name = "ingest", description = "Stream the whitespace-separated tokens of text files"
+      + " through findOrInsert (rows created, frequencies counted). Files of any size, one line"
+      + " or many; never loaded whole.")
+  static final class Ingest extends Base {
+    @Option(names = "--table", required = true) String table;
+    @Option(names = "--batch", defaultValue = "4096") int batch;
+    @Parameters(arity = "1..*", paramLabel = "FILE") List<Path> files;
+
+    @Override
+    void run(TableClient c) throws Exception {
+      EmbeddingTable t = c.openTable(table);
+      long tokens = 0;
+      long start = System.nanoTime();
+      java.util.ArrayList<String> buf = new java.util.ArrayList<>(batch);
+      for (Path f : files) {
+        if (!java.nio.file.Files.isReadable(f)) {
+          throw new IllegalArgumentException("cannot read " + f);
+        }
+        try (java.io.Reader r = new java.io.BufferedReader(new java.io.InputStreamReader(
+            java.nio.file.Files.newInputStream(f), java.nio.charset.StandardCharsets.UTF_8),
+            1 << 16)) {
+          StringBuilder word = new StringBuilder();
+          int ch;
+          while ((ch = r.read()) >= 0) {
+            if (Character.isWhitespace(ch)) {
+              if (word.length() > 0) {
+                buf.add(word.toString());
+                word.setLength(0);
+                if (buf.size() == batch) {
+                  t.findOrInsert(buf.toArray(new String[0]));
+                  tokens += buf.size();
+                  buf.clear();
+                }
+              }
+            } else {
+              word.append((char) ch);
+            }
+          }
+          if (word.length() > 0) {
+            buf.add(word.toString());
+          }
+        }
+      }
+      if (!buf.isEmpty()) {
+        t.findOrInsert(buf.toArray(new String[0]));
+        tokens += buf.size();
+      }
+      double secs = (System.nanoTime() - start) / 1e9;
+      System.out.printf("ingested %,d tokens into table '%s' in %.1f s (%,.0f tokens/s);"
+          + " the table now holds %,d keys%n", tokens, table, secs, tokens / secs,
+          t.describe().getCounters().getKeys());
+    }
+  }
+
+  @Command(name = "sample", description = "Draw candidates with a table's sampler and print the"
+      + " most drawn keys with their probabilities.")
+  static final class Sample extends Base {
+    @Option(names = "--table", required = true) String table;
+    @Option(names = "--sampler", defaultValue = "unigram",
+        description = "uniform, log-uniform, unigram (default ${DEFAULT-VALUE})")
+    String sampler;
+    @Option(names = "--alpha", defaultValue = "0.75") float alpha;
+    @Option(names = "-n", defaultValue = "100000", description = "draws") int n;
+    @Option(names = "--top", defaultValue = "10") int top;
+    @Option(names = "--seed", defaultValue = "1") long seed;
+
+    @Override
+    void run(TableClient c) {
+      dev.dynembed.table.v1.SamplerKind kind = switch (sampler.toLowerCase(Locale.ROOT)) {
+        case "uniform" -> dev.dynembed.table.v1.SamplerKind.UNIFORM_SAMPLER;
+        case "log-uniform" -> dev.dynembed.table.v1.SamplerKind.LOG_UNIFORM_SAMPLER;
+        case "unigram" -> dev.dynembed.table.v1.SamplerKind.UNIGRAM_SAMPLER;
+        default -> throw new IllegalArgumentException("--sampler must be uniform, log-uniform or"
+            + " unigram but was '" + sampler + "'");
+      };
+      dev.dynembed.table.client.SampleResult r =
+          c.openTable(table).sample(new String[0], n, kind, alpha, seed);
+      java.util.Map<String, Integer> counts = new java.util.HashMap<>();
+      java.util.Map<String, Double> prob = new java.util.HashMap<>();
+      for (int i = 0; i < r.keys().length; i++) {
+        counts.merge(r.keys()[i], 1, Integer::sum);
+        prob.put(r.keys()[i], r.probability()[i]);
+      }
+      System.out.printf("%-20s %10s %12s %12s%n", "key", "drawn", "drawn/n", "probability");
+      counts.entrySet().stream()
+          .sorted(java.util.Map.Entry.<String, Integer>comparingByValue().reversed())
+          .limit(top)
+          .forEach(e -> System.out.printf("%-20s %10d %12.5f %12.5f%n", e.getKey(), e.getValue(),
+              (double) e.getValue() / n, prob.get(e.getKey())));
     }
   }
 
