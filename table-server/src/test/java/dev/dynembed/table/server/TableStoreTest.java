@@ -106,6 +106,37 @@ class TableStoreTest {
   }
 
   @Test
+  void keysOfEveryLength_inlineAndArena_areDistinctAndRoundTrip(@org.junit.jupiter.api.io.TempDir
+      java.nio.file.Path dir) {
+    // 1..40 bytes crosses the 8-byte word and 16-byte inline boundaries; multi-byte characters
+    // put character boundaries at odd offsets
+    List<String> keys = new ArrayList<>();
+    for (int len = 1; len <= 40; len++) {
+      keys.add("a".repeat(len));
+      keys.add("a".repeat(len - 1) + "b");
+      keys.add("é".repeat(len / 2) + (len % 2 == 1 ? "x" : ""));
+    }
+    keys = new ArrayList<>(new java.util.LinkedHashSet<>(keys));
+    ShardEngine engine = new ShardEngine(0, 1, dir);
+    TableStore t = engine.create(Fixtures.config("t", 4, TableConfigs.sgd(1f)));
+    String[] arr = keys.toArray(new String[0]);
+    float[] first = rows(t, arr);
+    assertEquals(keys.size(), t.size());
+    assertEquals(new java.util.HashSet<>(keys), new java.util.HashSet<>(t.keys()));
+    for (String k : keys) {
+      assertEquals(1, t.record(k).frequency(), k);
+    }
+    dev.dynembed.table.v1.CheckpointFile f = engine.save("t", "ck", 1);
+    ShardEngine other = new ShardEngine(0, 1, dir);
+    other.restore("t", "ck", List.of(f));
+    float[] again = new float[first.length];
+    byte[] found = new byte[(arr.length + 7) / 8];
+    other.get("t").find(PackedKeys.of(arr), again, found);
+    assertArrayEquals(first, again);
+    assertEquals(new java.util.HashSet<>(keys), new java.util.HashSet<>(other.get("t").keys()));
+  }
+
+  @Test
   void concurrentFindOrInsert_sameKeys_exactlyOneRowEach() throws Exception {
     TableStore t = new TableStore(cfg, 0, 1);
     int threads = 4;
