@@ -10,6 +10,7 @@ import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
@@ -26,11 +27,9 @@ import java.util.concurrent.locks.StampedLock;
  *       #rowFloats} floats) lives in a float page: {@code rowPages[id >>> pageShift]} at {@code
  *       (id & pageMask) * rowFloats}. Pages are fixed-size, so growth wastes at most one page
  *       (never the 2x of a doubling array).
- *   <li><b>Metadata</b>: {@link #META} longs per row in long pages: key reference, frequency,
- *       last-update step, update count, and keys of up to 16 bytes inline (nearly every word),
- *       so verifying a key costs no extra cache miss.
- *   <li><b>Longer keys</b>: UTF-8 bytes appended to 1 MiB byte pages (a key never spans pages),
- *       referenced as arena offset &lt;&lt; 16 | length.
+ *   <li><b>Metadata</b>: {@link #META} longs per row in long pages: key reference (arena offset
+ *       &lt;&lt; 16 | length), frequency, last-update step, update count.
+ *   <li><b>Keys</b>: UTF-8 bytes appended to 1 MiB byte pages (a key never spans pages).
  *   <li><b>Index</b>: 64 segments of linear-probing {@code long[]} (32-bit hash tag | row id + 1
  *       per entry, one word), each guarded by its own {@link StampedLock}; segment, slot and tag
  *       come from {@code mix(xxh3(key))}, so the bits used by {@code shard = hash mod n} do not
@@ -48,16 +47,11 @@ import java.util.concurrent.locks.StampedLock;
  * holds it exclusively, so a saved table is a consistent cut.
  */
 public final class TableStore {
-  static final int META = 6;
+  static final int META = 4;
   static final int M_KEYREF = 0;
   static final int M_FREQ = 1;
   static final int M_STEP = 2;
   static final int M_UPDATES = 3;
-  /** Keys of up to 16 bytes live here (little-endian), beside the key reference. */
-  static final int M_KEY0 = 4;
-  static final int INLINE_KEY_BYTES = 16;
-  /** Key-reference flag: the key is inline in the metadata record, not in the arena. */
-  private static final long INLINE = 1L << 62;
 
   private static final int SEGMENT_BITS = 6;
   private static final int KEY_PAGE_BYTES = 1 << 20;
@@ -425,18 +419,10 @@ public final class TableStore {
     if (page >= mp.length) {
       return false;
     }
-    long[] meta = mp[page];
-    int mo = (row & pageMask) * META;
-    long ref = meta[mo + M_KEYREF];
+    long ref = mp[page][(row & pageMask) * META + M_KEYREF];
     int len = (int) (ref & 0xFFFF);
     if (ref <= 0 || len != keys.length(i)) {
       return false;
-    }
-    if ((ref & INLINE) != 0) {
-      byte[] b = keys.bytes();
-      int off = keys.offset(i);
-      return meta[mo + M_KEY0] == packLe(b, off, Math.min(len, 8))
-          && meta[mo + M_KEY0 + 1] == (len > 8 ? packLe(b, off + 8, len - 8) : 0L);
     }
     long off = ref >>> 16;
     byte[][] kp = keyPages;
@@ -446,21 +432,6 @@ public final class TableStore {
       return false;
     }
     return keys.keyEquals(i, kp[kpage], p, len);
-  }
-
-  /** Up to 8 bytes as a little-endian long (missing bytes are 0). */
-  private static long packLe(byte[] b, int off, int len) {
-    long v = 0;
-    for (int k = len - 1; k >= 0; k--) {
-      v = (v << 8) | (b[off + k] & 0xFFL);
-    }
-    return v;
-  }
-
-  private static void unpackLe(long v, byte[] dst, int off, int len) {
-    for (int k = 0; k < len; k++) {
-      dst[off + k] = (byte) (v >>> (8 * k));
-    }
   }
 
   // ---------------------------------------------------------------- allocation
@@ -481,28 +452,18 @@ public final class TableStore {
         rowPages = rp;
         metaPages = mp;
       }
-      long[] meta = metaPages[page];
-      int mo = (row & pageMask) * META;
-      long ref;
-      if (len <= INLINE_KEY_BYTES) {
-        meta[mo + M_KEY0] = packLe(key, off, Math.min(len, 8));
-        meta[mo + M_KEY0 + 1] = len > 8 ? packLe(key, off + 8, len - 8) : 0L;
-        ref = INLINE | len;
-      } else {
-        if (keyPageUsed + len > KEY_PAGE_BYTES) {
-          byte[][] kp = Arrays.copyOf(keyPages, keyPages.length + 1);
-          kp[kp.length - 1] = new byte[KEY_PAGE_BYTES];
-          keyPages = kp;
-          keyPageUsed = 0;
-        }
-        long keyOff = (long) (keyPages.length - 1) * KEY_PAGE_BYTES + keyPageUsed;
-        System.arraycopy(key, off, keyPages[keyPages.length - 1], keyPageUsed, len);
-        keyPageUsed += len;
-        keyBytes += len;
-        ref = (keyOff << 16) | len;
+      if (keyPageUsed + len > KEY_PAGE_BYTES) {
+        byte[][] kp = Arrays.copyOf(keyPages, keyPages.length + 1);
+        kp[kp.length - 1] = new byte[KEY_PAGE_BYTES];
+        keyPages = kp;
+        keyPageUsed = 0;
       }
+      long keyOff = (long) (keyPages.length - 1) * KEY_PAGE_BYTES + keyPageUsed;
+      System.arraycopy(key, off, keyPages[keyPages.length - 1], keyPageUsed, len);
+      keyPageUsed += len;
+      keyBytes += len;
       // the sign bit marks "not yet published"; publish() clears it with release semantics
-      meta[mo + M_KEYREF] = ref | Long.MIN_VALUE;
+      metaPages[page][(row & pageMask) * META + M_KEYREF] = ((keyOff << 16) | len) | Long.MIN_VALUE;
       numRows = row + 1;
       return row;
     }
@@ -538,27 +499,19 @@ public final class TableStore {
     System.arraycopy(rowPages[row >>> pageShift], (row & pageMask) * rowFloats, out, outOff, dim);
   }
 
-  /** Appends the key of a (published) row to a builder. */
+  /** Appends the key of a row to a builder. */
   void appendKey(int row, PackedKeys.Builder b) {
     long ref = meta(row, M_KEYREF);
-    int len = (int) (ref & 0xFFFF);
-    if ((ref & INLINE) != 0) {
-      byte[] tmp = new byte[INLINE_KEY_BYTES];
-      unpackLe(meta(row, M_KEY0), tmp, 0, Math.min(len, 8));
-      if (len > 8) {
-        unpackLe(meta(row, M_KEY0 + 1), tmp, 8, len - 8);
-      }
-      b.add(tmp, 0, len);
-      return;
-    }
     long off = ref >>> 16;
-    b.add(keyPages[(int) (off / KEY_PAGE_BYTES)], (int) (off % KEY_PAGE_BYTES), len);
+    b.add(keyPages[(int) (off / KEY_PAGE_BYTES)], (int) (off % KEY_PAGE_BYTES), (int) (ref & 0xFFFF));
   }
 
   String key(int row) {
-    PackedKeys.Builder b = new PackedKeys.Builder(1);
-    appendKey(row, b);
-    return b.build().key(0);
+    long ref = meta(row, M_KEYREF);
+    long off = ref >>> 16;
+    return new String(
+        keyPages[(int) (off / KEY_PAGE_BYTES)], (int) (off % KEY_PAGE_BYTES), (int) (ref & 0xFFFF),
+        StandardCharsets.UTF_8);
   }
 
   /** A key's stored record, for inspection and tests; null if the key has no row. */
