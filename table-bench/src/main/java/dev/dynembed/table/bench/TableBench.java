@@ -102,6 +102,8 @@ public final class TableBench implements Callable<Integer> {
         + " JDK %s, %d cores", dim, batch, zipf, numKeys, (double) distinct / batches.size(),
         seconds, warmup, systemWarmup, System.getProperty("java.version"),
         Runtime.getRuntime().availableProcessors()));
+    header("| system | op | rows/s | ms/batch |");
+    header("|---|---|---:|---:|");
 
     if (!skipInProcess) {
       try (TableClient c = TableClients.inProcess(Files.createTempDirectory("bench"))) {

@@ -68,9 +68,15 @@ public final class TableServer implements AutoCloseable {
     server.awaitTermination();
   }
 
-  /** Stops accepting calls, lets running ones finish for up to 5 s. */
+  private final java.util.concurrent.atomic.AtomicBoolean closed =
+      new java.util.concurrent.atomic.AtomicBoolean();
+
+  /** Stops accepting calls, lets running ones finish for up to 5 s. Idempotent. */
   @Override
   public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
     health.enterTerminalState();
     server.shutdown();
     try {

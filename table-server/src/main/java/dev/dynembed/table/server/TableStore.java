@@ -514,9 +514,31 @@ public final class TableStore {
         StandardCharsets.UTF_8);
   }
 
-  /** A key's stored record, for inspection and tests; null if the key has no row. */
+  /**
+   * A key's stored record (weights, optimizer slots, metadata), for inspection and tests. Equality
+   * is by value, bit for bit.
+   */
   public record Record(float[] weights, float[][] slots, long frequency, long lastStep,
-      long updates) {}
+      long updates) {
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Record r && Arrays.equals(weights, r.weights)
+          && Arrays.deepEquals(slots, r.slots) && frequency == r.frequency
+          && lastStep == r.lastStep && updates == r.updates;
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(weights) * 31 + Arrays.deepHashCode(slots);
+    }
+
+    @Override
+    public String toString() {
+      return "Record[weights=" + Arrays.toString(weights) + ", slots="
+          + Arrays.deepToString(slots) + ", frequency=" + frequency + ", lastStep=" + lastStep
+          + ", updates=" + updates + "]";
+    }
+  }
 
   /** The record of one key (weights, optimizer slots, metadata), or null. Counts nothing. */
   public Record record(String key) {

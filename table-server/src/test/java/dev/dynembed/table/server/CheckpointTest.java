@@ -72,50 +72,40 @@ class CheckpointTest {
     Fixtures.assertSameRecords(saved, merged);
   }
 
-  private void corruptAndExpect(String fragment, java.util.function.Consumer<Path> damage) {
+  interface Damage {
+    void apply(Path file) throws IOException;
+  }
+
+  private void corruptAndExpect(String fragment, Damage damage) throws IOException {
     ShardEngine other = new ShardEngine(0, 1, dir);
     TableStore live = other.create(TableConfigs.builder("emb", 8).build());
     Fixtures.rows(live, "live-key");
     Map<String, TableStore.Record> before = snapshot(live);
-    damage.accept(dir.resolve("ckpt").resolve(file.getName()));
+    damage.apply(dir.resolve("ckpt").resolve(file.getName()));
     assertError(ErrorCode.DATA_LOSS, fragment, () -> other.restore("emb", "ckpt", List.of(file)));
     Fixtures.assertSameRecords(before, snapshot(other.get("emb")));
   }
 
   @Test
-  void restore_flippedByte_isRefusedAndLiveTableUnchanged() {
+  void restore_flippedByte_isRefusedAndLiveTableUnchanged() throws IOException {
     corruptAndExpect("corrupt", p -> {
-      try {
-        byte[] b = Files.readAllBytes(p);
-        b[b.length / 2] ^= 0x40;
-        Files.write(p, b);
-      } catch (IOException e) {
-        throw new RuntimeException(e);
-      }
+      byte[] b = Files.readAllBytes(p);
+      b[b.length / 2] ^= 0x40;
+      Files.write(p, b);
     });
   }
 
   @Test
-  void restore_truncatedFile_isRefused() {
+  void restore_truncatedFile_isRefused() throws IOException {
     corruptAndExpect("truncated", p -> {
-      try {
-        byte[] b = Files.readAllBytes(p);
-        Files.write(p, java.util.Arrays.copyOf(b, b.length - 100));
-      } catch (IOException e) {
-        throw new RuntimeException(e);
-      }
+      byte[] b = Files.readAllBytes(p);
+      Files.write(p, java.util.Arrays.copyOf(b, b.length - 100));
     });
   }
 
   @Test
-  void restore_missingFile_isRefused() {
-    corruptAndExpect("is missing", p -> {
-      try {
-        Files.delete(p);
-      } catch (IOException e) {
-        throw new RuntimeException(e);
-      }
-    });
+  void restore_missingFile_isRefused() throws IOException {
+    corruptAndExpect("is missing", Files::delete);
   }
 
   @Test

@@ -1,6 +1,5 @@
 package dev.dynembed.table.server;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
@@ -11,7 +10,6 @@ import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.OptimizerConfig;
 import dev.dynembed.table.v1.TableConfig;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.function.Executable;
 
@@ -38,19 +36,9 @@ final class Fixtures {
     return m;
   }
 
+  /** Same keys with bit-identical records (weights, slots, metadata). */
   static void assertSameRecords(Map<String, TableStore.Record> a, Map<String, TableStore.Record> b) {
-    assertEquals(a.keySet(), b.keySet());
-    for (String k : a.keySet()) {
-      TableStore.Record x = a.get(k);
-      TableStore.Record y = b.get(k);
-      assertArrayEquals(x.weights(), y.weights(), "weights of " + k);
-      assertEquals(x.slots().length, y.slots().length);
-      for (int s = 0; s < x.slots().length; s++) {
-        assertArrayEquals(x.slots()[s], y.slots()[s], "slot " + s + " of " + k);
-      }
-      assertEquals(List.of(x.frequency(), x.lastStep(), x.updates()),
-          List.of(y.frequency(), y.lastStep(), y.updates()), "metadata of " + k);
-    }
+    assertEquals(a, b);
   }
 
   static TableException assertError(ErrorCode code, String fragment, Executable call) {
