@@ -5,6 +5,9 @@ import io.grpc.Metadata;
 import io.grpc.Server;
 import io.grpc.ServerCall;
 import io.grpc.ServerCallExecutorSupplier;
+import io.grpc.ServerInterceptor;
+import io.grpc.ServerInterceptors;
+import java.util.List;
 import java.util.concurrent.Executor;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
@@ -27,6 +30,15 @@ public final class TableServer implements AutoCloseable {
    * @param threads request-handling threads
    */
   public TableServer(ShardEngine engine, String host, int port, int threads) throws IOException {
+    this(engine, host, port, threads, List.of());
+  }
+
+  /**
+   * @param interceptors applied to the table service (authentication, metrics, fault injection
+   *     in tests), first one outermost
+   */
+  public TableServer(ShardEngine engine, String host, int port, int threads,
+      List<ServerInterceptor> interceptors) throws IOException {
     this.engine = engine;
     this.executor = Executors.newFixedThreadPool(threads, r -> {
       Thread t = new Thread(r, "table-shard-" + engine.shardIndex());
@@ -44,7 +56,8 @@ public final class TableServer implements AutoCloseable {
       }
     };
     this.server = NettyServerBuilder.forAddress(new InetSocketAddress(host, port))
-        .addService(new TableGrpcService(engine))
+        .addService(ServerInterceptors.intercept(new TableGrpcService(engine),
+            interceptors.toArray(new ServerInterceptor[0])))
         .addService(health.getHealthService())
         .directExecutor()
         .callExecutor(perCall)

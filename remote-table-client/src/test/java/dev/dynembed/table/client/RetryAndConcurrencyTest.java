@@ -1,0 +1,123 @@
+package dev.dynembed.table.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.server.TableServer;
+import io.grpc.Metadata;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerInterceptor;
+import io.grpc.Status;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class RetryAndConcurrencyTest {
+  @TempDir Path dir;
+
+  /** Fails the first call of every method with UNAVAILABLE, before the handler runs. */
+  static final class FailFirstCall implements ServerInterceptor {
+    final Set<String> seen = ConcurrentHashMap.newKeySet();
+    final AtomicInteger rejected = new AtomicInteger();
+
+    @Override
+    public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
+        ServerCallHandler<Q, R> next) {
+      if (seen.add(call.getMethodDescriptor().getBareMethodName())) {
+        rejected.incrementAndGet();
+        call.close(Status.UNAVAILABLE.withDescription("injected fault"), new Metadata());
+        return new ServerCall.Listener<>() {};
+      }
+      return next.startCall(call, headers);
+    }
+  }
+
+  @Test
+  void unavailable_idempotentCallsRetried_applyGradientsNeverResent() throws Exception {
+    FailFirstCall faults = new FailFirstCall();
+    try (TableServer server = new TableServer(new ShardEngine(0, 1, dir), "127.0.0.1", 0, 2,
+            List.of(faults));
+        TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()))) {
+      EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4)
+          .setOptimizer(TableConfigs.sgd(1f)).build()); // Stats, CreateTable: retried
+      float[] before = t.findOrInsert("a", "b");         // FindOrInsert: retried
+      assertArrayEquals(before, t.find("a", "b").rows()); // Find: retried
+      float[] g = {1, 1, 1, 1, 1, 1, 1, 1};
+      TableException e = assertThrows(TableException.ShardUnavailableException.class,
+          () -> t.applyGradients(new String[] {"a", "b"}, g, 0f, 1));
+      assertEquals("applyGradients", e.call());
+      assertArrayEquals(before, t.find("a", "b").rows()); // the failed update was not applied
+      assertEquals(2, t.applyGradients(new String[] {"a", "b"}, g, 0f, 2)); // now it goes through
+      float[] after = t.find("a", "b").rows();
+      for (int i = 0; i < after.length; i++) {
+        assertEquals(before[i] - 1f, after[i], 1e-6);   // applied exactly once
+      }
+      // every method failed once; all but ApplyGradients were retried transparently
+      assertEquals(Set.of("Stats", "CreateTable", "FindOrInsert", "Find", "ApplyGradients"),
+          faults.seen);
+      assertEquals(5, faults.rejected.get());
+    }
+  }
+
+  @Test
+  void manyClients_concurrentTraining_countsAndUpdatesAreExact() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir)) {
+      try (TableClient setup = cluster.client()) {
+        setup.createTable(TableConfigs.builder("emb", 8).setOptimizer(TableConfigs.sgd(1f))
+            .setInitializer(TableConfigs.zeros()).build());
+      }
+      int clients = 4;
+      int steps = 50;
+      String[] keys = new String[200];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = "k" + (i % 100); // every key twice per batch
+      }
+      float[] g = new float[keys.length * 8];
+      java.util.Arrays.fill(g, 1f / 64);
+      ExecutorService pool = Executors.newFixedThreadPool(clients);
+      List<Future<?>> done = new ArrayList<>();
+      for (int c = 0; c < clients; c++) {
+        done.add(pool.submit(() -> {
+          try (TableClient client = cluster.client()) { // each worker its own connections
+            EmbeddingTable t = client.openTable("emb");
+            for (int s = 0; s < steps; s++) {
+              t.findOrInsert(keys);
+              t.applyGradients(keys, g, 0f, s);
+            }
+          }
+          return null;
+        }));
+      }
+      for (Future<?> f : done) {
+        f.get();
+      }
+      pool.shutdown();
+      try (TableClient check = cluster.client()) {
+        EmbeddingTable t = check.openTable("emb");
+        assertEquals(100, t.describe().getCounters().getKeys());
+        assertEquals((long) clients * steps * keys.length, t.describe().getCounters().getTotalFrequency());
+        // each key: clients*steps updates of 2 * (1/64) per column, from 0, with SGD lr 1
+        float expected = -clients * steps * 2f / 64;
+        for (float v : t.find("k0", "k99").rows()) {
+          assertEquals(expected, v, 1e-4);
+        }
+        long updates = cluster.engine(0).get("emb").record(cluster.engine(0).get("emb").keys()
+            .get(0)).updates();
+        assertEquals((long) clients * steps, updates);
+      }
+    }
+  }
+}
