@@ -1,0 +1,103 @@
+package dev.dynembed.ops;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.api.ops.DynamicCustomOp;
+import org.nd4j.linalg.api.ops.OpContext;
+import org.nd4j.linalg.api.shape.LongShapeDescriptor;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * {@code lookup(keys UTF8 [n] or [b, s], handle FLOAT []) -> FLOAT [..., dim]}: rows of the keys
+ * from a table. Training mode creates missing rows and its backward sends the gradient rows to
+ * the table; inference mode uses {@code find} (unknown keys get zero rows) and sends nothing.
+ * The scalar {@code handle} is a trainable variable that puts the backward op on a gradient path.
+ */
+public final class DynamicEmbeddingLookup extends DynamicCustomOp implements JavaOp {
+  static final String OP_NAME = "dynembed_lookup";
+
+  private String table;
+  private int dim;
+  private boolean training;
+
+  public DynamicEmbeddingLookup() {}
+
+  DynamicEmbeddingLookup(SameDiff sd, SDVariable keys, SDVariable handle, String table, int dim,
+      boolean training) {
+    super(null, sd, new SDVariable[] {keys, handle}, false);
+    this.table = table;
+    this.dim = dim;
+    this.training = training;
+  }
+
+  @Override
+  public String opName() {
+    return OP_NAME;
+  }
+
+  @Override
+  public void exec(OpContext oc) {
+    INDArray keys = oc.getInputArray(0);
+    String[] k = new String[(int) keys.length()];
+    INDArray flat = keys.reshape(k.length);
+    for (int i = 0; i < k.length; i++) {
+      k[i] = flat.getString(i);
+    }
+    EmbeddingTable t = Tables.get(table);
+    float[] rows = training ? t.findOrInsert(k) : t.find(k).rows();
+    long[] shape = Arrays.copyOf(keys.shape(), keys.rank() + 1);
+    shape[keys.rank()] = dim;
+    oc.setOutputArray(0, Nd4j.create(rows, shape, 'c'));
+  }
+
+  @Override
+  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+    INDArray keys = oc.getInputArray(0);
+    long[] shape = Arrays.copyOf(keys.shape(), keys.rank() + 1);
+    shape[keys.rank()] = dim;
+    return List.of(LongShapeDescriptor.fromShape(shape, DataType.FLOAT));
+  }
+
+  @Override
+  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+    return List.of(DataType.FLOAT);
+  }
+
+  @Override
+  public int getNumOutputs() {
+    return 1;
+  }
+
+  @Override
+  public List<SDVariable> doDiff(List<SDVariable> grads) {
+    SDVariable handleGrad = new DynamicEmbeddingLookupBp(sameDiff, arg(0), arg(1), grads.get(0),
+        table, dim).outputVariable();
+    // Keys (UTF8) have no gradient, but SameDiff names one variable per input. This one is never
+    // executed: no requested gradient depends on a placeholder's gradient.
+    SDVariable keysGrad = sameDiff.zerosLike(arg(1));
+    return Arrays.asList(keysGrad, handleGrad);
+  }
+
+  @Override
+  public Map<String, Object> propertiesForFunction() {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("table", table);
+    m.put("dim", (long) dim);
+    m.put("training", training);
+    return m;
+  }
+
+  @Override
+  public void setPropertiesForFunction(Map<String, Object> properties) {
+    table = (String) properties.get("table");
+    dim = ((Number) properties.get("dim")).intValue();
+    training = (Boolean) properties.get("training");
+  }
+}

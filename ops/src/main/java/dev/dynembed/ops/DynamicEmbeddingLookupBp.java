@@ -1,0 +1,89 @@
+package dev.dynembed.ops;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.api.ops.DynamicCustomOp;
+import org.nd4j.linalg.api.ops.OpContext;
+import org.nd4j.linalg.api.shape.LongShapeDescriptor;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * Backward of {@link DynamicEmbeddingLookup}: {@code (keys, handle, dL/d(rows)) -> dL/d(handle)
+ * = 0}, with the side effect the design needs: the gradient rows go to the table, whose optimizer
+ * updates them (duplicate keys are summed by the table).
+ */
+public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements JavaOp {
+  static final String OP_NAME = "dynembed_lookup_bp";
+
+  private String table;
+  private int dim;
+
+  public DynamicEmbeddingLookupBp() {}
+
+  DynamicEmbeddingLookupBp(SameDiff sd, SDVariable keys, SDVariable handle, SDVariable grad,
+      String table, int dim) {
+    super(null, sd, new SDVariable[] {keys, handle, grad}, false);
+    this.table = table;
+    this.dim = dim;
+  }
+
+  @Override
+  public String opName() {
+    return OP_NAME;
+  }
+
+  @Override
+  public void exec(OpContext oc) {
+    INDArray keys = oc.getInputArray(0);
+    INDArray grad = oc.getInputArray(2);
+    int n = (int) keys.length();
+    String[] k = new String[n];
+    INDArray flat = keys.reshape(n);
+    for (int i = 0; i < n; i++) {
+      k[i] = flat.getString(i);
+    }
+    float[] g = grad.castTo(DataType.FLOAT).dup('c').data().asFloat();
+    Tables.get(table).applyGradients(k, g, StepContext.learningRate(table),
+        StepContext.step(table));
+    oc.setOutputArray(0, Nd4j.zeros(DataType.FLOAT));
+  }
+
+  @Override
+  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+    return List.of(LongShapeDescriptor.fromShape(new long[0], DataType.FLOAT));
+  }
+
+  @Override
+  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+    return List.of(DataType.FLOAT);
+  }
+
+  @Override
+  public int getNumOutputs() {
+    return 1;
+  }
+
+  @Override
+  public List<SDVariable> doDiff(List<SDVariable> grads) {
+    throw new UnsupportedOperationException("second derivatives of a table lookup");
+  }
+
+  @Override
+  public Map<String, Object> propertiesForFunction() {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("table", table);
+    m.put("dim", (long) dim);
+    return m;
+  }
+
+  @Override
+  public void setPropertiesForFunction(Map<String, Object> properties) {
+    table = (String) properties.get("table");
+    dim = ((Number) properties.get("dim")).intValue();
+  }
+}

@@ -1,0 +1,26 @@
+package dev.dynembed.ops;
+
+import java.util.List;
+import org.nd4j.autodiff.functions.DifferentialFunction;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.imports.converters.ImportClassMapping;
+
+/** One-time, idempotent registration of the Java ops and their session. */
+public final class JavaOps {
+  private static volatile boolean installed;
+
+  private JavaOps() {}
+
+  public static synchronized void install() {
+    if (installed) {
+      return;
+    }
+    SameDiff.bindInferenceFactory(JavaOpSession::new);
+    for (DifferentialFunction prototype : List.<DifferentialFunction>of(
+        new DynamicEmbeddingLookup(), new DynamicEmbeddingLookupBp())) {
+      // graph clones (gradient functions) are deserialized by op name
+      ImportClassMapping.getOpNameMapping().put(prototype.opName(), prototype);
+    }
+    installed = true;
+  }
+}
