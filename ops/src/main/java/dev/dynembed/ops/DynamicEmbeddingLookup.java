@@ -15,10 +15,12 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
- * {@code lookup(keys UTF8 [n] or [b, s], handle FLOAT []) -> FLOAT [..., dim]}: rows of the keys
- * from a table. Training mode creates missing rows and its backward sends the gradient rows to
- * the table; inference mode uses {@code find} (unknown keys get zero rows) and sends nothing.
- * The scalar {@code handle} is a trainable variable that puts the backward op on a gradient path.
+ * {@code lookup(keys UTF8 [n] or [b, s], handle []) -> [n, dim] or [b, s, dim]} in the handle's
+ * floating-point type (FLOAT normally, DOUBLE for gradient checks): rows of the keys from a table.
+ * Training mode creates missing rows and its backward sends the gradient rows to the table;
+ * inference mode uses {@code find}: unknown keys get zero rows and nothing is created or sent.
+ * The scalar {@code handle} is a trainable variable that puts the backward op on a gradient path;
+ * its own gradient is always zero.
  */
 public final class DynamicEmbeddingLookup extends DynamicCustomOp implements JavaOp {
   static final String OP_NAME = "dynembed_lookup";
@@ -45,29 +47,43 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
   @Override
   public void exec(OpContext oc) {
     INDArray keys = oc.getInputArray(0);
+    String[] k = keys(keys, OP_NAME);
+    EmbeddingTable t = Tables.get(table);
+    float[] rows = training ? t.findOrInsert(k) : t.find(k).rows();
+    INDArray out = Nd4j.create(rows, outputShape(keys), 'c');
+    DataType type = oc.getInputArray(1).dataType();
+    oc.setOutputArray(0, type == DataType.FLOAT ? out : out.castTo(type));
+  }
+
+  /** The keys of a UTF8 [n] or [b, s] array, row-major. */
+  static String[] keys(INDArray keys, String op) {
+    if (keys.dataType() != DataType.UTF8 || keys.rank() < 1 || keys.rank() > 2) {
+      throw new IllegalArgumentException(op + ": keys must be UTF8 of rank 1 or 2 but were "
+          + keys.dataType() + " " + Arrays.toString(keys.shape()));
+    }
     String[] k = new String[(int) keys.length()];
-    INDArray flat = keys.reshape(k.length);
+    INDArray flat = keys.rank() == 1 ? keys : keys.reshape(k.length);
     for (int i = 0; i < k.length; i++) {
       k[i] = flat.getString(i);
     }
-    EmbeddingTable t = Tables.get(table);
-    float[] rows = training ? t.findOrInsert(k) : t.find(k).rows();
+    return k;
+  }
+
+  private long[] outputShape(INDArray keys) {
     long[] shape = Arrays.copyOf(keys.shape(), keys.rank() + 1);
     shape[keys.rank()] = dim;
-    oc.setOutputArray(0, Nd4j.create(rows, shape, 'c'));
+    return shape;
   }
 
   @Override
   public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
-    INDArray keys = oc.getInputArray(0);
-    long[] shape = Arrays.copyOf(keys.shape(), keys.rank() + 1);
-    shape[keys.rank()] = dim;
-    return List.of(LongShapeDescriptor.fromShape(shape, DataType.FLOAT));
+    return List.of(LongShapeDescriptor.fromShape(outputShape(oc.getInputArray(0)),
+        oc.getInputArray(1).dataType()));
   }
 
   @Override
   public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
-    return List.of(DataType.FLOAT);
+    return List.of(inputs.get(1));
   }
 
   @Override

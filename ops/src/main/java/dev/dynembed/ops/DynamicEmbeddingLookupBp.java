@@ -39,28 +39,22 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
 
   @Override
   public void exec(OpContext oc) {
-    INDArray keys = oc.getInputArray(0);
+    String[] k = DynamicEmbeddingLookup.keys(oc.getInputArray(0), OP_NAME);
     INDArray grad = oc.getInputArray(2);
-    int n = (int) keys.length();
-    String[] k = new String[n];
-    INDArray flat = keys.reshape(n);
-    for (int i = 0; i < n; i++) {
-      k[i] = flat.getString(i);
-    }
     float[] g = grad.castTo(DataType.FLOAT).dup('c').data().asFloat();
     Tables.get(table).applyGradients(k, g, StepContext.learningRate(table),
         StepContext.step(table));
-    oc.setOutputArray(0, Nd4j.zeros(DataType.FLOAT));
+    oc.setOutputArray(0, Nd4j.zeros(oc.getInputArray(1).dataType()));
   }
 
   @Override
   public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
-    return List.of(LongShapeDescriptor.fromShape(new long[0], DataType.FLOAT));
+    return List.of(LongShapeDescriptor.fromShape(new long[0], oc.getInputArray(1).dataType()));
   }
 
   @Override
   public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
-    return List.of(DataType.FLOAT);
+    return List.of(inputs.get(1));
   }
 
   @Override

@@ -1,0 +1,147 @@
+package dev.dynembed.ops;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.FindResult;
+import dev.dynembed.table.client.SampleResult;
+import dev.dynembed.table.client.TopKOptions;
+import dev.dynembed.table.client.TopKResult;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.v1.CheckpointManifest;
+import dev.dynembed.table.v1.SamplerKind;
+import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.v1.TableInfo;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/** dynamicEmbeddingLookup's backward agrees with central finite differences in double. */
+class GradientCheckTest {
+  /** A table whose rows can be nudged and which records the gradient rows it receives. */
+  static final class ProbeTable implements EmbeddingTable {
+    final int dim;
+    final Map<String, float[]> rows = new HashMap<>();
+    final Map<String, double[]> received = new HashMap<>();
+
+    ProbeTable(int dim) {
+      this.dim = dim;
+    }
+
+    @Override
+    public String name() {
+      return "probe";
+    }
+
+    @Override
+    public int dim() {
+      return dim;
+    }
+
+    @Override
+    public TableConfig config() {
+      return TableConfigs.builder("probe", dim).build();
+    }
+
+    @Override
+    public float[] findOrInsert(String... keys) {
+      float[] out = new float[keys.length * dim];
+      for (int i = 0; i < keys.length; i++) {
+        System.arraycopy(rows.get(keys[i]), 0, out, i * dim, dim);
+      }
+      return out;
+    }
+
+    @Override
+    public FindResult find(String... keys) {
+      return new FindResult(findOrInsert(keys), new boolean[keys.length]);
+    }
+
+    @Override
+    public int applyGradients(String[] keys, float[] g, float lr, long step) {
+      for (int i = 0; i < keys.length; i++) {
+        double[] acc = received.computeIfAbsent(keys[i], k -> new double[dim]);
+        for (int j = 0; j < dim; j++) {
+          acc[j] += g[i * dim + j];
+        }
+      }
+      return keys.length;
+    }
+
+    @Override
+    public SampleResult sample(String[] p, int n, SamplerKind s, float a, long seed) {
+      throw new UnsupportedOperationException();
+    }
+
+    @Override
+    public TopKResult topK(float[] q, int n, int k, TopKOptions o) {
+      throw new UnsupportedOperationException();
+    }
+
+    @Override
+    public CheckpointManifest save(Path d, long step) {
+      throw new UnsupportedOperationException();
+    }
+
+    @Override
+    public long restore(Path d) {
+      throw new UnsupportedOperationException();
+    }
+
+    @Override
+    public TableInfo describe() {
+      throw new UnsupportedOperationException();
+    }
+  }
+
+  @Test
+  void lookupBackward_matchesCentralDifferences() {
+    int dim = 4;
+    ProbeTable table = new ProbeTable(dim);
+    Random rnd = new Random(11);
+    String[] vocab = {"x", "y", "z"};
+    for (String k : vocab) {
+      float[] r = new float[dim];
+      for (int j = 0; j < dim; j++) {
+        r[j] = (float) (rnd.nextGaussian() * 0.5);
+      }
+      table.rows.put(k, r);
+    }
+    String[][] batch = {{"x", "y", "x"}, {"z", "z", "y"}}; // [2, 3], duplicates
+
+    SameDiff sd = SameDiff.create();
+    SDVariable keys = sd.placeHolder("keys", DataType.UTF8, 2, 3);
+    SDVariable rows = new DynEmbed(sd).dynamicEmbeddingLookup("rows", keys, table, true,
+        DataType.DOUBLE); // [2, 3, 4] double
+    SDVariable w = sd.var("w", Nd4j.rand(DataType.DOUBLE, dim, 2).subi(0.5));
+    SDVariable h = sd.math().tanh(rows.mean(1).mmul(w)); // [2, 2], non-linear
+    SDVariable loss = h.mul(h).sum().add(rows.mul(rows).sum().mul(0.1)).rename("loss");
+    sd.setLossVariables(loss);
+    Map<String, INDArray> ph = Map.of("keys", Strings.matrix(batch));
+
+    sd.calculateGradients(ph, DynEmbed.handleName(table));
+    double eps = 1.0 / 1024; // exact in float for |row| < 2^13: the nudge itself is lossless
+    for (String k : vocab) {
+      for (int j = 0; j < dim; j++) {
+        float[] r = table.rows.get(k);
+        float orig = r[j];
+        r[j] = (float) (orig + eps);
+        double up = sd.output(ph, "loss").get("loss").getDouble(0);
+        r[j] = (float) (orig - eps);
+        double down = sd.output(ph, "loss").get("loss").getDouble(0);
+        r[j] = orig;
+        double numeric = (up - down) / (2 * eps);
+        double analytic = table.received.get(k)[j];
+        assertEquals(numeric, analytic, 1e-4 * Math.max(1, Math.abs(numeric)),
+            "dL/d row(" + k + ")[" + j + "]");
+      }
+    }
+  }
+}
