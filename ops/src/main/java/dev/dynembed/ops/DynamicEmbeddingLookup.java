@@ -93,8 +93,10 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
 
   @Override
   public List<SDVariable> doDiff(List<SDVariable> grads) {
-    SDVariable handleGrad = new DynamicEmbeddingLookupBp(sameDiff, arg(0), arg(1), grads.get(0),
-        table, dim).outputVariable();
+    SDVariable handleGrad = training
+        ? new DynamicEmbeddingLookupBp(sameDiff, arg(0), arg(1), grads.get(0), table, dim)
+            .outputVariable()
+        : sameDiff.zerosLike(arg(1)); // inference: nothing goes to the table
     // Keys (UTF8) have no gradient, but SameDiff names one variable per input. This one is never
     // executed: no requested gradient depends on a placeholder's gradient.
     SDVariable keysGrad = sameDiff.zerosLike(arg(1));

@@ -56,4 +56,39 @@ class DynamicEmbeddingLookupTest {
       }
     }
   }
+
+  @Test
+  void inferenceMode_unknownKeysReadZeros_nothingCreatedOrUpdated() {
+    try (TableClient tables = TableClients.inProcess()) {
+      EmbeddingTable emb = tables.createTable(TableConfigs.builder("infer", 2)
+          .setOptimizer(TableConfigs.sgd(1f)).build());
+      float[] known = emb.findOrInsert("known");
+      SameDiff sd = SameDiff.create();
+      SDVariable k = sd.placeHolder("keys", DataType.UTF8, -1);
+      SDVariable rows = new DynEmbed(sd).dynamicEmbeddingLookup("rows", k, emb, false);
+      SDVariable loss = rows.sum().rename("loss");
+      sd.setLossVariables(loss);
+      Map<String, INDArray> ph = Map.of("keys", Nd4j.create("known", "never-seen"));
+      INDArray out = sd.output(ph, "rows").get("rows");
+      assertArrayEquals(new float[] {known[0], known[1], 0f, 0f}, out.data().asFloat());
+      Map<String, INDArray> g = sd.calculateGradients(ph, DynEmbed.handleName(emb));
+      assertEquals(0.0, g.get(DynEmbed.handleName(emb)).getDouble(0));
+      assertEquals(1, emb.describe().getCounters().getKeys());          // nothing created
+      assertArrayEquals(known, emb.find("known").rows());               // nothing updated
+      assertEquals(0, emb.describe().getCounters().getUpdates());
+    }
+  }
+
+  @Test
+  void keysOfWrongType_areRefusedWhenTheGraphIsBuilt() {
+    try (TableClient tables = TableClients.inProcess()) {
+      EmbeddingTable emb = tables.createTable(TableConfigs.builder("types", 2).build());
+      SameDiff sd = SameDiff.create();
+      SDVariable ints = sd.placeHolder("ids", DataType.INT, -1);
+      IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+          IllegalArgumentException.class,
+          () -> new DynEmbed(sd).dynamicEmbeddingLookup("rows", ints, emb, true));
+      org.junit.jupiter.api.Assertions.assertTrue(e.getMessage().contains("keys must be UTF8"));
+    }
+  }
 }
