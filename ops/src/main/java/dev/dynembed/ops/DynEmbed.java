@@ -5,6 +5,7 @@ import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.factory.Nd4j;
+import dev.dynembed.table.v1.SamplerKind;
 
 /** The namespace that creates the ops, in the style of SameDiff's {@code SDNN}. */
 public final class DynEmbed {
@@ -51,5 +52,36 @@ public final class DynEmbed {
     SDVariable out = new DynamicEmbeddingLookup(sd, keys, handle, table.name(), table.dim(),
         training).outputVariable();
     return sd.updateVariableNameAndReference(out, name);
+  }
+
+  /**
+   * Logits of each example's positives and of keys sampled from the output table (see {@link
+   * SampledLogits}).
+   *
+   * @param activations FLOAT or DOUBLE [b, dim of {@code table}]
+   * @param positives UTF8 [b, P], padded
+   * @param mask [b, P], same type as activations: 1 for a real positive, 0 for padding
+   * @return {logits [b, P + S], labels [b, P + S]}
+   */
+  public SDVariable[] sampledLogits(String name, SDVariable activations, SDVariable positives,
+      SDVariable mask, EmbeddingTable table, int numSampled, SamplerKind sampler, float alpha,
+      boolean removeAccidentalHits, boolean subtractLogQ, long seed) {
+    if (positives.dataType() != DataType.UTF8) {
+      throw new IllegalArgumentException("sampledLogits: positives must be UTF8 but '"
+          + positives.name() + "' is " + positives.dataType());
+    }
+    if (numSampled < 0) {
+      throw new IllegalArgumentException("sampledLogits: numSampled must be >= 0 but was "
+          + numSampled);
+    }
+    Tables.register(table);
+    String handleName = handleName(table);
+    SDVariable handle = sd.hasVariable(handleName) ? sd.getVariable(handleName)
+        : sd.var(handleName, Nd4j.zeros(activations.dataType()));
+    SDVariable[] out = new SampledLogits(sd, activations, positives, mask, handle, table.name(),
+        table.dim(), numSampled, sampler, alpha, removeAccidentalHits, subtractLogQ, seed)
+        .outputVariables();
+    return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_logits"),
+        sd.updateVariableNameAndReference(out[1], name + "_labels")};
   }
 }

@@ -2,18 +2,6 @@ package dev.dynembed.ops;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import dev.dynembed.table.client.EmbeddingTable;
-import dev.dynembed.table.client.FindResult;
-import dev.dynembed.table.client.SampleResult;
-import dev.dynembed.table.client.TopKOptions;
-import dev.dynembed.table.client.TopKResult;
-import dev.dynembed.table.common.TableConfigs;
-import dev.dynembed.table.v1.CheckpointManifest;
-import dev.dynembed.table.v1.SamplerKind;
-import dev.dynembed.table.v1.TableConfig;
-import dev.dynembed.table.v1.TableInfo;
-import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
@@ -25,86 +13,10 @@ import org.nd4j.linalg.factory.Nd4j;
 
 /** dynamicEmbeddingLookup's backward agrees with central finite differences in double. */
 class GradientCheckTest {
-  /** A table whose rows can be nudged and which records the gradient rows it receives. */
-  static final class ProbeTable implements EmbeddingTable {
-    final int dim;
-    final Map<String, float[]> rows = new HashMap<>();
-    final Map<String, double[]> received = new HashMap<>();
-
-    ProbeTable(int dim) {
-      this.dim = dim;
-    }
-
-    @Override
-    public String name() {
-      return "probe";
-    }
-
-    @Override
-    public int dim() {
-      return dim;
-    }
-
-    @Override
-    public TableConfig config() {
-      return TableConfigs.builder("probe", dim).build();
-    }
-
-    @Override
-    public float[] findOrInsert(String... keys) {
-      float[] out = new float[keys.length * dim];
-      for (int i = 0; i < keys.length; i++) {
-        System.arraycopy(rows.get(keys[i]), 0, out, i * dim, dim);
-      }
-      return out;
-    }
-
-    @Override
-    public FindResult find(String... keys) {
-      return new FindResult(findOrInsert(keys), new boolean[keys.length]);
-    }
-
-    @Override
-    public int applyGradients(String[] keys, float[] g, float lr, long step) {
-      for (int i = 0; i < keys.length; i++) {
-        double[] acc = received.computeIfAbsent(keys[i], k -> new double[dim]);
-        for (int j = 0; j < dim; j++) {
-          acc[j] += g[i * dim + j];
-        }
-      }
-      return keys.length;
-    }
-
-    @Override
-    public SampleResult sample(String[] p, int n, SamplerKind s, float a, long seed) {
-      throw new UnsupportedOperationException();
-    }
-
-    @Override
-    public TopKResult topK(float[] q, int n, int k, TopKOptions o) {
-      throw new UnsupportedOperationException();
-    }
-
-    @Override
-    public CheckpointManifest save(Path d, long step) {
-      throw new UnsupportedOperationException();
-    }
-
-    @Override
-    public long restore(Path d) {
-      throw new UnsupportedOperationException();
-    }
-
-    @Override
-    public TableInfo describe() {
-      throw new UnsupportedOperationException();
-    }
-  }
-
   @Test
   void lookupBackward_matchesCentralDifferences() {
     int dim = 4;
-    ProbeTable table = new ProbeTable(dim);
+    ProbeTable table = new ProbeTable("probe", dim);
     Random rnd = new Random(11);
     String[] vocab = {"x", "y", "z"};
     for (String k : vocab) {

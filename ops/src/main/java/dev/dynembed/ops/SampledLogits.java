@@ -1,0 +1,247 @@
+package dev.dynembed.ops;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.SampleResult;
+import dev.dynembed.table.v1.SamplerKind;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.api.ops.DynamicCustomOp;
+import org.nd4j.linalg.api.ops.OpContext;
+import org.nd4j.linalg.api.shape.LongShapeDescriptor;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * {@code sampledLogits(activations [b, d], positives UTF8 [b, P], mask [b, P], handle [])
+ * -> logits [b, P + S], labels [b, P + S]} over an output table of dim d.
+ *
+ * <p>Candidates: each example's P positive slots (padded; {@code mask} 1 = real), then S keys
+ * drawn once per batch from the table's sampler (shared by all examples, with replacement).
+ * {@code logits[b, j] = activations[b] . row(candidate j)}; labels are 1 for real positives and 0
+ * otherwise (multi-label). Padded slots, and with {@code removeAccidentalHits} sampled keys that
+ * equal one of the example's positives, get logit {@link #MASKED} and no gradient. With {@code
+ * subtractLogQ} every logit is corrected by {@code -log(S q(key))} (sampled softmax), q the
+ * sampler's probability per draw (floored at 1e-12 for keys the sampler cannot yet draw).
+ *
+ * <p>The backward op returns dL/d(activations) and sends the gradient of every candidate row to
+ * the table (positives per occurrence, sampled keys summed over the batch).
+ */
+public final class SampledLogits extends DynamicCustomOp implements JavaOp {
+  static final String OP_NAME = "dynembed_sampled_logits";
+  /** Logit of padded slots and removed accidental hits: exp() of it is 0 in float. */
+  public static final double MASKED = -1e9;
+
+  private static final AtomicLong CALLS = new AtomicLong();
+  /** What the forward used, for its backward on the same thread. */
+  private static final ThreadLocal<Map<String, Forward>> STASH =
+      ThreadLocal.withInitial(HashMap::new);
+
+  record Forward(String[] posKeys, double[] mask, String[] sampled, double[] posRows,
+      double[] sampRows, boolean[] hit, int b, int p, int s, int d) {}
+
+  private String table;
+  private int dim;
+  private int numSampled;
+  private int sampler;
+  private float alpha;
+  private boolean removeAccidentalHits;
+  private boolean subtractLogQ;
+  private long seed;
+
+  public SampledLogits() {}
+
+  SampledLogits(SameDiff sd, SDVariable activations, SDVariable positives, SDVariable mask,
+      SDVariable handle, String table, int dim, int numSampled, SamplerKind sampler, float alpha,
+      boolean removeAccidentalHits, boolean subtractLogQ, long seed) {
+    super(null, sd, new SDVariable[] {activations, positives, mask, handle}, false);
+    this.table = table;
+    this.dim = dim;
+    this.numSampled = numSampled;
+    this.sampler = sampler.getNumber();
+    this.alpha = alpha;
+    this.removeAccidentalHits = removeAccidentalHits;
+    this.subtractLogQ = subtractLogQ;
+    this.seed = seed;
+  }
+
+  @Override
+  public String opName() {
+    return OP_NAME;
+  }
+
+  @Override
+  public void exec(OpContext oc) {
+    INDArray act = oc.getInputArray(0);
+    INDArray posArr = oc.getInputArray(1);
+    if (act.rank() != 2 || act.size(1) != dim) {
+      throw new IllegalArgumentException(OP_NAME + ": activations must be [b, " + dim
+          + "] for table '" + table + "' but were " + Arrays.toString(act.shape()));
+    }
+    if (posArr.rank() != 2 || posArr.size(0) != act.size(0)) {
+      throw new IllegalArgumentException(OP_NAME + ": positives must be UTF8 [b, P] with b = "
+          + act.size(0) + " but were " + Arrays.toString(posArr.shape()));
+    }
+    int b = (int) act.size(0);
+    int p = (int) posArr.size(1);
+    int s = numSampled;
+    int d = dim;
+    String[] pos = DynamicEmbeddingLookup.keys(posArr, OP_NAME);
+    double[] mask = oc.getInputArray(2).castTo(DataType.DOUBLE).dup('c').data().asDouble();
+    if (mask.length != b * p) {
+      throw new IllegalArgumentException(OP_NAME + ": mask must be [" + b + ", " + p + "]");
+    }
+    double[] a = act.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+    EmbeddingTable t = Tables.get(table);
+
+    // distinct real positives: rows (created if new) and sampler probabilities
+    LinkedHashMap<String, Integer> distinct = new LinkedHashMap<>();
+    for (int i = 0; i < b * p; i++) {
+      if (mask[i] != 0) {
+        distinct.putIfAbsent(pos[i], distinct.size());
+      }
+    }
+    String[] uniq = distinct.keySet().toArray(new String[0]);
+    SampleResult sr = t.sample(uniq, s, SamplerKind.forNumber(sampler), alpha,
+        seed + CALLS.getAndIncrement());
+    String[] sampled = Arrays.copyOfRange(sr.keys(), uniq.length, uniq.length + s);
+    String[] all = new String[uniq.length + s];
+    System.arraycopy(uniq, 0, all, 0, uniq.length);
+    System.arraycopy(sampled, 0, all, uniq.length, s);
+    float[] rows = t.findOrInsert(all);
+
+    double[] posRows = new double[b * p * d];
+    for (int i = 0; i < b * p; i++) {
+      if (mask[i] != 0) {
+        int u = distinct.get(pos[i]);
+        for (int j = 0; j < d; j++) {
+          posRows[i * d + j] = rows[u * d + j];
+        }
+      }
+    }
+    double[] sampRows = new double[s * d];
+    for (int k = 0; k < s * d; k++) {
+      sampRows[k] = rows[uniq.length * d + k];
+    }
+    boolean[] hit = new boolean[b * s];
+    if (removeAccidentalHits) {
+      for (int e = 0; e < b; e++) {
+        for (int k = 0; k < s; k++) {
+          for (int q = 0; q < p; q++) {
+            if (mask[e * p + q] != 0 && pos[e * p + q].equals(sampled[k])) {
+              hit[e * s + k] = true;
+              break;
+            }
+          }
+        }
+      }
+    }
+    double[] logits = new double[b * (p + s)];
+    double[] labels = new double[b * (p + s)];
+    for (int e = 0; e < b; e++) {
+      for (int q = 0; q < p; q++) {
+        int i = e * p + q;
+        double v = MASKED;
+        if (mask[i] != 0) {
+          v = dot(a, e * d, posRows, i * d, d);
+          if (subtractLogQ) {
+            v -= Math.log(s * Math.max(sr.probability()[distinct.get(pos[i])], 1e-12));
+          }
+          labels[e * (p + s) + q] = 1;
+        }
+        logits[e * (p + s) + q] = v;
+      }
+      for (int k = 0; k < s; k++) {
+        double v = MASKED;
+        if (!hit[e * s + k]) {
+          v = dot(a, e * d, sampRows, k * d, d);
+          if (subtractLogQ) {
+            v -= Math.log(s * Math.max(sr.probability()[uniq.length + k], 1e-12));
+          }
+        }
+        logits[e * (p + s) + p + k] = v;
+      }
+    }
+    STASH.get().put(getOwnName(), new Forward(pos, mask, sampled, posRows, sampRows, hit, b, p,
+        s, d));
+    DataType type = act.dataType();
+    oc.setOutputArray(0, Nd4j.createFromArray(logits).reshape(b, p + s).castTo(type));
+    oc.setOutputArray(1, Nd4j.createFromArray(labels).reshape(b, p + s).castTo(type));
+  }
+
+  static double dot(double[] x, int xo, double[] y, int yo, int n) {
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+      sum += x[xo + j] * y[yo + j];
+    }
+    return sum;
+  }
+
+  /** The forward state of the op named {@code name} on this thread (removed when taken). */
+  static Forward take(String name) {
+    Forward f = STASH.get().remove(name);
+    if (f == null) {
+      throw new IllegalStateException("the backward of " + name + " ran without its forward on"
+          + " this thread");
+    }
+    return f;
+  }
+
+  @Override
+  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+    long b = oc.getInputArray(0).size(0);
+    long c = oc.getInputArray(1).size(1) + numSampled;
+    DataType type = oc.getInputArray(0).dataType();
+    return List.of(LongShapeDescriptor.fromShape(new long[] {b, c}, type),
+        LongShapeDescriptor.fromShape(new long[] {b, c}, type));
+  }
+
+  @Override
+  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+    return List.of(inputs.get(0), inputs.get(0));
+  }
+
+  @Override
+  public int getNumOutputs() {
+    return 2;
+  }
+
+  @Override
+  public List<SDVariable> doDiff(List<SDVariable> grads) {
+    SDVariable[] bp = new SampledLogitsBp(sameDiff, arg(0), arg(3), grads.get(0), table,
+        getOwnName()).outputVariables();
+    return Arrays.asList(bp[0], sameDiff.zerosLike(arg(3)), sameDiff.zerosLike(arg(2)), bp[1]);
+  }
+
+  @Override
+  public Map<String, Object> propertiesForFunction() {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("table", table);
+    m.put("dim", (long) dim);
+    m.put("numSampled", (long) numSampled);
+    m.put("sampler", (long) sampler);
+    m.put("alpha", (double) alpha);
+    m.put("removeAccidentalHits", removeAccidentalHits);
+    m.put("subtractLogQ", subtractLogQ);
+    m.put("seed", seed);
+    return m;
+  }
+
+  @Override
+  public void setPropertiesForFunction(Map<String, Object> m) {
+    table = (String) m.get("table");
+    dim = ((Number) m.get("dim")).intValue();
+    numSampled = ((Number) m.get("numSampled")).intValue();
+    sampler = ((Number) m.get("sampler")).intValue();
+    alpha = ((Number) m.get("alpha")).floatValue();
+    removeAccidentalHits = (Boolean) m.get("removeAccidentalHits");
+    subtractLogQ = (Boolean) m.get("subtractLogQ");
+    seed = ((Number) m.get("seed")).longValue();
+  }
+}

@@ -1,0 +1,132 @@
+package dev.dynembed.ops;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.api.ops.DynamicCustomOp;
+import org.nd4j.linalg.api.ops.OpContext;
+import org.nd4j.linalg.api.shape.LongShapeDescriptor;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * Backward of {@link SampledLogits}: {@code (activations, handle, dL/d(logits)) ->
+ * (dL/d(activations), dL/d(handle) = 0)}, and the candidate rows' gradients go to the table.
+ */
+public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
+  static final String OP_NAME = "dynembed_sampled_logits_bp";
+
+  private String table;
+  private String forward;
+
+  public SampledLogitsBp() {}
+
+  SampledLogitsBp(SameDiff sd, SDVariable activations, SDVariable handle, SDVariable gradLogits,
+      String table, String forward) {
+    super(null, sd, new SDVariable[] {activations, handle, gradLogits}, false);
+    this.table = table;
+    this.forward = forward;
+  }
+
+  @Override
+  public String opName() {
+    return OP_NAME;
+  }
+
+  @Override
+  public void exec(OpContext oc) {
+    SampledLogits.Forward f = SampledLogits.take(forward);
+    INDArray act = oc.getInputArray(0);
+    double[] a = act.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+    double[] g = oc.getInputArray(2).castTo(DataType.DOUBLE).dup('c').data().asDouble();
+    int b = f.b();
+    int p = f.p();
+    int s = f.s();
+    int d = f.d();
+    double[] dAct = new double[b * d];
+    int realPos = 0;
+    for (double m : f.mask()) {
+      realPos += m != 0 ? 1 : 0;
+    }
+    String[] keys = new String[realPos + s];
+    float[] rowGrads = new float[(realPos + s) * d];
+    double[] sampGrad = new double[s * d];
+    int at = 0;
+    for (int e = 0; e < b; e++) {
+      for (int q = 0; q < p; q++) {
+        int i = e * p + q;
+        if (f.mask()[i] == 0) {
+          continue;
+        }
+        double gl = g[e * (p + s) + q];
+        for (int j = 0; j < d; j++) {
+          dAct[e * d + j] += gl * f.posRows()[i * d + j];
+          rowGrads[at * d + j] = (float) (gl * a[e * d + j]);
+        }
+        keys[at++] = f.posKeys()[i];
+      }
+      for (int k = 0; k < s; k++) {
+        if (f.hit()[e * s + k]) {
+          continue;
+        }
+        double gl = g[e * (p + s) + p + k];
+        for (int j = 0; j < d; j++) {
+          dAct[e * d + j] += gl * f.sampRows()[k * d + j];
+          sampGrad[k * d + j] += gl * a[e * d + j];
+        }
+      }
+    }
+    for (int k = 0; k < s; k++) {
+      keys[at] = f.sampled()[k];
+      for (int j = 0; j < d; j++) {
+        rowGrads[at * d + j] = (float) sampGrad[k * d + j];
+      }
+      at++;
+    }
+    if (keys.length > 0) {
+      Tables.get(table).applyGradients(keys, rowGrads, StepContext.learningRate(table),
+          StepContext.step(table));
+    }
+    oc.setOutputArray(0, Nd4j.createFromArray(dAct).reshape(b, d).castTo(act.dataType()));
+    oc.setOutputArray(1, Nd4j.zeros(oc.getInputArray(1).dataType()));
+  }
+
+  @Override
+  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+    INDArray act = oc.getInputArray(0);
+    return List.of(LongShapeDescriptor.fromShape(act.shape(), act.dataType()),
+        LongShapeDescriptor.fromShape(new long[0], oc.getInputArray(1).dataType()));
+  }
+
+  @Override
+  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+    return List.of(inputs.get(0), inputs.get(1));
+  }
+
+  @Override
+  public int getNumOutputs() {
+    return 2;
+  }
+
+  @Override
+  public List<SDVariable> doDiff(List<SDVariable> grads) {
+    throw new UnsupportedOperationException("second derivatives of sampled logits");
+  }
+
+  @Override
+  public Map<String, Object> propertiesForFunction() {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("table", table);
+    m.put("forward", forward);
+    return m;
+  }
+
+  @Override
+  public void setPropertiesForFunction(Map<String, Object> m) {
+    table = (String) m.get("table");
+    forward = (String) m.get("forward");
+  }
+}

@@ -1,0 +1,117 @@
+package dev.dynembed.ops;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.v1.SamplerKind;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+class SampledLogitsTest {
+  static final int D = 3;
+
+  /** Example 0: positives {a, b}, 1 pad; example 1: {c}, 2 pads. Sampled: a, x, y, x. */
+  private final String[][] positives = {{"a", "b", "pad"}, {"c", "pad", "pad"}};
+  private final double[][] mask = {{1, 1, 0}, {1, 0, 0}};
+
+  private ProbeTable table(String name) {
+    ProbeTable t = new ProbeTable(name, D);
+    t.sampled = new String[] {"a", "x", "y", "x"};
+    t.probability = Map.of("a", 0.2, "b", 0.1, "c", 0.05, "x", 0.4, "y", 0.25);
+    return t;
+  }
+
+  private static final class Graph {
+    final SameDiff sd = SameDiff.create();
+    final SDVariable act;
+    final SDVariable[] out;
+    final Map<String, INDArray> ph;
+
+    Graph(EmbeddingTableRef t, String[][] pos, double[][] mask, boolean hits, boolean logQ,
+        DataType type) {
+      act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, D).subi(0.5).castTo(type));
+      SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
+      SDVariable m = sd.placeHolder("mask", type, 2, 3);
+      out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t.table, 4,
+          SamplerKind.UNIGRAM_SAMPLER, 0.75f, hits, logQ, 1);
+      SDVariable loss = sd.loss().sigmoidCrossEntropy("loss", out[1], out[0], null);
+      sd.setLossVariables(loss);
+      ph = Map.of("pos", Strings.matrix(pos), "mask", Nd4j.createFromArray(mask).castTo(type));
+    }
+  }
+
+  private record EmbeddingTableRef(ProbeTable table) {}
+
+  @Test
+  void forward_mergesPositivesWithSamples_masksPaddingAndAccidentalHits_correctsLogQ() {
+    ProbeTable t = table("sl1");
+    Graph g = new Graph(new EmbeddingTableRef(t), positives, mask, true, true, DataType.DOUBLE);
+    Map<String, INDArray> r = g.sd.output(g.ph, "sl_logits", "sl_labels");
+    INDArray logits = r.get("sl_logits");
+    INDArray labels = r.get("sl_labels");
+    assertEquals(2, logits.rows());
+    assertEquals(3 + 4, logits.columns());
+    double[][] expectedLabels = {{1, 1, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0}};
+    double[] a = g.act.getArr().getRow(0).toDoubleVector();
+    for (int e = 0; e < 2; e++) {
+      for (int j = 0; j < 7; j++) {
+        assertEquals(expectedLabels[e][j], labels.getDouble(e, j), "label " + e + "," + j);
+      }
+    }
+    // padding masked
+    assertEquals(SampledLogits.MASKED, logits.getDouble(0, 2));
+    assertEquals(SampledLogits.MASKED, logits.getDouble(1, 1));
+    // sampled "a" is an accidental hit for example 0 only
+    assertEquals(SampledLogits.MASKED, logits.getDouble(0, 3));
+    assertTrue(logits.getDouble(1, 3) > SampledLogits.MASKED);
+    // logQ: logit(0, "x") = act0 . row(x) - log(S * q(x)) with S = 4, q = 0.4
+    double dot = 0;
+    for (int j = 0; j < D; j++) {
+      dot += a[j] * t.row("x")[j];
+    }
+    assertEquals(dot - Math.log(4 * 0.4), logits.getDouble(0, 4), 1e-6);
+    assertEquals(SamplerKind.UNIGRAM_SAMPLER, t.lastSampler);
+    assertEquals(0.75f, t.lastAlpha);
+  }
+
+  @Test
+  void backward_matchesCentralDifferences_forActivationsAndRows() {
+    ProbeTable t = table("sl2");
+    Graph g = new Graph(new EmbeddingTableRef(t), positives, mask, true, true, DataType.DOUBLE);
+    INDArray dAct = g.sd.calculateGradients(g.ph, "act", DynEmbed.handleName(t)).get("act").dup();
+    double eps = 1.0 / 1024;
+    INDArray act = g.act.getArr();
+    for (int e = 0; e < 2; e++) {
+      for (int j = 0; j < D; j++) {
+        double orig = act.getDouble(e, j);
+        act.putScalar(new long[] {e, j}, orig + eps);
+        double up = g.sd.output(g.ph, "loss").get("loss").getDouble(0);
+        act.putScalar(new long[] {e, j}, orig - eps);
+        double down = g.sd.output(g.ph, "loss").get("loss").getDouble(0);
+        act.putScalar(new long[] {e, j}, orig);
+        assertEquals((up - down) / (2 * eps), dAct.getDouble(e, j), 1e-6, "dL/dact " + e + "," + j);
+      }
+    }
+    for (String k : new String[] {"a", "b", "c", "x", "y"}) {
+      for (int j = 0; j < D; j++) {
+        float[] r = t.row(k);
+        float orig = r[j];
+        r[j] = (float) (orig + eps);
+        double up = g.sd.output(g.ph, "loss").get("loss").getDouble(0);
+        r[j] = (float) (orig - eps);
+        double down = g.sd.output(g.ph, "loss").get("loss").getDouble(0);
+        r[j] = orig;
+        double numeric = (up - down) / (2 * eps);
+        double analytic = t.received.getOrDefault(k, new double[D])[j];
+        assertEquals(numeric, analytic, 1e-5 * Math.max(1, Math.abs(numeric)),
+            "dL/d row(" + k + ")[" + j + "]");
+      }
+    }
+    assertTrue(!t.received.containsKey("pad"), "padding must get no gradient");
+  }
+}
