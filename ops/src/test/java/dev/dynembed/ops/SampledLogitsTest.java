@@ -114,4 +114,42 @@ class SampledLogitsTest {
     }
     assertTrue(!t.received.containsKey("pad"), "padding must get no gradient");
   }
+
+  @Test
+  void backward_linearLoss_maskedSlotsAndAccidentalHitsGetNoGradient() {
+    // a linear loss puts gradient 1 on every logit, masked ones included, so any leak through a
+    // masked slot would show (sigmoid/softmax losses hide it: their gradient there is ~0)
+    ProbeTable t = table("sl3");
+    SameDiff sd = SameDiff.create();
+    SDVariable act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, D).subi(0.5));
+    SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
+    SDVariable m = sd.placeHolder("mask", DataType.DOUBLE, 2, 3);
+    SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t, 4,
+        SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false, 1);
+    sd.setLossVariables(out[0].sum().rename("loss"));
+    Map<String, INDArray> ph = Map.of("pos", Strings.matrix(positives),
+        "mask", Nd4j.createFromArray(mask));
+    INDArray dAct = sd.calculateGradients(ph, "act", DynEmbed.handleName(t)).get("act");
+    String[][] live = {{"a", "b", "x", "y", "x"}, {"c", "a", "x", "y", "x"}}; // unmasked candidates
+    double[][] a = {act.getArr().getRow(0).toDoubleVector(), act.getArr().getRow(1).toDoubleVector()};
+    Map<String, double[]> expectedRows = new java.util.HashMap<>();
+    for (int e = 0; e < 2; e++) {
+      double[] expected = new double[D];
+      for (String k : live[e]) {
+        for (int j = 0; j < D; j++) {
+          expected[j] += t.row(k)[j];
+          expectedRows.computeIfAbsent(k, x -> new double[D])[j] += a[e][j];
+        }
+      }
+      for (int j = 0; j < D; j++) {
+        assertEquals(expected[j], dAct.getDouble(e, j), 1e-6, "dL/dact " + e + "," + j);
+      }
+    }
+    assertEquals(expectedRows.keySet(), t.received.keySet());
+    for (String k : expectedRows.keySet()) {
+      for (int j = 0; j < D; j++) {
+        assertEquals(expectedRows.get(k)[j], t.received.get(k)[j], 1e-6, "row " + k);
+      }
+    }
+  }
 }
