@@ -84,4 +84,23 @@ public final class DynEmbed {
     return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_logits"),
         sd.updateVariableNameAndReference(out[1], name + "_labels")};
   }
+
+  /**
+   * The k keys of the whole table with the highest score per query (inference only).
+   *
+   * @param query FLOAT [b, dim], or [b, dim - 1] with {@code biasLastDim} (scored as [q, 1] . row)
+   * @param cosine score by cosine similarity instead of the dot product
+   * @return {keys UTF8 [b, k], scores FLOAT [b, k]}, best first; padded with "" and -Infinity when
+   *     the table holds fewer than k keys
+   */
+  public SDVariable[] topK(String name, SDVariable query, EmbeddingTable table, int k,
+      boolean biasLastDim, boolean cosine) {
+    if (k < 1) {
+      throw new IllegalArgumentException("topK: k must be >= 1 but was " + k);
+    }
+    Tables.register(table);
+    SDVariable[] out = new TopK(sd, query, table.name(), k, biasLastDim, cosine).outputVariables();
+    return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_keys"),
+        sd.updateVariableNameAndReference(out[1], name + "_scores")};
+  }
 }

@@ -18,7 +18,7 @@ public final class JavaOps {
     SameDiff.bindInferenceFactory(JavaOpSession::new);
     for (DifferentialFunction prototype : List.<DifferentialFunction>of(
         new DynamicEmbeddingLookup(), new DynamicEmbeddingLookupBp(), new SampledLogits(),
-        new SampledLogitsBp())) {
+        new SampledLogitsBp(), new TopK())) {
       // graph clones (gradient functions) are deserialized by op name
       ImportClassMapping.getOpNameMapping().put(prototype.opName(), prototype);
     }
