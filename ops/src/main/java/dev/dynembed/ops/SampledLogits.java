@@ -28,7 +28,8 @@ import org.nd4j.linalg.factory.Nd4j;
  * otherwise (multi-label). Padded slots, and with {@code removeAccidentalHits} sampled keys that
  * equal one of the example's positives, get logit {@link #MASKED} and no gradient. With {@code
  * subtractLogQ} every logit is corrected by {@code -log(S q(key))} (sampled softmax), q the
- * sampler's probability per draw (floored at 1e-12 for keys the sampler cannot yet draw).
+ * sampler's probability per draw (floored at 1e-12 for keys the sampler cannot yet draw). The
+ * draws are a function of the op's seed and the step set in {@link StepContext}.
  *
  * <p>The backward op returns dL/d(activations) and sends the gradient of every candidate row to
  * the table (positives per occurrence, sampled keys summed over the batch).
@@ -100,34 +101,41 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     double[] a = act.castTo(DataType.DOUBLE).dup('c').data().asDouble();
     EmbeddingTable t = Tables.get(table);
 
-    // distinct real positives: rows (created if new) and sampler probabilities
+    // real positives: rows (created if new), each occurrence counted toward the frequencies the
+    // unigram sampler draws from; then the draws, whose rows are read without counting (counting
+    // negatives would feed the sampler its own draws)
     LinkedHashMap<String, Integer> distinct = new LinkedHashMap<>();
+    java.util.ArrayList<String> occurrences = new java.util.ArrayList<>();
     for (int i = 0; i < b * p; i++) {
       if (mask[i] != 0) {
         distinct.putIfAbsent(pos[i], distinct.size());
+        occurrences.add(pos[i]);
       }
     }
     String[] uniq = distinct.keySet().toArray(new String[0]);
-    SampleResult sr = t.sample(uniq, s, SamplerKind.forNumber(sampler), alpha,
-        seed + CALLS.getAndIncrement());
-    String[] sampled = Arrays.copyOfRange(sr.keys(), uniq.length, uniq.length + s);
-    String[] all = new String[uniq.length + s];
-    System.arraycopy(uniq, 0, all, 0, uniq.length);
-    System.arraycopy(sampled, 0, all, uniq.length, s);
-    float[] rows = t.findOrInsert(all);
-
     double[] posRows = new double[b * p * d];
-    for (int i = 0; i < b * p; i++) {
-      if (mask[i] != 0) {
-        int u = distinct.get(pos[i]);
-        for (int j = 0; j < d; j++) {
-          posRows[i * d + j] = rows[u * d + j];
+    if (!occurrences.isEmpty()) {
+      float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]));
+      int o = 0;
+      for (int i = 0; i < b * p; i++) {
+        if (mask[i] != 0) {
+          for (int j = 0; j < d; j++) {
+            posRows[i * d + j] = occRows[o * d + j];
+          }
+          o++;
         }
       }
     }
+    // draws are a function of (seed, step): a resumed run draws what the original run drew
+    long drawSeed = StepContext.has(table)
+        ? seed + 0x9E3779B97F4A7C15L * (StepContext.step(table) + 1)
+        : seed + CALLS.getAndIncrement();
+    SampleResult sr = t.sample(uniq, s, SamplerKind.forNumber(sampler), alpha, drawSeed);
+    String[] sampled = Arrays.copyOfRange(sr.keys(), uniq.length, uniq.length + s);
+    float[] sampledRows = s > 0 ? t.find(sampled).rows() : new float[0];
     double[] sampRows = new double[s * d];
     for (int k = 0; k < s * d; k++) {
-      sampRows[k] = rows[uniq.length * d + k];
+      sampRows[k] = sampledRows[k];
     }
     boolean[] hit = new boolean[b * s];
     if (removeAccidentalHits) {

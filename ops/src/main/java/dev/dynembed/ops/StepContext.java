@@ -15,6 +15,10 @@ public final class StepContext {
     CTX.put(table, new Ctx(learningRate, step));
   }
 
+  static boolean has(String table) {
+    return CTX.containsKey(table);
+  }
+
   static float learningRate(String table) {
     Ctx c = CTX.get(table);
     return c == null ? 0f : c.lr();

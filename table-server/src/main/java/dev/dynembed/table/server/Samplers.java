@@ -27,6 +27,14 @@ final class Samplers {
     this.table = table;
   }
 
+  /**
+   * Drops every snapshot. A checkpoint does this: the next draws are built from the saved counts,
+   * exactly as they will be after a restore, so a resumed run samples what the original did.
+   */
+  void invalidate() {
+    cache.clear();
+  }
+
   SampleCandidates sample(PackedKeys positives, int numSampled, SamplerKind kind, float alpha, long seed) {
     if (numSampled < 0 || numSampled > Limits.MAX_NUM_SAMPLED) {
       throw TableException.invalid(

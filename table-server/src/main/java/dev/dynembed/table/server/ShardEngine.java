@@ -113,6 +113,7 @@ public final class ShardEngine {
     Path dir = resolve(directory);
     t.quiesce.writeLock().lock();
     try {
+      t.samplers().invalidate();
       return CheckpointIo.write(t, dir, step);
     } catch (IOException e) {
       throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,

@@ -122,6 +122,28 @@ class CheckpointTest {
   }
 
   @Test
+  void save_staleSamplerSnapshot_liveAndRestoredTablesDrawAlike() {
+    ShardEngine live = new ShardEngine(0, 1, dir);
+    TableStore t = live.create(TableConfigs.builder("samp", 2).build());
+    for (int i = 0; i < 1000; i++) {
+      t.findOrInsert(PackedKeys.of("k" + i), new int[] {100}, new float[2]);
+    }
+    live.sample("samp", PackedKeys.of(), 10, dev.dynembed.table.v1.SamplerKind.UNIGRAM_SAMPLER,
+        1f, 1); // snapshot built
+    t.findOrInsert(PackedKeys.of("k0"), new int[] {500}, new float[2]); // +0.5%: snapshot stale
+    CheckpointFile f = live.save("samp", "ck2", 1);
+    ShardEngine restored = new ShardEngine(0, 1, dir);
+    restored.restore("samp", "ck2", List.of(f));
+    SampleCandidates a = live.sample("samp", PackedKeys.of("k0"), 300,
+        dev.dynembed.table.v1.SamplerKind.UNIGRAM_SAMPLER, 1f, 2);
+    SampleCandidates b = restored.sample("samp", PackedKeys.of("k0"), 300,
+        dev.dynembed.table.v1.SamplerKind.UNIGRAM_SAMPLER, 1f, 2);
+    assertEquals(List.of(a.keys().toStrings()), List.of(b.keys().toStrings()));
+    assertEquals(600.0 / 100_500.0, a.probability()[0], 1e-12); // the saved counts, not stale ones
+    org.junit.jupiter.api.Assertions.assertArrayEquals(a.probability(), b.probability());
+  }
+
+  @Test
   void restore_underAnotherTableName_isRefused() {
     assertError(ErrorCode.FAILED_PRECONDITION, "holds table 'emb', not 'other'",
         () -> new ShardEngine(0, 1, dir).restore("other", "ckpt", List.of(file)));

@@ -1,0 +1,221 @@
+package dev.dynembed.layers;
+
+import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.ops.StepContext;
+import dev.dynembed.table.client.EmbeddingTable;
+import java.io.IOException;
+import java.io.Reader;
+import java.io.UncheckedIOException;
+import java.io.Writer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.autodiff.samediff.VariableType;
+import org.nd4j.autodiff.samediff.api.OutAndGrad;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.learning.GradientUpdater;
+import org.nd4j.linalg.learning.config.IUpdater;
+
+/**
+ * Synchronous training steps of a SameDiff graph that uses embedding tables: one forward and
+ * backward per step; the dense variables are updated here by an ND4J updater (Adam, SGD, ...),
+ * the table rows by each table's own optimizer during the backward pass.
+ *
+ * <p>Not thread-safe: one trainer per thread (the asynchronous executor gives each thread its
+ * own). Checkpoints ({@link #save}, {@link #restore}) hold the dense variables, the updater state
+ * and every table under one step id; {@code save} runs between steps, so no step is in flight.
+ */
+public final class Trainer {
+  /** Told after every step. */
+  public interface Listener {
+    void onStep(long step, double loss);
+  }
+
+  static final int FORMAT_VERSION = 1;
+
+  private final SameDiff sd;
+  private final String lossName;
+  private final List<EmbeddingTable> tables;
+  private final List<String> dense = new ArrayList<>();
+  private final Map<String, INDArray> updaterState = new LinkedHashMap<>();
+  private final Map<String, GradientUpdater> updaters = new LinkedHashMap<>();
+  private final List<String> gradientNames = new ArrayList<>();
+  private final List<Listener> listeners = new CopyOnWriteArrayList<>();
+  private long step;
+
+  /**
+   * @param lossName the graph's scalar loss variable
+   * @param updater ND4J updater for every dense variable
+   * @param tables every table the graph reads (their handles carry the backward pass)
+   */
+  public Trainer(SameDiff sd, String lossName, IUpdater updater, List<EmbeddingTable> tables) {
+    this.sd = sd;
+    this.lossName = lossName;
+    this.tables = List.copyOf(tables);
+    if (!sd.hasVariable(lossName)) {
+      throw new IllegalArgumentException("the graph has no loss variable '" + lossName + "'");
+    }
+    List<String> handles = new ArrayList<>();
+    for (EmbeddingTable t : tables) {
+      String h = DynEmbed.handleName(t);
+      if (!sd.hasVariable(h)) {
+        throw new IllegalArgumentException("the graph does not use table '" + t.name() + "'");
+      }
+      handles.add(h);
+    }
+    for (SDVariable v : sd.variables()) {
+      if (v.getVariableType() == VariableType.VARIABLE && !handles.contains(v.name())) {
+        dense.add(v.name());
+        INDArray param = v.getArr();
+        long size = updater.stateSize(param.length());
+        INDArray state = size > 0 ? Nd4j.zeros(param.dataType(), 1, size) : null;
+        updaterState.put(v.name(), state);
+        updaters.put(v.name(), updater.instantiate(state, true));
+      }
+    }
+    gradientNames.addAll(dense);
+    gradientNames.addAll(handles);
+  }
+
+  public void addListener(Listener l) {
+    listeners.add(l);
+  }
+
+  /** Steps taken (restored by {@link #restore}). */
+  public long step() {
+    return step;
+  }
+
+  /** Names of the dense variables this trainer updates. */
+  public List<String> denseVariables() {
+    return List.copyOf(dense);
+  }
+
+  /**
+   * One step: forward, backward (table rows updated by their optimizers), dense update.
+   *
+   * @param tableLearningRate rate for every table's optimizer in this step; 0 = each table's own
+   * @return the loss before the update
+   */
+  public double step(Map<String, INDArray> feeds, float tableLearningRate) {
+    long s = ++step;
+    for (EmbeddingTable t : tables) {
+      StepContext.set(t.name(), tableLearningRate, s);
+    }
+    OutAndGrad r = sd.calculateGradientsAndOutputs(feeds, List.of(lossName), gradientNames);
+    for (String name : dense) {
+      INDArray g = r.getGradients().get(name);
+      if (g == null) {
+        continue; // not on this step's path
+      }
+      GradientUpdater u = updaters.get(name);
+      u.applyUpdater(g, (int) (s - 1), 0); // turns the gradient into the update, in place
+      sd.getVariable(name).getArr().subi(g);
+    }
+    double loss = r.getOutputs().get(lossName).getDouble(0);
+    for (Listener l : listeners) {
+      l.onStep(s, loss);
+    }
+    return loss;
+  }
+
+  /**
+   * Writes dense variables, updater state and every table under {@code dir} (replaced if it
+   * exists), with a manifest written last. Table checkpoints go to {@code dir/tables}, which every
+   * shard must see.
+   */
+  public void save(Path dir) {
+    Path target = dir.toAbsolutePath().normalize();
+    Path tmp = target.resolveSibling(target.getFileName() + ".tmp");
+    try {
+      deleteTree(tmp);
+      Files.createDirectories(tmp.resolve("dense"));
+      Files.createDirectories(tmp.resolve("updater"));
+      for (String name : dense) {
+        Nd4j.saveBinary(sd.getVariable(name).getArr(), tmp.resolve("dense").resolve(name).toFile());
+        INDArray st = updaterState.get(name);
+        if (st != null) {
+          Nd4j.saveBinary(st, tmp.resolve("updater").resolve(name).toFile());
+        }
+      }
+      for (EmbeddingTable t : tables) {
+        t.save(tmp.resolve("tables"), step);
+      }
+      Properties m = new Properties();
+      m.setProperty("format_version", String.valueOf(FORMAT_VERSION));
+      m.setProperty("step", String.valueOf(step));
+      m.setProperty("dense", String.join(",", dense));
+      m.setProperty("tables", String.join(",", tables.stream().map(EmbeddingTable::name).toList()));
+      try (Writer w = Files.newBufferedWriter(tmp.resolve("MANIFEST.properties"),
+          StandardCharsets.UTF_8)) {
+        m.store(w, "dynembed training checkpoint");
+      }
+      deleteTree(target);
+      Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE);
+    } catch (IOException e) {
+      throw new UncheckedIOException("saving a checkpoint to " + target + " failed", e);
+    }
+    // the tables wrote their files under tmp; their manifests name files relative to it
+  }
+
+  /** Brings back everything {@link #save} wrote; training continues as if never stopped. */
+  public void restore(Path dir) {
+    Path src = dir.toAbsolutePath().normalize();
+    Properties m = new Properties();
+    try (Reader r = Files.newBufferedReader(src.resolve("MANIFEST.properties"),
+        StandardCharsets.UTF_8)) {
+      m.load(r);
+    } catch (IOException e) {
+      throw new UncheckedIOException("no training checkpoint in " + src
+          + " (MANIFEST.properties missing or unreadable)", e);
+    }
+    if (!String.valueOf(FORMAT_VERSION).equals(m.getProperty("format_version"))) {
+      throw new IllegalStateException("checkpoint " + src + " has format version "
+          + m.getProperty("format_version") + "; this build reads " + FORMAT_VERSION);
+    }
+    List<String> savedDense = List.of(m.getProperty("dense", "").split(","));
+    if (!savedDense.equals(dense.isEmpty() ? List.of("") : dense)) {
+      throw new IllegalStateException("checkpoint " + src + " holds dense variables "
+          + savedDense + " but the graph has " + dense);
+    }
+    try {
+      Map<String, INDArray> loaded = new LinkedHashMap<>();
+      Map<String, INDArray> loadedState = new LinkedHashMap<>();
+      for (String name : dense) {
+        loaded.put(name, Nd4j.readBinary(src.resolve("dense").resolve(name).toFile()));
+        if (updaterState.get(name) != null) {
+          loadedState.put(name, Nd4j.readBinary(src.resolve("updater").resolve(name).toFile()));
+        }
+      }
+      for (EmbeddingTable t : tables) {
+        t.restore(src.resolve("tables"));
+      }
+      loaded.forEach((name, arr) -> sd.getVariable(name).getArr().assign(arr));
+      loadedState.forEach((name, arr) -> updaterState.get(name).assign(arr));
+      step = Long.parseLong(m.getProperty("step"));
+    } catch (IOException e) {
+      throw new UncheckedIOException("reading checkpoint " + src + " failed", e);
+    }
+  }
+
+  private static void deleteTree(Path p) throws IOException {
+    if (!Files.exists(p)) {
+      return;
+    }
+    try (var walk = Files.walk(p)) {
+      for (Path q : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+        Files.delete(q);
+      }
+    }
+  }
+}
