@@ -29,7 +29,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * equal one of the example's positives, get logit {@link #MASKED} and no gradient. With {@code
  * subtractLogQ} every logit is corrected by {@code -log(S q(key))} (sampled softmax), q the
  * sampler's probability per draw (floored at 1e-12 for keys the sampler cannot yet draw). The
- * draws are a function of the op's seed and the step set in {@link StepContext}.
+ * draws are a function of the op's seed and the step and stream set in {@link StepContext}.
  *
  * <p>The backward op returns dL/d(activations) and sends the gradient of every candidate row to
  * the table (positives per occurrence, sampled keys summed over the batch).
@@ -129,6 +129,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     // draws are a function of (seed, step): a resumed run draws what the original run drew
     long drawSeed = StepContext.has(table)
         ? seed + 0x9E3779B97F4A7C15L * (StepContext.step(table) + 1)
+            + 0xC2B2AE3D27D4EB4FL * StepContext.stream(table)
         : seed + CALLS.getAndIncrement();
     SampleResult sr = t.sample(uniq, s, SamplerKind.forNumber(sampler), alpha, drawSeed);
     String[] sampled = Arrays.copyOfRange(sr.keys(), uniq.length, uniq.length + s);

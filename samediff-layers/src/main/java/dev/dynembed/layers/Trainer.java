@@ -52,6 +52,7 @@ public final class Trainer {
   private final List<String> gradientNames = new ArrayList<>();
   private final List<Listener> listeners = new CopyOnWriteArrayList<>();
   private long step;
+  private int stream;
 
   /**
    * @param lossName the graph's scalar loss variable
@@ -87,6 +88,16 @@ public final class Trainer {
     gradientNames.addAll(handles);
   }
 
+  /** Sets the sampling stream (the executor gives each thread its own). */
+  public void setStream(int stream) {
+    this.stream = stream;
+  }
+
+  /** The graph this trainer runs. */
+  public SameDiff graph() {
+    return sd;
+  }
+
   public void addListener(Listener l) {
     listeners.add(l);
   }
@@ -108,11 +119,25 @@ public final class Trainer {
    * @return the loss before the update
    */
   public double step(Map<String, INDArray> feeds, float tableLearningRate) {
+    return step(feeds, tableLearningRate, List.of()).get(lossName);
+  }
+
+  /**
+   * One step, also fetching scalar variables of the graph (their mean, for non-scalars).
+   *
+   * @return the loss (under the loss name) and every fetched variable, before the update
+   */
+  public Map<String, Double> step(Map<String, INDArray> feeds, float tableLearningRate,
+      List<String> fetch) {
     long s = ++step;
     for (EmbeddingTable t : tables) {
-      StepContext.set(t.name(), tableLearningRate, s);
+      StepContext.set(t.name(), tableLearningRate, s, stream);
     }
-    OutAndGrad r = sd.calculateGradientsAndOutputs(feeds, List.of(lossName), gradientNames);
+    List<String> outputs = new ArrayList<>(fetch);
+    if (!outputs.contains(lossName)) {
+      outputs.add(lossName);
+    }
+    OutAndGrad r = sd.calculateGradientsAndOutputs(feeds, outputs, gradientNames);
     for (String name : dense) {
       INDArray g = r.getGradients().get(name);
       if (g == null) {
@@ -122,11 +147,15 @@ public final class Trainer {
       u.applyUpdater(g, (int) (s - 1), 0); // turns the gradient into the update, in place
       sd.getVariable(name).getArr().subi(g);
     }
-    double loss = r.getOutputs().get(lossName).getDouble(0);
+    Map<String, Double> fetched = new LinkedHashMap<>();
+    for (String name : outputs) {
+      fetched.put(name, r.getOutputs().get(name).meanNumber().doubleValue());
+    }
+    double loss = fetched.get(lossName);
     for (Listener l : listeners) {
       l.onStep(s, loss);
     }
-    return loss;
+    return fetched;
   }
 
   /**

@@ -1,0 +1,118 @@
+package dev.dynembed.layers;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.DoubleAdder;
+import java.util.function.IntFunction;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * Hogwild-style asynchronous training from files (the design of Paddle's AsyncExecutor): N
+ * threads take files from a shared list, each thread trains on its own batches with its own graph
+ * and {@link Trainer}. Dense parameters are <em>shared</em>: every thread's graph uses the same
+ * arrays as thread 0's, updated in place without locks (Recht et al. 2011); each thread keeps its
+ * own updater state. Sparse parameters live in the tables, which are thread-safe. Sampling streams
+ * differ per thread.
+ */
+public final class AsyncExecutor {
+  /** Reads one file as a sequence of batches (placeholder name to array). */
+  public interface BatchReader {
+    Iterable<Map<String, INDArray>> read(Path file);
+  }
+
+  /** The outcome of one {@link #runFromFiles} call. */
+  public record RunResult(Map<String, Double> averages, long steps, double seconds) {}
+
+  private final List<Trainer> trainers = new ArrayList<>();
+
+  /**
+   * @param trainerFactory builds the graph and trainer of thread i (called once per thread, here)
+   * @param threads how many trainers to build
+   */
+  public AsyncExecutor(IntFunction<Trainer> trainerFactory, int threads) {
+    if (threads < 1) {
+      throw new IllegalArgumentException("threads must be >= 1 but was " + threads);
+    }
+    for (int i = 0; i < threads; i++) {
+      Trainer t = trainerFactory.apply(i);
+      t.setStream(i);
+      trainers.add(t);
+    }
+    SameDiff first = trainers.get(0).graph();
+    for (Trainer t : trainers.subList(1, threads)) {
+      if (!t.denseVariables().equals(trainers.get(0).denseVariables())) {
+        throw new IllegalArgumentException("every thread's graph must have the same dense"
+            + " variables; got " + t.denseVariables() + " and " + trainers.get(0).denseVariables());
+      }
+      // Hogwild: every graph reads and updates thread 0's arrays. (Setting one variable's array
+      // copies it in ND4J M2.1; sharing the graph's variable-array holder shares the buffers.)
+      t.graph().setVariablesArrays(first.getVariablesArrays());
+    }
+  }
+
+  /** Trainer of thread i (e.g. to save a checkpoint after a run). */
+  public Trainer trainer(int i) {
+    return trainers.get(i);
+  }
+
+  /**
+   * Trains on every batch of every file once, with up to {@code threads} threads.
+   *
+   * @param fetchVariables scalars to average over all steps of the run (the loss is always fetched)
+   * @param tableLearningRate passed to every step (0 = each table's own rate)
+   */
+  public RunResult runFromFiles(List<Path> files, int threads, BatchReader reader,
+      List<String> fetchVariables, float tableLearningRate) {
+    if (threads < 1 || threads > trainers.size()) {
+      throw new IllegalArgumentException("threads must be in [1, " + trainers.size()
+          + "] but was " + threads);
+    }
+    ConcurrentLinkedQueue<Path> queue = new ConcurrentLinkedQueue<>(files);
+    Map<String, DoubleAdder> sums = new ConcurrentHashMap<>();
+    AtomicLong steps = new AtomicLong();
+    long start = System.nanoTime();
+    ExecutorService pool = Executors.newFixedThreadPool(threads);
+    try {
+      List<Future<?>> done = new ArrayList<>();
+      for (int i = 0; i < threads; i++) {
+        Trainer trainer = trainers.get(i);
+        done.add(pool.submit(() -> {
+          Path file;
+          while ((file = queue.poll()) != null) {
+            for (Map<String, INDArray> batch : reader.read(file)) {
+              Map<String, Double> f = trainer.step(batch, tableLearningRate, fetchVariables);
+              f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
+              steps.incrementAndGet();
+            }
+          }
+          return null;
+        }));
+      }
+      for (Future<?> f : done) {
+        f.get();
+      }
+    } catch (ExecutionException e) {
+      throw new IllegalStateException("a training thread failed: " + e.getCause(), e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted", e);
+    } finally {
+      pool.shutdownNow();
+    }
+    Map<String, Double> averages = new LinkedHashMap<>();
+    long n = steps.get();
+    sums.forEach((k, v) -> averages.put(k, n == 0 ? Double.NaN : v.sum() / n));
+    return new RunResult(averages, n, (System.nanoTime() - start) / 1e9);
+  }
+}
