@@ -13,6 +13,9 @@ public final class DynEmbed {
 
   public DynEmbed(SameDiff sd) {
     JavaOps.install();
+    // a graph that already ran before the ops were installed holds sessions of the default
+    // factory, which cannot run Java ops: drop them, they are recreated through the bound factory
+    sd.getSessions().values().removeIf(s -> !(s instanceof JavaOpSession));
     this.sd = sd;
   }
 

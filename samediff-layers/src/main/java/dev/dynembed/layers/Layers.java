@@ -3,7 +3,6 @@ package dev.dynembed.layers;
 import dev.dynembed.ops.DynEmbed;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.v1.SamplerKind;
-import org.nd4j.autodiff.loss.LossReduce;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 
@@ -15,6 +14,20 @@ public final class Layers {
   public Layers(SameDiff sd) {
     this.sd = sd;
     this.ops = new DynEmbed(sd);
+  }
+
+  /**
+   * {@code log(sum(exp(x), 1))} of [b, c] as [b], stable (max subtracted). Written out because the
+   * backward of M2.1's logSumExp op fails ("reduce_sum_bp ... bad input shape").
+   */
+  private SDVariable logSumExp(SDVariable x) {
+    SDVariable m = x.max(true, 1); // [b, 1]
+    return sd.math().log(sd.math().exp(x.sub(m)).sum(1)).add(m.reshape(-1));
+  }
+
+  /** The scalar 1 in the type of {@code like} (ND4J ops need matching float types). */
+  private SDVariable one(SDVariable like) {
+    return sd.constant(org.nd4j.linalg.factory.Nd4j.scalar(like.dataType(), 1.0));
   }
 
   public DynEmbed ops() {
@@ -35,7 +48,7 @@ public final class Layers {
     if (combiner == Combiner.SUM) {
       return sd.updateVariableNameAndReference(summed, name);
     }
-    SDVariable count = sd.math().max(mask.sum(true, 1), sd.constant(1f)); // [b, 1]
+    SDVariable count = sd.math().max(mask.sum(true, 1), one(mask)); // [b, 1]
     return sd.updateVariableNameAndReference(summed.div(count), name);
   }
 
@@ -52,9 +65,15 @@ public final class Layers {
       long seed) {
     SDVariable[] out = ops.sampledLogits(name, activations, positives, mask, table, numSampled,
         sampler, alpha, true, true, seed);
-    SDVariable labels = out[1].div(sd.math().max(out[1].sum(true, 1), sd.constant(1f)));
-    return sd.loss().softmaxCrossEntropy(name, labels, out[0], null, LossReduce.MEAN_BY_WEIGHT,
-        0.0);
+    // softmax cross-entropy per example with the label mass shared by its positives:
+    // logsumexp(x) - sum(y x) / max(sum(y), 1), then the batch mean. Built from plain ops: the
+    // backward of ND4J M2.1's loss ops ignores the gradient flowing into them, so any scaling after
+    // them (a mean over the batch) would be lost (docs/design/0005). Sums without kept dimensions:
+    // M2.1's reduce_sum backward fails on the keep-dims form here.
+    SDVariable positivesPerExample = sd.math().max(out[1].sum(1), one(out[1])); // [b]
+    SDVariable perExample = logSumExp(out[0])
+        .sub(out[1].mul(out[0]).sum(1).div(positivesPerExample));
+    return sd.updateVariableNameAndReference(perExample.mean(), name);
   }
 
   /**
@@ -67,9 +86,12 @@ public final class Layers {
       SamplerKind sampler, float alpha, long seed) {
     SDVariable[] out = ops.sampledLogits(name, activations, positives, mask, table, numSampled,
         sampler, alpha, true, false, seed);
-    SDVariable perExample = sd.loss().sigmoidCrossEntropy(name + "_sum", out[1], out[0], null,
-        LossReduce.SUM, 0.0);
-    SDVariable batch = sd.sizeAt(activations, 0).castTo(perExample.dataType());
-    return sd.updateVariableNameAndReference(perExample.div(batch), name);
+    // sigmoid cross-entropy, stable form relu(x) - x y + log(1 + exp(-|x|)), summed over each
+    // example's candidates, mean over the batch; plain ops for the reason given above
+    SDVariable x = out[0];
+    SDVariable y = out[1];
+    SDVariable ce = sd.nn().relu(x, 0).sub(x.mul(y))
+        .add(sd.math().log(sd.math().exp(sd.math().abs(x).neg()).add(1.0)));
+    return sd.updateVariableNameAndReference(ce.sum(1).mean(), name);
   }
 }
