@@ -6,12 +6,12 @@ JAVA="${JAVA:-java}"
 # absent.
 jar_of() {
   local module="$1" jar
-  jar="$(ls "$ROOT/$module"/target/*-all.jar 2>/dev/null | head -n 1 || true)"
+  jar="$(ls "$ROOT/$module"/target/*-all.jar 2>/dev/null | sed -n 1p || true)"
   if [ -z "$jar" ]; then
     echo "building $module (first run)..." >&2
     (cd "$ROOT" && mvn -q -B -DskipTests -pl "$module" -am package >&2) || {
       echo "build of $module failed" >&2; exit 1; }
-    jar="$(ls "$ROOT/$module"/target/*-all.jar | head -n 1)"
+    jar="$(ls "$ROOT/$module"/target/*-all.jar | sed -n 1p)"
   fi
   printf '%s\n' "$jar"
 }
