@@ -58,7 +58,7 @@ final class Samplers {
     for (int i = 0; i < np; i++) {
       keys.add(positives, i);
       pos[i] = true;
-      int row = table.rowOf(positives, i);
+      int row = table.lookup(positives, i);
       prob[i] = row >= 0 ? s.probability(table, row, kind, a) : 0.0;
     }
     if (numSampled > 0 && s.n == 0) {

@@ -569,11 +569,6 @@ public final class TableStore {
     return out;
   }
 
-  /** Row id of a key given as bytes, or -1. */
-  int rowOf(PackedKeys keys, int i) {
-    return lookup(keys, i);
-  }
-
   Samplers samplers() {
     return samplers;
   }

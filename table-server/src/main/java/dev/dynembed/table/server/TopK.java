@@ -54,7 +54,7 @@ final class TopK {
     }
     java.util.BitSet excluded = new java.util.BitSet();
     for (int i = 0; i < exclude.size(); i++) {
-      int row = t.rowOf(exclude, i);
+      int row = t.lookup(exclude, i);
       if (row >= 0) {
         excluded.set(row);
       }

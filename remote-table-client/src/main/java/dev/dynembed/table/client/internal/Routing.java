@@ -47,13 +47,17 @@ final class Routing {
     }
   }
 
+  private int[] perUnique; // occurrences of each distinct key, counted once per batch
+
   /** Occurrences of each shard key in the batch. */
   int[] occurrences(int shard) {
-    int[] occ = new int[shardUniques[shard].length];
-    int[] perUnique = new int[dedup.uniqueCount()];
-    for (int i = 0; i < keys.size(); i++) {
-      perUnique[dedup.uniqueOf(i)]++;
+    if (perUnique == null) {
+      perUnique = new int[dedup.uniqueCount()];
+      for (int i = 0; i < keys.size(); i++) {
+        perUnique[dedup.uniqueOf(i)]++;
+      }
     }
+    int[] occ = new int[shardUniques[shard].length];
     for (int j = 0; j < occ.length; j++) {
       occ[j] = perUnique[shardUniques[shard][j]];
     }
