@@ -194,7 +194,6 @@ public final class Trainer {
     } catch (IOException e) {
       throw new UncheckedIOException("saving a checkpoint to " + target + " failed", e);
     }
-    // the tables wrote their files under tmp; their manifests name files relative to it
   }
 
   /** Brings back everything {@link #save} wrote; training continues as if never stopped. */

@@ -59,7 +59,7 @@ final class Samplers {
       keys.add(positives, i);
       pos[i] = true;
       int row = table.lookup(positives, i);
-      prob[i] = row >= 0 ? s.probability(table, row, kind, a) : 0.0;
+      prob[i] = row >= 0 ? s.probability(row) : 0.0;
     }
     if (numSampled > 0 && s.n == 0) {
       throw TableException.precondition(
@@ -213,7 +213,7 @@ final class Samplers {
     }
 
     /** Probability of a row; rows newer than the snapshot are never drawn by it. */
-    double probability(TableStore t, int row, SamplerKind kind, float alpha) {
+    double probability(int row) {
       return row < prob.length ? prob[row] : 0.0;
     }
   }

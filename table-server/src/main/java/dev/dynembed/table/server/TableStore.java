@@ -10,7 +10,6 @@ import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
-import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
@@ -507,11 +506,9 @@ public final class TableStore {
   }
 
   String key(int row) {
-    long ref = meta(row, M_KEYREF);
-    long off = ref >>> 16;
-    return new String(
-        keyPages[(int) (off / KEY_PAGE_BYTES)], (int) (off % KEY_PAGE_BYTES), (int) (ref & 0xFFFF),
-        StandardCharsets.UTF_8);
+    PackedKeys.Builder b = new PackedKeys.Builder(1);
+    appendKey(row, b);
+    return b.build().key(0);
   }
 
   /**

@@ -153,6 +153,10 @@ final class ShardedTable implements EmbeddingTable {
   @Override
   public int applyGradients(String[] keys, float[] gradients, float learningRate, long step) {
     PackedKeys pk = pack(keys, "applyGradients");
+    if (direct || pk.size() == 0) { // one shard checks the whole batch before applying any of it
+      return await(shards.get(0).applyGradients(name(), pk, gradients, learningRate, step));
+    }
+    // several shards: check here everything a shard could refuse, so that none applies a part
     if ((long) keys.length * dim != gradients.length) {
       throw invalid("applyGradients", "table '%s' expects gradients of %d keys x dim %d = %d"
           + " floats but the request had %d floats", name(), keys.length, dim,
@@ -164,23 +168,18 @@ final class ShardedTable implements EmbeddingTable {
             + " applied", k / dim, keys[k / dim], k % dim, gradients[k]);
       }
     }
-    if (direct || pk.size() == 0) {
-      return await(shards.get(0).applyGradients(name(), pk, gradients, learningRate, step));
-    }
-    Routing route = new Routing(pk, n);
-    for (int s = 0; s < n; s++) { // check every shard's keys before any shard applies
-      for (int j = 0; j < route.shardKeys[s].size(); j++) {
-        if (route.shardKeys[s].length(j) > config.getMaxKeyBytes()) {
-          throw invalid("applyGradients", "key '%s' is %d bytes long; the table's max_key_bytes"
-              + " is %d", route.shardKeys[s].key(j), route.shardKeys[s].length(j),
-              config.getMaxKeyBytes());
-        }
+    for (int i = 0; i < pk.size(); i++) {
+      if (pk.length(i) == 0 || pk.length(i) > config.getMaxKeyBytes()) {
+        throw invalid("applyGradients", "key %d is %d bytes long; keys must be 1..%d bytes (the"
+            + " table's max_key_bytes); nothing was applied", i, pk.length(i),
+            config.getMaxKeyBytes());
       }
     }
     if (!(learningRate >= 0f && Float.isFinite(learningRate))) {
       throw invalid("applyGradients", "learning_rate must be >= 0 (0 = the table's) but was %s",
           learningRate);
     }
+    Routing route = new Routing(pk, n);
     List<CompletableFuture<Integer>> futures = new ArrayList<>(n);
     for (int s = 0; s < n; s++) {
       futures.add(route.shardKeys[s].size() == 0 ? null
