@@ -71,6 +71,18 @@ final class ProbeTable implements EmbeddingTable {
   }
 
   @Override
+  public float[] findOrInsert(String[] keys, boolean count) {
+    return findOrInsert(keys);
+  }
+
+  @Override
+  public dev.dynembed.table.client.KeyCounts count(String[] keys, boolean count) {
+    boolean[] admitted = new boolean[keys.length];
+    java.util.Arrays.fill(admitted, true);
+    return new dev.dynembed.table.client.KeyCounts(admitted, new long[keys.length]);
+  }
+
+  @Override
   public FindResult find(String... keys) {
     return new FindResult(findOrInsert(keys), new boolean[keys.length]);
   }

@@ -36,6 +36,22 @@ public interface EmbeddingTable {
   float[] findOrInsert(String... keys);
 
   /**
+   * As {@link #findOrInsert(String...)}; with {@code count = false} nothing is counted (for keys
+   * already counted by {@link #count}). With admission ({@code min_count} &gt; 1) keys not yet
+   * admitted read as zero rows and are not created.
+   */
+  float[] findOrInsert(String[] keys, boolean count);
+
+  /**
+   * Counts the keys (each occurrence once) without reading rows: the admission pass of a stream.
+   * A key gets its row once counted {@code min_count} times (at once when min_count &lt;= 1).
+   *
+   * @param count false: only report, count nothing
+   * @return per position: admitted (has a row) and its count after the call
+   */
+  KeyCounts count(String[] keys, boolean count);
+
+  /**
    * Rows of existing keys; missing keys get no row (zeros, {@code found[i] = false}). Counts
    * nothing.
    *

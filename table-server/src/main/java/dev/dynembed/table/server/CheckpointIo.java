@@ -35,7 +35,10 @@ import java.util.zip.CheckedOutputStream;
  * "DYNEMBCK" | u32 version | u32 header length | CheckpointHeader (protobuf) | u32 crc32c(header)
  * block*     : u32 records (&gt; 0) | u32 payload length | payload | u32 crc32c(payload)
  *              record: u16 key length | key UTF-8 | row_floats f32 | i64 freq | i64 step | i64 updates
- * end        : u32 0 | u64 total records | u32 crc32c(all bytes before this field)
+ * end        : u32 0 | u64 total records
+ * pending    : (only when the config's min_count &gt; 1) u64 entries | entries * (u64 key hash,
+ *              u64 admission count) | u32 crc32c(entries)
+ * file crc   : u32 crc32c(all bytes before this field)
  * </pre>
  *
  * All integers little-endian. The whole-file CRC32C is also returned to the caller for the
@@ -110,6 +113,9 @@ public final class CheckpointIo {
       }
       writeInt(out, 0);
       writeLong(out, records);
+      if (t.config().getMinCount() > 1) {
+        writePending(out, t.pendingCounts());
+      }
       out.flush();
       writeInt(out, (int) whole.getValue());
       out.flush();
@@ -125,6 +131,38 @@ public final class CheckpointIo {
         .setBytes(Files.size(target))
         .setCrc32C((int) crc)
         .build();
+  }
+
+  private static void writePending(DataOutputStream out, java.util.Map<Long, Long> pending)
+      throws IOException {
+    ByteBuffer b = ByteBuffer.allocate(16 * pending.size()).order(ByteOrder.LITTLE_ENDIAN);
+    pending.forEach((hash, count) -> b.putLong(hash).putLong(count)); // quiesced: no writer
+    writeLong(out, pending.size());
+    out.write(b.array(), 0, b.position());
+    writeInt(out, crc(b.array(), b.position()));
+  }
+
+  private static void readPending(DataInputStream in, Path p, Target target) throws IOException {
+    long entries = readLong(in);
+    if (entries < 0 || entries > (1L << 27)) {
+      throw TableException.dataLoss("%s: admission-count section has %d entries", p, entries);
+    }
+    byte[] payload = in.readNBytes((int) (16 * entries));
+    if (payload.length != 16 * entries) {
+      throw new EOFException();
+    }
+    if (readInt(in) != crc(payload, payload.length)) {
+      throw TableException.dataLoss("%s: admission-count section checksum mismatch (corrupt)", p);
+    }
+    ByteBuffer b = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
+    for (long i = 0; i < entries; i++) {
+      long hash = b.getLong();
+      long count = b.getLong();
+      if (target.numShards == 1
+          || KeyHashing.shardOf(hash, target.numShards) == target.shardIndex) {
+        target.table.restorePending(hash, count);
+      }
+    }
   }
 
   private static void flushBlock(DataOutputStream out, ByteBuffer block, int records)
@@ -286,6 +324,9 @@ public final class CheckpointIo {
       if (total != records) {
         throw TableException.dataLoss("%s: trailer says %d records but %d were read", p, total,
             records);
+      }
+      if (cfg.getMinCount() > 1) {
+        readPending(in, p, target);
       }
       int expected = (int) whole.getValue();
       int stored = Integer.reverseBytes(new DataInputStream(raw).readInt());

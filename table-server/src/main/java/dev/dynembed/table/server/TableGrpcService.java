@@ -60,7 +60,9 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     run(out, req.getTable(), () -> {
       TableStore t = engine.get(req.getTable());
       PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
-      float[] rows = new float[keys.size() * t.dim];
+      float[] rows = req.getOmitRows() ? null : new float[keys.size() * t.dim];
+      byte[] found = new byte[(keys.size() + 7) >>> 3];
+      long[] freqs = req.getWithFrequencies() ? new long[keys.size()] : null;
       int[] occ = null;
       if (req.getOccurrencesCount() > 0) {
         occ = new int[req.getOccurrencesCount()];
@@ -68,8 +70,18 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
           occ[i] = req.getOccurrences(i);
         }
       }
-      t.findOrInsert(keys, occ, rows);
-      return FindResponse.newBuilder().setDim(t.dim).setRows(Rows.encode(rows)).build();
+      t.findOrInsert(keys, occ, !req.getNoCount(), rows, found, freqs);
+      FindResponse.Builder b = FindResponse.newBuilder().setDim(t.dim)
+          .setFound(ByteString.copyFrom(found));
+      if (rows != null) {
+        b.setRows(Rows.encode(rows));
+      }
+      if (freqs != null) {
+        for (long f : freqs) {
+          b.addFrequencies(f);
+        }
+      }
+      return b.build();
     });
   }
 

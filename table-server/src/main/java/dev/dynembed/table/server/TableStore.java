@@ -81,6 +81,13 @@ public final class TableStore {
   final ReentrantReadWriteLock quiesce = new ReentrantReadWriteLock();
 
   private final LongAdder totalFrequency = new LongAdder();
+  private final int minCount;
+  /**
+   * Admission counts of keys without a row (min_count &gt; 1), by 64-bit key hash: no key bytes
+   * and no row until admitted. Two keys whose hashes collide share a count (odds ~n^2/2^65).
+   */
+  private final java.util.concurrent.ConcurrentHashMap<Long, Long> pending =
+      new java.util.concurrent.ConcurrentHashMap<>();
   private final LongAdder updates = new LongAdder();
   private final AtomicLong lastStep = new AtomicLong();
   private final Samplers samplers;
@@ -92,6 +99,7 @@ public final class TableStore {
     this.config = config;
     this.dim = config.getDim();
     this.maxKeyBytes = config.getMaxKeyBytes();
+    this.minCount = config.getMinCount();
     this.shardIndex = shardIndex;
     this.numShards = numShards;
     this.optimizer = RowOptimizer.create(config.getOptimizer(), dim);
@@ -151,47 +159,140 @@ public final class TableStore {
 
   /**
    * Rows of the keys, creating missing ones from the initializer; each key's frequency grows by
-   * its occurrence count (1 per position when {@code occurrences} is null).
+   * its occurrence count (1 per position when {@code occurrences} is null). With admission
+   * ({@code min_count} &gt; 1) see {@link #findOrInsert(PackedKeys, int[], boolean, float[], byte[],
+   * long[])}.
    *
    * @param occurrences INT [n] counts, each &gt;= 1, or null
    * @param out FLOAT [n, dim], row-major
    */
   public void findOrInsert(PackedKeys keys, int[] occurrences, float[] out) {
+    findOrInsert(keys, occurrences, true, out, null, null);
+  }
+
+  /**
+   * Rows of the keys, creating admitted ones. With {@code count}, each key's count grows by its
+   * occurrences: a key with a row adds them to its frequency; a key without one adds them to its
+   * admission count and gets its row (frequency = that count) once the count reaches the table's
+   * {@code min_count}. Keys not admitted read as zeros with their {@code found} bit clear.
+   *
+   * @param occurrences INT [n] counts, each &gt;= 1, or null for 1 each
+   * @param count false: nothing is counted (keys are still created when min_count &lt;= 1)
+   * @param out FLOAT [n, dim] row-major, or null for no rows
+   * @param found bitmap of admitted keys (LSB first, ceil(n/8) bytes, cleared by the caller), or null
+   * @param frequencies LONG [n] each key's count after the call, or null
+   */
+  public void findOrInsert(PackedKeys keys, int[] occurrences, boolean count, float[] out,
+      byte[] found, long[] frequencies) {
     checkKeys(keys, "keys");
     int n = keys.size();
-    long added = n;
     if (occurrences != null) {
       if (occurrences.length != n) {
         throw TableException.invalid("table '%s': %d occurrence counts for %d keys",
             name(), occurrences.length, n);
       }
-      added = 0;
       for (int i = 0; i < n; i++) {
         if (occurrences[i] < 1) {
           throw TableException.invalid("table '%s': occurrence count of key %d is %d; it must be"
               + " >= 1", name(), i, Integer.toUnsignedLong(occurrences[i]));
         }
-        added += occurrences[i];
       }
     }
+    int[] rows = frequencies == null ? null : new int[n];
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
     try {
+      long added = 0;
       for (int i = 0; i < n; i++) {
-        int row = lookupOrInsert(keys, i);
-        LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ,
-            occurrences == null ? 1L : (long) occurrences[i]);
-        copyRow(row, out, i * dim);
+        long occ = occurrences == null ? 1L : (long) occurrences[i];
+        int row;
+        if (minCount <= 1) {
+          row = lookupOrInsert(keys, i);
+          if (count) {
+            LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
+            added += occ;
+          }
+        } else {
+          row = lookup(keys, i);
+          if (row >= 0 && count) {
+            LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
+            added += occ;
+          } else if (row < 0 && count) {
+            row = countForAdmission(keys, i, occ);
+          }
+        }
+        if (row >= 0) {
+          if (out != null) {
+            copyRow(row, out, i * dim);
+          }
+          if (found != null) {
+            found[i >>> 3] |= (byte) (1 << (i & 7));
+          }
+        } else if (out != null) {
+          Arrays.fill(out, i * dim, (i + 1) * dim, 0f);
+        }
+        if (rows != null) {
+          rows[i] = row;
+        }
       }
       totalFrequency.add(added);
+      for (int i = 0; rows != null && i < n; i++) { // counts after the whole call
+        if (rows[i] >= 0) {
+          frequencies[i] = meta(rows[i], M_FREQ);
+        } else {
+          Long c = pending.get(keys.hash(i));
+          frequencies[i] = c == null ? 0 : c;
+        }
+      }
     } finally {
       q.unlock();
     }
   }
 
   /**
+   * Adds {@code occ} to the admission count of key i (which had no row when looked up) and
+   * creates its row once the count reaches min_count. Runs under the pending entry's lock, so
+   * a key is admitted once and no count is lost to a racing caller.
+   *
+   * @return the row, or -1 while the key is not admitted
+   */
+  private int countForAdmission(PackedKeys keys, int i, long occ) {
+    int[] admitted = {-1};
+    pending.compute(keys.hash(i), (h, c) -> {
+      int row = lookup(keys, i); // admitted by a racing caller meanwhile?
+      if (row >= 0) {
+        LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
+        totalFrequency.add(occ);
+        admitted[0] = row;
+        return c;
+      }
+      long total = (c == null ? 0 : c) + occ;
+      if (total < minCount) {
+        return total;
+      }
+      row = lookupOrInsert(keys, i);
+      LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, total);
+      totalFrequency.add(total);
+      admitted[0] = row;
+      return null;
+    });
+    return admitted[0];
+  }
+
+  /** Keys counted but not admitted yet, as (key hash, count): for checkpoints. */
+  java.util.Map<Long, Long> pendingCounts() {
+    return pending;
+  }
+
+  /** Restores an admission count (checkpoint restore). */
+  void restorePending(long hash, long count) {
+    pending.merge(hash, count, Long::sum);
+  }
+
+  /**
    * Applies gradient rows with the table's optimizer. The batch is checked whole first (width,
-   * NaN/Inf); duplicate keys are summed; keys without a row are created, then updated.
+   * NaN/Inf); duplicate keys are summed; keys without a row are created, then updated (with
+   * admission, min_count &gt; 1, keys not yet admitted are skipped: their gradients are dropped).
    *
    * @param gradients FLOAT [n, dim], row i for key i
    * @param learningRate &gt; 0 overrides the configured rate; 0 uses it
@@ -235,8 +336,14 @@ public final class TableStore {
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
     try {
+      int applied = 0;
       for (int u = 0; u < dedup.uniqueCount(); u++) {
-        int row = lookupOrInsert(keys, dedup.firstPosition(u));
+        int row = minCount <= 1 ? lookupOrInsert(keys, dedup.firstPosition(u))
+            : lookup(keys, dedup.firstPosition(u));
+        if (row < 0) {
+          continue; // not admitted: its gradient is dropped
+        }
+        applied++;
         float[] page = rowPages[row >>> pageShift];
         long[] meta = metaPages[row >>> pageShift];
         int base = (row & pageMask) * rowFloats;
@@ -248,12 +355,12 @@ public final class TableStore {
           optimizer.apply(page, base, g, u * dim, lr, t);
         }
       }
-      updates.add(dedup.uniqueCount());
+      updates.add(applied);
       lastStep.accumulateAndGet(step, Math::max);
+      return applied;
     } finally {
       q.unlock();
     }
-    return dedup.uniqueCount();
   }
 
   private void checkKeys(PackedKeys keys, String what) {
@@ -654,6 +761,7 @@ public final class TableStore {
         .setTotalFrequency(totalFrequency.sum())
         .setUpdates(updates.sum())
         .setLastStep(lastStep.get())
+        .setPendingKeys(pending.size())
         .build();
   }
 }

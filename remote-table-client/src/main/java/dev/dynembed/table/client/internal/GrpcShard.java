@@ -144,9 +144,17 @@ public final class GrpcShard implements Shard {
   }
 
   private static Shard.RowsReply rows(FindResponse r) {
-    FloatBuffer fb = r.getRows().asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN)
-        .asFloatBuffer();
-    return new Shard.RowsReply(fb, r.getFound().isEmpty() ? null : r.getFound().toByteArray());
+    FloatBuffer fb = r.getRows().isEmpty() ? null
+        : r.getRows().asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
+    long[] freqs = null;
+    if (r.getFrequenciesCount() > 0) {
+      freqs = new long[r.getFrequenciesCount()];
+      for (int i = 0; i < freqs.length; i++) {
+        freqs[i] = r.getFrequencies(i);
+      }
+    }
+    return new Shard.RowsReply(fb, r.getFound().isEmpty() ? null : r.getFound().toByteArray(),
+        freqs);
   }
 
   @Override
@@ -158,9 +166,11 @@ public final class GrpcShard implements Shard {
 
   @Override
   public CompletableFuture<Shard.RowsReply> findOrInsert(String table, PackedKeys keys,
-      int[] occurrences) {
+      int[] occurrences, InsertMode mode) {
     FindOrInsertRequest.Builder b =
-        FindOrInsertRequest.newBuilder().setTable(table).setKeys(keys.toProto());
+        FindOrInsertRequest.newBuilder().setTable(table).setKeys(keys.toProto())
+            .setNoCount(!mode.count()).setOmitRows(!mode.rows())
+            .setWithFrequencies(mode.frequencies());
     if (occurrences != null) {
       for (int o : occurrences) {
         b.addOccurrences(o);

@@ -68,17 +68,20 @@ public final class LocalShard implements Shard {
       float[] rows = new float[keys.size() * t.dim()];
       byte[] found = new byte[(keys.size() + 7) >>> 3];
       t.find(keys, rows, found);
-      return new RowsReply(FloatBuffer.wrap(rows), found);
+      return new RowsReply(FloatBuffer.wrap(rows), found, null);
     });
   }
 
   @Override
-  public CompletableFuture<RowsReply> findOrInsert(String table, PackedKeys keys, int[] occurrences) {
+  public CompletableFuture<RowsReply> findOrInsert(String table, PackedKeys keys, int[] occurrences,
+      InsertMode mode) {
     return call("findOrInsert", table, () -> {
       TableStore t = engine.get(table);
-      float[] rows = new float[keys.size() * t.dim()];
-      t.findOrInsert(keys, occurrences, rows);
-      return new RowsReply(FloatBuffer.wrap(rows), null);
+      float[] rows = mode.rows() ? new float[keys.size() * t.dim()] : null;
+      byte[] found = new byte[(keys.size() + 7) >>> 3];
+      long[] freqs = mode.frequencies() ? new long[keys.size()] : null;
+      t.findOrInsert(keys, occurrences, mode.count(), rows, found, freqs);
+      return new RowsReply(rows == null ? null : FloatBuffer.wrap(rows), found, freqs);
     });
   }
 

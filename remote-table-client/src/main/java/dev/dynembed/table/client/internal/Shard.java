@@ -21,8 +21,22 @@ import java.util.concurrent.CompletableFuture;
 public interface Shard extends AutoCloseable {
   int index();
 
-  /** Rows of a find/findOrInsert: FLOAT [n, dim] readable by absolute bulk get. */
-  record RowsReply(FloatBuffer rows, byte[] found) {}
+  /**
+   * Reply of a find/findOrInsert: rows FLOAT [n, dim] readable by absolute bulk get (null when
+   * omitted), the found/admitted bitmap (null: all found) and frequencies (null unless asked).
+   */
+  record RowsReply(FloatBuffer rows, byte[] found, long[] frequencies) {}
+
+  /**
+   * What a findOrInsert does besides creating admitted keys.
+   *
+   * @param count add occurrences to frequencies and admission counts
+   * @param rows return the rows
+   * @param frequencies return each key's count after the call
+   */
+  record InsertMode(boolean count, boolean rows, boolean frequencies) {
+    public static final InsertMode DEFAULT = new InsertMode(true, true, false);
+  }
 
   CompletableFuture<TableInfo> create(TableConfig config);
 
@@ -33,7 +47,8 @@ public interface Shard extends AutoCloseable {
   CompletableFuture<RowsReply> find(String table, PackedKeys keys);
 
   /** @param occurrences per-key counts, or null for 1 each */
-  CompletableFuture<RowsReply> findOrInsert(String table, PackedKeys keys, int[] occurrences);
+  CompletableFuture<RowsReply> findOrInsert(String table, PackedKeys keys, int[] occurrences,
+      InsertMode mode);
 
   CompletableFuture<Integer> applyGradients(String table, PackedKeys keys, float[] gradients,
       float learningRate, long step);

@@ -3,6 +3,7 @@ package dev.dynembed.table.client.internal;
 import com.google.protobuf.util.JsonFormat;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.FindResult;
+import dev.dynembed.table.client.KeyCounts;
 import dev.dynembed.table.client.SampleResult;
 import dev.dynembed.table.client.TopKOptions;
 import dev.dynembed.table.client.TopKResult;
@@ -97,21 +98,54 @@ final class ShardedTable implements EmbeddingTable {
 
   @Override
   public float[] findOrInsert(String... keys) {
-    PackedKeys pk = pack(keys, "findOrInsert");
+    return findOrInsert(keys, true);
+  }
+
+  @Override
+  public float[] findOrInsert(String[] keys, boolean count) {
     float[] out = new float[keys.length * dim];
+    findOrInsert(keys, new Shard.InsertMode(count, true, false), out, null, null);
+    return out;
+  }
+
+  @Override
+  public KeyCounts count(String[] keys, boolean count) {
+    boolean[] admitted = new boolean[keys.length];
+    long[] freqs = new long[keys.length];
+    findOrInsert(keys, new Shard.InsertMode(count, false, true), null, admitted, freqs);
+    return new KeyCounts(admitted, freqs);
+  }
+
+  private void findOrInsert(String[] keys, Shard.InsertMode mode, float[] out,
+      boolean[] admitted, long[] freqs) {
+    PackedKeys pk = pack(keys, mode.rows() ? "findOrInsert" : "count");
     if (direct || pk.size() == 0) {
-      Shard.RowsReply r = await(shards.get(0).findOrInsert(name(), pk, null));
-      r.rows().get(0, out, 0, out.length);
-      return out;
+      Shard.RowsReply r = await(shards.get(0).findOrInsert(name(), pk, null, mode));
+      if (out != null) {
+        r.rows().get(0, out, 0, out.length);
+      }
+      for (int i = 0; admitted != null && i < admitted.length; i++) {
+        admitted[i] = (r.found()[i >>> 3] & (1 << (i & 7))) != 0;
+      }
+      if (freqs != null) {
+        System.arraycopy(r.frequencies(), 0, freqs, 0, freqs.length);
+      }
+      return;
     }
     Routing route = new Routing(pk, n);
     List<CompletableFuture<Shard.RowsReply>> futures = new ArrayList<>(n);
     for (int s = 0; s < n; s++) {
       futures.add(route.shardKeys[s].size() == 0 ? null
-          : shards.get(s).findOrInsert(name(), route.shardKeys[s], route.occurrences(s)));
+          : shards.get(s).findOrInsert(name(), route.shardKeys[s], route.occurrences(s), mode));
     }
-    stitch(route, awaitAll(futures), out, null);
-    return out;
+    List<Shard.RowsReply> replies = awaitAll(futures);
+    stitch(route, replies, out, admitted);
+    if (freqs != null) {
+      for (int i = 0; i < route.keys.size(); i++) {
+        int u = route.dedup.uniqueOf(i);
+        freqs[i] = replies.get(route.shardOfUnique[u]).frequencies()[route.posInShard[u]];
+      }
+    }
   }
 
   @Override
@@ -143,7 +177,9 @@ final class ShardedTable implements EmbeddingTable {
       int s = route.shardOfUnique[u];
       int p = route.posInShard[u];
       Shard.RowsReply r = replies.get(s);
-      r.rows().get(p * dim, out, i * dim, dim);
+      if (out != null) {
+        r.rows().get(p * dim, out, i * dim, dim);
+      }
       if (found != null) {
         found[i] = (r.found()[p >>> 3] & (1 << (p & 7))) != 0;
       }
@@ -432,6 +468,7 @@ final class ShardedTable implements EmbeddingTable {
           .setBytesRaw(c.getBytesRaw() + x.getBytesRaw())
           .setTotalFrequency(c.getTotalFrequency() + x.getTotalFrequency())
           .setUpdates(c.getUpdates() + x.getUpdates())
+          .setPendingKeys(c.getPendingKeys() + x.getPendingKeys())
           .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
     }
     return TableInfo.newBuilder().setConfig(infos.get(0).getConfig()).setShardIndex(0)
