@@ -40,6 +40,16 @@ public final class DynEmbed {
   /** As above, with the output in {@code dataType} (FLOAT or DOUBLE; DOUBLE for gradient checks). */
   public SDVariable dynamicEmbeddingLookup(String name, SDVariable keys, EmbeddingTable table,
       boolean training, DataType dataType) {
+    return dynamicEmbeddingLookup(name, keys, table, training, dataType, true);
+  }
+
+  /**
+   * As above; with {@code count = false} a training lookup counts nothing toward the keys'
+   * frequencies (for keys already counted through {@link EmbeddingTable#count}). With admission
+   * (min_count &gt; 1) keys not yet admitted read as zero rows and get no gradient.
+   */
+  public SDVariable dynamicEmbeddingLookup(String name, SDVariable keys, EmbeddingTable table,
+      boolean training, DataType dataType, boolean count) {
     if (keys.dataType() != DataType.UTF8) {
       throw new IllegalArgumentException("dynamicEmbeddingLookup: keys must be UTF8 but '"
           + keys.name() + "' is " + keys.dataType());
@@ -53,7 +63,7 @@ public final class DynEmbed {
     SDVariable handle = sd.hasVariable(handleName) ? sd.getVariable(handleName)
         : sd.var(handleName, Nd4j.zeros(dataType));
     SDVariable out = new DynamicEmbeddingLookup(sd, keys, handle, table.name(), table.dim(),
-        training).outputVariable();
+        training, count).outputVariable();
     return sd.updateVariableNameAndReference(out, name);
   }
 
@@ -69,6 +79,27 @@ public final class DynEmbed {
   public SDVariable[] sampledLogits(String name, SDVariable activations, SDVariable positives,
       SDVariable mask, EmbeddingTable table, int numSampled, SamplerKind sampler, float alpha,
       boolean removeAccidentalHits, boolean subtractLogQ, long seed) {
+    return sampledLogits(name, activations, positives, mask, table, new Sampling(numSampled,
+        sampler, alpha, removeAccidentalHits, subtractLogQ, seed, false, true));
+  }
+
+  /**
+   * How {@link #sampledLogits(String, SDVariable, SDVariable, SDVariable, EmbeddingTable,
+   * Sampling)} draws its candidates.
+   *
+   * @param numSampled S candidates per example
+   * @param alpha unigram exponent (0 = 0.75)
+   * @param perExample draw S keys for every example (b * S draws) instead of S shared ones
+   * @param countPositives count each positive occurrence toward its frequency
+   */
+  public record Sampling(int numSampled, SamplerKind sampler, float alpha,
+      boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
+      boolean countPositives) {}
+
+  /** As above, with every sampling option (see {@link Sampling}). */
+  public SDVariable[] sampledLogits(String name, SDVariable activations, SDVariable positives,
+      SDVariable mask, EmbeddingTable table, Sampling sampling) {
+    int numSampled = sampling.numSampled();
     if (positives.dataType() != DataType.UTF8) {
       throw new IllegalArgumentException("sampledLogits: positives must be UTF8 but '"
           + positives.name() + "' is " + positives.dataType());
@@ -82,8 +113,9 @@ public final class DynEmbed {
     SDVariable handle = sd.hasVariable(handleName) ? sd.getVariable(handleName)
         : sd.var(handleName, Nd4j.zeros(activations.dataType()));
     SDVariable[] out = new SampledLogits(sd, activations, positives, mask, handle, table.name(),
-        table.dim(), numSampled, sampler, alpha, removeAccidentalHits, subtractLogQ, seed)
-        .outputVariables();
+        table.dim(), numSampled, sampling.sampler(), sampling.alpha(),
+        sampling.removeAccidentalHits(), sampling.subtractLogQ(), sampling.seed(),
+        sampling.perExample(), sampling.countPositives()).outputVariables();
     return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_logits"),
         sd.updateVariableNameAndReference(out[1], name + "_labels")};
   }

@@ -28,12 +28,14 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
   private String table;
   private int dim;
   private boolean training;
+  private boolean count = true;
 
   public DynamicEmbeddingLookup() {}
 
   DynamicEmbeddingLookup(SameDiff sd, SDVariable keys, SDVariable handle, String table, int dim,
-      boolean training) {
+      boolean training, boolean count) {
     super(null, sd, new SDVariable[] {keys, handle}, false);
+    this.count = count;
     this.table = table;
     this.dim = dim;
     this.training = training;
@@ -49,7 +51,7 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
     INDArray keys = oc.getInputArray(0);
     String[] k = keys(keys, OP_NAME);
     EmbeddingTable t = Tables.get(table);
-    float[] rows = training ? t.findOrInsert(k) : t.find(k).rows();
+    float[] rows = training ? t.findOrInsert(k, count) : t.find(k).rows();
     INDArray out = Nd4j.create(rows, outputShape(keys), 'c');
     DataType type = oc.getInputArray(1).dataType();
     oc.setOutputArray(0, type == DataType.FLOAT ? out : out.castTo(type));
@@ -109,6 +111,7 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
     m.put("table", table);
     m.put("dim", (long) dim);
     m.put("training", training);
+    m.put("count", count);
     return m;
   }
 
@@ -117,5 +120,6 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
     table = (String) properties.get("table");
     dim = ((Number) properties.get("dim")).intValue();
     training = (Boolean) properties.get("training");
+    count = !Boolean.FALSE.equals(properties.get("count"));
   }
 }

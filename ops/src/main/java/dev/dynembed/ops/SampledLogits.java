@@ -23,7 +23,8 @@ import org.nd4j.linalg.factory.Nd4j;
  * -> logits [b, P + S], labels [b, P + S]} over an output table of dim d.
  *
  * <p>Candidates: each example's P positive slots (padded; {@code mask} 1 = real), then S keys
- * drawn once per batch from the table's sampler (shared by all examples, with replacement).
+ * from the table's sampler, with replacement: drawn once per batch and shared by all examples,
+ * or with {@code perExample} drawn for each example (b * S draws, word2vec's negatives).
  * {@code logits[b, j] = activations[b] . row(candidate j)}; labels are 1 for real positives and 0
  * otherwise (multi-label). Padded slots, and with {@code removeAccidentalHits} sampled keys that
  * equal one of the example's positives, get logit {@link #MASKED} and no gradient. With {@code
@@ -31,8 +32,13 @@ import org.nd4j.linalg.factory.Nd4j;
  * sampler's probability per draw (floored at 1e-12 for keys the sampler cannot yet draw). The
  * draws are a function of the op's seed and the step and stream set in {@link StepContext}.
  *
+ * <p>Positives are created in the output table if missing and, with {@code countPositives}, each
+ * occurrence counts toward its frequency (the unigram sampler's counts). A caller that counts
+ * keys itself ({@link dev.dynembed.table.client.EmbeddingTable#count}) turns that off; with
+ * admission, a positive not yet admitted reads as a zero row and gets no gradient.
+ *
  * <p>The backward op returns dL/d(activations) and sends the gradient of every candidate row to
- * the table (positives per occurrence, sampled keys summed over the batch).
+ * the table (positives per occurrence, sampled keys summed per distinct key).
  */
 public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   static final String OP_NAME = "dynembed_sampled_logits";
@@ -44,8 +50,12 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   private static final ThreadLocal<Map<String, Forward>> STASH =
       ThreadLocal.withInitial(HashMap::new);
 
+  /**
+   * @param sampled the distinct sampled keys; {@code sampRows} their rows [u, d]
+   * @param sampIdx [b * s]: which of them is candidate k of example e (at e * s + k)
+   */
   record Forward(String[] posKeys, double[] mask, String[] sampled, double[] posRows,
-      double[] sampRows, boolean[] hit, int b, int p, int s, int d) {}
+      double[] sampRows, int[] sampIdx, boolean[] hit, int b, int p, int s, int d) {}
 
   private String table;
   private int dim;
@@ -55,13 +65,18 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   private boolean removeAccidentalHits;
   private boolean subtractLogQ;
   private long seed;
+  private boolean perExample;
+  private boolean countPositives = true;
 
   public SampledLogits() {}
 
   SampledLogits(SameDiff sd, SDVariable activations, SDVariable positives, SDVariable mask,
       SDVariable handle, String table, int dim, int numSampled, SamplerKind sampler, float alpha,
-      boolean removeAccidentalHits, boolean subtractLogQ, long seed) {
+      boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
+      boolean countPositives) {
     super(null, sd, new SDVariable[] {activations, positives, mask, handle}, false);
+    this.perExample = perExample;
+    this.countPositives = countPositives;
     this.table = table;
     this.dim = dim;
     this.numSampled = numSampled;
@@ -115,7 +130,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     String[] uniq = distinct.keySet().toArray(new String[0]);
     double[] posRows = new double[b * p * d];
     if (!occurrences.isEmpty()) {
-      float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]));
+      float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]), countPositives);
       int o = 0;
       for (int i = 0; i < b * p; i++) {
         if (mask[i] != 0) {
@@ -131,19 +146,33 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         ? seed + 0x9E3779B97F4A7C15L * (StepContext.step(table) + 1)
             + 0xC2B2AE3D27D4EB4FL * StepContext.stream(table)
         : seed + CALLS.getAndIncrement();
-    SampleResult sr = t.sample(uniq, s, SamplerKind.forNumber(sampler), alpha, drawSeed);
-    String[] sampled = Arrays.copyOfRange(sr.keys(), uniq.length, uniq.length + s);
-    float[] sampledRows = s > 0 ? t.find(sampled).rows() : new float[0];
-    double[] sampRows = new double[s * d];
-    for (int k = 0; k < s * d; k++) {
+    int draws = perExample ? b * s : s;
+    SampleResult sr = t.sample(uniq, draws, SamplerKind.forNumber(sampler), alpha, drawSeed);
+    // distinct draws, each read once; sampIdx maps (example, slot) to one of them
+    LinkedHashMap<String, Integer> drawn = new LinkedHashMap<>();
+    int[] sampIdx = new int[b * s];
+    double[] drawProb = new double[b * s];
+    for (int e = 0; e < b; e++) {
+      for (int k = 0; k < s; k++) {
+        int draw = uniq.length + (perExample ? e * s + k : k);
+        Integer u = drawn.putIfAbsent(sr.keys()[draw], drawn.size());
+        sampIdx[e * s + k] = u == null ? drawn.size() - 1 : u;
+        drawProb[e * s + k] = sr.probability()[draw];
+      }
+    }
+    String[] sampled = drawn.keySet().toArray(new String[0]);
+    float[] sampledRows = sampled.length > 0 ? t.find(sampled).rows() : new float[0];
+    double[] sampRows = new double[sampledRows.length];
+    for (int k = 0; k < sampRows.length; k++) {
       sampRows[k] = sampledRows[k];
     }
     boolean[] hit = new boolean[b * s];
     if (removeAccidentalHits) {
       for (int e = 0; e < b; e++) {
         for (int k = 0; k < s; k++) {
+          String key = sampled[sampIdx[e * s + k]];
           for (int q = 0; q < p; q++) {
-            if (mask[e * p + q] != 0 && pos[e * p + q].equals(sampled[k])) {
+            if (mask[e * p + q] != 0 && pos[e * p + q].equals(key)) {
               hit[e * s + k] = true;
               break;
             }
@@ -169,16 +198,16 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
       for (int k = 0; k < s; k++) {
         double v = MASKED;
         if (!hit[e * s + k]) {
-          v = dot(a, e * d, sampRows, k * d, d);
+          v = dot(a, e * d, sampRows, sampIdx[e * s + k] * d, d);
           if (subtractLogQ) {
-            v -= Math.log(s * Math.max(sr.probability()[uniq.length + k], 1e-12));
+            v -= Math.log(s * Math.max(drawProb[e * s + k], 1e-12));
           }
         }
         logits[e * (p + s) + p + k] = v;
       }
     }
-    STASH.get().put(getOwnName(), new Forward(pos, mask, sampled, posRows, sampRows, hit, b, p,
-        s, d));
+    STASH.get().put(getOwnName(), new Forward(pos, mask, sampled, posRows, sampRows, sampIdx,
+        hit, b, p, s, d));
     DataType type = act.dataType();
     oc.setOutputArray(0, Nd4j.createFromArray(logits).reshape(b, p + s).castTo(type));
     oc.setOutputArray(1, Nd4j.createFromArray(labels).reshape(b, p + s).castTo(type));
@@ -239,6 +268,8 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     m.put("removeAccidentalHits", removeAccidentalHits);
     m.put("subtractLogQ", subtractLogQ);
     m.put("seed", seed);
+    m.put("perExample", perExample);
+    m.put("countPositives", countPositives);
     return m;
   }
 
@@ -252,5 +283,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     removeAccidentalHits = (Boolean) m.get("removeAccidentalHits");
     subtractLogQ = (Boolean) m.get("subtractLogQ");
     seed = ((Number) m.get("seed")).longValue();
+    perExample = Boolean.TRUE.equals(m.get("perExample"));
+    countPositives = !Boolean.FALSE.equals(m.get("countPositives"));
   }
 }

@@ -51,9 +51,10 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
     for (double m : f.mask()) {
       realPos += m != 0 ? 1 : 0;
     }
-    String[] keys = new String[realPos + s];
-    float[] rowGrads = new float[(realPos + s) * d];
-    double[] sampGrad = new double[s * d];
+    int u = f.sampled().length;
+    String[] keys = new String[realPos + u];
+    float[] rowGrads = new float[(realPos + u) * d];
+    double[] sampGrad = new double[u * d];
     int at = 0;
     for (int e = 0; e < b; e++) {
       for (int q = 0; q < p; q++) {
@@ -73,13 +74,14 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
           continue;
         }
         double gl = g[e * (p + s) + p + k];
+        int r = f.sampIdx()[e * s + k] * d;
         for (int j = 0; j < d; j++) {
-          dAct[e * d + j] += gl * f.sampRows()[k * d + j];
-          sampGrad[k * d + j] += gl * a[e * d + j];
+          dAct[e * d + j] += gl * f.sampRows()[r + j];
+          sampGrad[r + j] += gl * a[e * d + j];
         }
       }
     }
-    for (int k = 0; k < s; k++) {
+    for (int k = 0; k < u; k++) {
       keys[at] = f.sampled()[k];
       for (int j = 0; j < d; j++) {
         rowGrads[at * d + j] = (float) sampGrad[k * d + j];

@@ -31,14 +31,21 @@ class SampledLogitsTest {
     final SDVariable act;
     final SDVariable[] out;
     final Map<String, INDArray> ph;
+    final String tableName;
 
     Graph(EmbeddingTableRef t, String[][] pos, double[][] mask, boolean hits, boolean logQ,
         DataType type) {
+      this(t, pos, mask, hits, logQ, type, 4, false);
+    }
+
+    Graph(EmbeddingTableRef t, String[][] pos, double[][] mask, boolean hits, boolean logQ,
+        DataType type, int numSampled, boolean perExample) {
       act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, D).subi(0.5).castTo(type));
+      tableName = t.table.name();
       SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
       SDVariable m = sd.placeHolder("mask", type, 2, 3);
-      out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t.table, 4,
-          SamplerKind.UNIGRAM_SAMPLER, 0.75f, hits, logQ, 1);
+      out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t.table, new DynEmbed.Sampling(
+          numSampled, SamplerKind.UNIGRAM_SAMPLER, 0.75f, hits, logQ, 1, perExample, true));
       SDVariable loss = sd.loss().sigmoidCrossEntropy("loss", out[1], out[0], null);
       sd.setLossVariables(loss);
       ph = Map.of("pos", Strings.matrix(pos), "mask", Nd4j.createFromArray(mask).castTo(type));
@@ -80,9 +87,39 @@ class SampledLogitsTest {
   }
 
   @Test
+  void perExample_eachExampleGetsItsOwnDraws() {
+    ProbeTable t = table("sl4");
+    // S = 2 per example: the probe's draws a, x go to example 0, y, x to example 1
+    Graph g = new Graph(new EmbeddingTableRef(t), positives, mask, true, true, DataType.DOUBLE, 2,
+        true);
+    INDArray logits = g.sd.output(g.ph, "sl_logits").get("sl_logits");
+    assertEquals(3 + 2, logits.columns());
+    assertEquals(SampledLogits.MASKED, logits.getDouble(0, 3)); // "a" is example 0's positive
+    double[] a1 = g.act.getArr().getRow(1).toDoubleVector();
+    double dotY = 0;
+    double dotX = 0;
+    for (int j = 0; j < D; j++) {
+      dotY += a1[j] * t.row("y")[j];
+      dotX += a1[j] * t.row("x")[j];
+    }
+    assertEquals(dotY - Math.log(2 * 0.25), logits.getDouble(1, 3), 1e-6);
+    assertEquals(dotX - Math.log(2 * 0.4), logits.getDouble(1, 4), 1e-6);
+  }
+
+  @Test
   void backward_matchesCentralDifferences_forActivationsAndRows() {
-    ProbeTable t = table("sl2");
-    Graph g = new Graph(new EmbeddingTableRef(t), positives, mask, true, true, DataType.DOUBLE);
+    checkBackward(new Graph(new EmbeddingTableRef(table("sl2")), positives, mask, true, true,
+        DataType.DOUBLE));
+  }
+
+  @Test
+  void backward_perExampleDraws_matchesCentralDifferences() {
+    checkBackward(new Graph(new EmbeddingTableRef(table("sl5")), positives, mask, true, true,
+        DataType.DOUBLE, 3, true));
+  }
+
+  private void checkBackward(Graph g) {
+    ProbeTable t = (ProbeTable) Tables.get(g.tableName);
     INDArray dAct = g.sd.calculateGradients(g.ph, "act", DynEmbed.handleName(t)).get("act").dup();
     double eps = 1.0 / 1024;
     INDArray act = g.act.getArr();
