@@ -31,6 +31,11 @@ public final class AsyncExecutor {
     Iterable<Map<String, INDArray>> read(Path file);
   }
 
+  /** Reads one unit of work (a file, a byte range of a file, ...) as a sequence of batches. */
+  public interface WorkReader<T> {
+    Iterable<Map<String, INDArray>> read(T item);
+  }
+
   /** The outcome of one {@link #runFromFiles} call. */
   public record RunResult(Map<String, Double> averages, long steps, double seconds) {}
 
@@ -74,11 +79,22 @@ public final class AsyncExecutor {
    */
   public RunResult runFromFiles(List<Path> files, int threads, BatchReader reader,
       List<String> fetchVariables, float tableLearningRate) {
+    return run(files, threads, reader::read, fetchVariables, () -> tableLearningRate);
+  }
+
+  /**
+   * Trains on every batch of every work item once, with up to {@code threads} threads; items are
+   * handed out in list order to whichever thread is free.
+   *
+   * @param tableLearningRate asked before every step (a decaying schedule; 0 = each table's own)
+   */
+  public <T> RunResult run(List<T> work, int threads, WorkReader<T> reader,
+      List<String> fetchVariables, java.util.function.DoubleSupplier tableLearningRate) {
     if (threads < 1 || threads > trainers.size()) {
       throw new IllegalArgumentException("threads must be in [1, " + trainers.size()
           + "] but was " + threads);
     }
-    ConcurrentLinkedQueue<Path> queue = new ConcurrentLinkedQueue<>(files);
+    ConcurrentLinkedQueue<T> queue = new ConcurrentLinkedQueue<>(work);
     Map<String, DoubleAdder> sums = new ConcurrentHashMap<>();
     AtomicLong steps = new AtomicLong();
     long start = System.nanoTime();
@@ -88,10 +104,11 @@ public final class AsyncExecutor {
       for (int i = 0; i < threads; i++) {
         Trainer trainer = trainers.get(i);
         done.add(pool.submit(() -> {
-          Path file;
-          while ((file = queue.poll()) != null) {
-            for (Map<String, INDArray> batch : reader.read(file)) {
-              Map<String, Double> f = trainer.step(batch, tableLearningRate, fetchVariables);
+          T item;
+          while ((item = queue.poll()) != null) {
+            for (Map<String, INDArray> batch : reader.read(item)) {
+              Map<String, Double> f = trainer.step(batch,
+                  (float) tableLearningRate.getAsDouble(), fetchVariables);
               f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
               steps.incrementAndGet();
             }
@@ -103,6 +120,9 @@ public final class AsyncExecutor {
         f.get();
       }
     } catch (ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException re) {
+        throw re; // the reader's or the step's own error, with its message
+      }
       throw new IllegalStateException("a training thread failed: " + e.getCause(), e.getCause());
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -84,14 +84,27 @@ public final class Layers {
   public SDVariable negativeSamplingLoss(String name, SDVariable activations,
       SDVariable positives, SDVariable mask, EmbeddingTable table, int numSampled,
       SamplerKind sampler, float alpha, long seed) {
-    SDVariable[] out = ops.sampledLogits(name, activations, positives, mask, table, numSampled,
-        sampler, alpha, true, false, seed);
+    return negativeSamplingLoss(name, activations, positives, mask, table, new DynEmbed.Sampling(
+        numSampled, sampler, alpha, true, false, seed, false, true), false);
+  }
+
+  /**
+   * Negative-sampling loss with every sampling option ({@link DynEmbed.Sampling}: word2vec draws
+   * per example); {@code sumOverBatch} sums instead of averaging, so the table's learning rate is
+   * the per-example rate of word2vec's SGD.
+   */
+  public SDVariable negativeSamplingLoss(String name, SDVariable activations,
+      SDVariable positives, SDVariable mask, EmbeddingTable table, DynEmbed.Sampling sampling,
+      boolean sumOverBatch) {
+    SDVariable[] out = ops.sampledLogits(name, activations, positives, mask, table, sampling);
     // sigmoid cross-entropy, stable form relu(x) - x y + log(1 + exp(-|x|)), summed over each
     // example's candidates, mean over the batch; plain ops for the reason given above
     SDVariable x = out[0];
     SDVariable y = out[1];
     SDVariable ce = sd.nn().relu(x, 0).sub(x.mul(y))
         .add(sd.math().log(sd.math().exp(sd.math().abs(x).neg()).add(1.0)));
-    return sd.updateVariableNameAndReference(ce.sum(1).mean(), name);
+    SDVariable perExample = ce.sum(1);
+    return sd.updateVariableNameAndReference(sumOverBatch ? perExample.sum() : perExample.mean(),
+        name);
   }
 }

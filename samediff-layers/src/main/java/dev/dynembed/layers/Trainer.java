@@ -39,6 +39,9 @@ public final class Trainer {
   /** Told after every step. */
   public interface Listener {
     void onStep(long step, double loss);
+
+    /** Also told after every step: the loss and every fetched variable (means). */
+    default void onFetched(long step, Map<String, Double> fetched) {}
   }
 
   static final int FORMAT_VERSION = 1;
@@ -66,6 +69,9 @@ public final class Trainer {
     if (!sd.hasVariable(lossName)) {
       throw new IllegalArgumentException("the graph has no loss variable '" + lossName + "'");
     }
+    // the gradient is of this loss alone: SameDiff would otherwise take every scalar leaf of the
+    // graph as a loss (a reported per-example mean, say) and differentiate their sum
+    sd.setLossVariables(lossName);
     List<String> handles = new ArrayList<>();
     for (EmbeddingTable t : tables) {
       String h = DynEmbed.handleName(t);
@@ -154,6 +160,7 @@ public final class Trainer {
     double loss = fetched.get(lossName);
     for (Listener l : listeners) {
       l.onStep(s, loss);
+      l.onFetched(s, fetched);
     }
     return fetched;
   }
@@ -164,6 +171,14 @@ public final class Trainer {
    * shard must see.
    */
   public void save(Path dir) {
+    save(dir, Map.of());
+  }
+
+  /**
+   * As {@link #save(Path)}, also storing {@code extra} (e.g. a data reader's position) in the
+   * manifest, so that it is replaced atomically with the rest; {@link #restore} returns it.
+   */
+  public void save(Path dir, Map<String, String> extra) {
     Path target = dir.toAbsolutePath().normalize();
     Path tmp = target.resolveSibling(target.getFileName() + ".tmp");
     try {
@@ -185,6 +200,7 @@ public final class Trainer {
       m.setProperty("step", String.valueOf(step));
       m.setProperty("dense", String.join(",", dense));
       m.setProperty("tables", String.join(",", tables.stream().map(EmbeddingTable::name).toList()));
+      extra.forEach((k, v) -> m.setProperty("extra." + k, v));
       try (Writer w = Files.newBufferedWriter(tmp.resolve("MANIFEST.properties"),
           StandardCharsets.UTF_8)) {
         m.store(w, "dynembed training checkpoint");
@@ -196,8 +212,25 @@ public final class Trainer {
     }
   }
 
-  /** Brings back everything {@link #save} wrote; training continues as if never stopped. */
-  public void restore(Path dir) {
+  /**
+   * Brings back everything {@link #save} wrote; training continues as if never stopped.
+   *
+   * @return the extra entries given to {@link #save(Path, Map)}
+   */
+  public Map<String, String> restore(Path dir) {
+    Properties m = readManifest(dir);
+    restore(dir, m);
+    Map<String, String> extra = new LinkedHashMap<>();
+    for (String k : m.stringPropertyNames()) {
+      if (k.startsWith("extra.")) {
+        extra.put(k.substring("extra.".length()), m.getProperty(k));
+      }
+    }
+    return extra;
+  }
+
+  /** The manifest of a checkpoint written by {@link #save}, with a clear error if it has none. */
+  public static Properties readManifest(Path dir) {
     Path src = dir.toAbsolutePath().normalize();
     Properties m = new Properties();
     try (Reader r = Files.newBufferedReader(src.resolve("MANIFEST.properties"),
@@ -207,6 +240,11 @@ public final class Trainer {
       throw new UncheckedIOException("no training checkpoint in " + src
           + " (MANIFEST.properties missing or unreadable)", e);
     }
+    return m;
+  }
+
+  private void restore(Path dir, Properties m) {
+    Path src = dir.toAbsolutePath().normalize();
     if (!String.valueOf(FORMAT_VERSION).equals(m.getProperty("format_version"))) {
       throw new IllegalStateException("checkpoint " + src + " has format version "
           + m.getProperty("format_version") + "; this build reads " + FORMAT_VERSION);

@@ -65,4 +65,19 @@ public final class TableClients {
     }
     return out;
   }
+
+  /**
+   * Reads a table's checkpoint (any shard count) into a standalone store, without a client or
+   * server: for offline tools such as exporters, which iterate its keys and records. Verified as
+   * a restore is; a corrupt checkpoint throws DATA_LOSS.
+   */
+  public static dev.dynembed.table.server.TableStore loadCheckpoint(Path directory, String table) {
+    Path dir = directory.toAbsolutePath().normalize();
+    dev.dynembed.table.v1.CheckpointManifest m =
+        dev.dynembed.table.client.internal.ShardedTable.readManifest(dir, table);
+    dev.dynembed.table.server.ShardEngine engine =
+        new dev.dynembed.table.server.ShardEngine(0, 1, dir);
+    engine.restore(table, dir.toString(), m.getFilesList());
+    return engine.get(table);
+  }
 }

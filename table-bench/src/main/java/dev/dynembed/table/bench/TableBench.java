@@ -2,6 +2,7 @@ package dev.dynembed.table.bench;
 
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.LocalShardProcesses;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.common.BatchDedup;
 import dev.dynembed.table.common.PackedKeys;
@@ -112,8 +113,9 @@ public final class TableBench implements Callable<Integer> {
     }
     for (int n : shardCounts) {
       Path data = Files.createTempDirectory("bench-shards");
-      try (Systems.Shards s = new Systems.Shards(n, basePort, data, serverHeap, serverJavaOpts);
-          TableClient c = TableClients.connect(s.endpoints)) {
+      try (LocalShardProcesses s = new LocalShardProcesses(n, basePort, data, serverHeap,
+          serverJavaOpts);
+          TableClient c = TableClients.connect(s.endpoints())) {
         ours(n + " shard" + (n > 1 ? "s" : "") + " (loopback)", c);
         lines.add(String.format(Locale.ROOT, "  server RSS with %d shard(s): %,d MB", n,
             s.rssBytes() >> 20));

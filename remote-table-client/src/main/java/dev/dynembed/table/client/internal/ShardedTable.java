@@ -44,7 +44,7 @@ import java.util.concurrent.ExecutionException;
  * in-process shard the batch goes through unchanged (the engine de-duplicates and counts itself,
  * and there are no bytes to save); remote shards get each distinct key once, with its count.
  */
-final class ShardedTable implements EmbeddingTable {
+public final class ShardedTable implements EmbeddingTable {
   private final TableConfig config;
   private final List<Shard> shards;
   private final int n;
@@ -400,7 +400,8 @@ final class ShardedTable implements EmbeddingTable {
   }
 
   /** Reads and checks a manifest. */
-  static CheckpointManifest readManifest(Path dir, String table) {
+  /** The manifest of a table's checkpoint in {@code dir}, checked for consistency. */
+  public static CheckpointManifest readManifest(Path dir, String table) {
     Path p = manifestPath(dir, table);
     try {
       CheckpointManifest.Builder b = CheckpointManifest.newBuilder();

@@ -1,0 +1,464 @@
+package dev.dynembed.word2vec;
+
+import dev.dynembed.layers.AsyncExecutor;
+import dev.dynembed.layers.Layers;
+import dev.dynembed.layers.Trainer;
+import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.KeyCounts;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.v1.SamplerKind;
+import dev.dynembed.table.v1.TableConfig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.DoubleAdder;
+import java.util.function.Consumer;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.learning.config.Sgd;
+
+/**
+ * Skip-gram with negative sampling over string tokens, with no vocabulary pass: the input
+ * vectors live in table {@code <name>_in} (read by {@code dynamicEmbeddingLookup}), the output
+ * vectors in {@code <name>_out} (read by {@code sampledLogits}, which draws word2vec's unigram^0.75
+ * negatives from the frequencies that table has counted). The output table is the vocabulary:
+ * every word of the stream is counted there in the first epoch, and a word gets its rows once
+ * seen {@code min_count} times (the table's admission rule). Frequent words are subsampled with
+ * the live counts; windows shrink at random; the learning rate decays linearly with the bytes
+ * read; N threads train Hogwild through the {@link AsyncExecutor}.
+ *
+ * <p>Training goes in rounds of one byte range per thread; between rounds a checkpoint
+ * (tables + position) may be written, from which {@link #train} resumes exactly.
+ */
+public final class Word2Vec {
+  /** What a progress display needs, sent about once a second and at the end. */
+  public record Status(int epoch, int epochs, double fraction, long tokens, long words,
+      long pairs, double seconds, double loss, double alpha, boolean done) {
+    public double wordsPerSecond() {
+      return seconds > 0 ? words / seconds : 0;
+    }
+
+    public double etaSeconds() {
+      return fraction > 0 ? seconds * (1 - fraction) / fraction : Double.NaN;
+    }
+  }
+
+  /** The outcome of {@link #train}. */
+  public record Result(long tokens, long words, long pairs, double seconds, long vocabulary,
+      long skippedLongWords, List<double[]> lossCurve) {}
+
+  /**
+   * Options of one {@link #train} call.
+   *
+   * @param checkpointEveryRounds also checkpoint after every N rounds (0 = no)
+   * @param stopAfterRounds stop (after a checkpoint) once N rounds ran in this call, as an
+   *     interrupted run would (0 = run to the end)
+   */
+  public record TrainOptions(Path modelDir, long checkpointEverySeconds, boolean resume,
+      boolean overwrite, int checkpointEveryRounds, int stopAfterRounds) {
+    public TrainOptions(Path modelDir, long checkpointEverySeconds, boolean resume,
+        boolean overwrite) {
+      this(modelDir, checkpointEverySeconds, resume, overwrite, 0, 0);
+    }
+  }
+
+  static final String CHECKPOINT = "checkpoint";
+  static final int MAX_WORD_BYTES = 256;
+
+  private final Word2VecConfig cfg;
+  private final int threads;
+  private final EmbeddingTable in;
+  private final EmbeddingTable out;
+  private final AsyncExecutor executor;
+
+  /** Creates (or opens, if identical) the two tables on {@code client} and one graph per thread. */
+  public Word2Vec(Word2VecConfig cfg, TableClient client, int threads) {
+    if (threads < 1 || threads > 256) {
+      throw new CorpusException("--threads must be in 1..256 but was " + threads);
+    }
+    this.cfg = cfg;
+    this.threads = threads;
+    this.in = client.createTable(inConfig(cfg));
+    this.out = client.createTable(outConfig(cfg));
+    this.executor = new AsyncExecutor(i -> graph(i), threads);
+  }
+
+  /** Input vectors: word2vec's uniform (-0.5/dim, 0.5/dim), plain SGD (rate set per step). */
+  static TableConfig inConfig(Word2VecConfig cfg) {
+    float r = 0.5f / cfg.dim();
+    return TableConfigs.builder(cfg.inTable(), cfg.dim()).setOptimizer(TableConfigs.sgd(cfg.alpha()))
+        .setInitializer(TableConfigs.uniform(-r, r, cfg.seed())).build();
+  }
+
+  /** Output vectors: zeros, SGD; the counting table, with admission at min_count. */
+  static TableConfig outConfig(Word2VecConfig cfg) {
+    return TableConfigs.builder(cfg.outTable(), cfg.dim()).setOptimizer(TableConfigs.sgd(cfg.alpha()))
+        .setInitializer(TableConfigs.zeros()).setMinCount(cfg.minCount()).build();
+  }
+
+  private Trainer graph(int thread) {
+    SameDiff sd = SameDiff.create();
+    SDVariable center = sd.placeHolder("center", DataType.UTF8, -1);
+    SDVariable context = sd.placeHolder("context", DataType.UTF8, -1, 1);
+    SDVariable mask = sd.placeHolder("mask", DataType.FLOAT, -1, 1);
+    Layers layers = new Layers(sd);
+    // keys were counted by the reader: the ops count nothing
+    SDVariable h = layers.ops().dynamicEmbeddingLookup("h", center, in, true, DataType.FLOAT,
+        false); // [b, dim]
+    SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out,
+        new DynEmbed.Sampling(cfg.negative(), SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false,
+            cfg.seed(), true, false), true); // summed: the rate is word2vec's per-pair rate
+    sd.updateVariableNameAndReference(loss.div(mask.sum()), "loss_per_pair");
+    return new Trainer(sd, "loss", new Sgd(0.0), List.of(in, out));
+  }
+
+  public EmbeddingTable inputTable() {
+    return in;
+  }
+
+  public EmbeddingTable outputTable() {
+    return out;
+  }
+
+  /**
+   * Trains on the files for the configured epochs (or what remains of them, with {@code resume}).
+   *
+   * @param progress told about once a second from a timer thread, and once at the end
+   */
+  public Result train(List<Path> files, TrainOptions opt, Consumer<Status> progress) {
+    List<TextSplits.Split> splits = TextSplits.plan(files, threads * 4);
+    long totalBytes = TextSplits.bytes(splits);
+    String corpus = fingerprint(files);
+    Path ckpt = opt.modelDir().resolve(CHECKPOINT);
+    State st = new State();
+    if (opt.resume()) {
+      if (!Files.exists(ckpt.resolve("MANIFEST.properties"))) {
+        throw new CorpusException("--resume: " + opt.modelDir() + " holds no checkpoint");
+      }
+      Map<String, String> extra = Trainer.readManifest(ckpt).entrySet().stream()
+          .filter(e -> e.getKey().toString().startsWith("extra."))
+          .collect(java.util.stream.Collectors.toMap(
+              e -> e.getKey().toString().substring(6), e -> e.getValue().toString()));
+      Word2VecConfig saved = Word2VecConfig.fromMap(extra);
+      if (!saved.equals(cfg)) {
+        throw new CorpusException("--resume: the checkpoint was written with " + saved.toMap()
+            + " but this run asks for " + cfg.toMap() + "; resume with the same settings");
+      }
+      if (!corpus.equals(extra.get("corpus"))) {
+        throw new CorpusException("--resume: the checkpoint was trained on " + extra.get("corpus")
+            + " but the input is now " + corpus + "; resume with the same files");
+      }
+      executor.trainer(0).restore(ckpt);
+      st.load(extra);
+    } else {
+      if (Files.exists(ckpt) && !opt.overwrite()) {
+        throw new CorpusException(opt.modelDir() + " already holds a model; use --resume to"
+            + " continue its training or --overwrite to replace it");
+      }
+      if (in.describe().getCounters().getKeys() > 0 || out.describe().getCounters().getKeys() > 0
+          || out.describe().getCounters().getPendingKeys() > 0) {
+        throw new CorpusException("tables " + cfg.inTable() + "/" + cfg.outTable() + " already"
+            + " hold words (a previous run on these shards?); drop them, choose another --name,"
+            + " or --resume");
+      }
+    }
+    long started = System.nanoTime() - (long) (st.elapsed * 1e9);
+    DoubleAdder lossSum = new DoubleAdder();
+    AtomicLong lossSteps = new AtomicLong();
+    List<double[]> curve = new ArrayList<>(st.curve);
+    double[] lastLoss = {curve.isEmpty() ? Double.NaN : curve.get(curve.size() - 1)[1]};
+    for (int i = 0; i < threads; i++) {
+      executor.trainer(i).addListener(new Trainer.Listener() {
+        @Override
+        public void onStep(long step, double loss) {}
+
+        @Override
+        public void onFetched(long step, Map<String, Double> fetched) {
+          lossSum.add(fetched.get("loss_per_pair"));
+          lossSteps.incrementAndGet();
+        }
+      });
+    }
+    double denom = (double) cfg.epochs() * totalBytes;
+    java.util.function.DoubleSupplier alpha = () -> cfg.alpha()
+        * Math.max(1e-4, 1 - st.progressBytes.get() / denom);
+    java.util.function.Supplier<Status> status = () -> new Status(st.epoch, cfg.epochs(),
+        Math.min(1, st.progressBytes.get() / denom), st.tokens.get(), st.words.get(),
+        st.pairs.get(), (System.nanoTime() - started) / 1e9, lastLoss[0], alpha.getAsDouble(),
+        false);
+    java.util.concurrent.ScheduledExecutorService timer =
+        java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+          Thread t = new Thread(r, "word2vec-progress");
+          t.setDaemon(true);
+          return t;
+        });
+    timer.scheduleAtFixedRate(() -> {
+      long n = lossSteps.getAndSet(0);
+      double sum = lossSum.sumThenReset();
+      if (n > 0) {
+        lastLoss[0] = sum / n;
+        synchronized (curve) {
+          curve.add(new double[] {st.words.get(), lastLoss[0]});
+        }
+      }
+      progress.accept(status.get());
+    }, 1, 1, java.util.concurrent.TimeUnit.SECONDS);
+    long lastCheckpoint = System.nanoTime();
+    int rounds = 0;
+    try {
+      while (st.epoch < cfg.epochs()) {
+        int epoch = st.epoch;
+        while (st.nextSplit < splits.size()) {
+          List<TextSplits.Split> round = splits.subList(st.nextSplit,
+              Math.min(splits.size(), st.nextSplit + threads));
+          executor.run(round, round.size(), s -> () -> new Batches(s, epoch, st),
+              List.of("loss_per_pair"), alpha);
+          st.nextSplit += round.size();
+          rounds++;
+          boolean last = st.nextSplit == splits.size() && epoch == cfg.epochs() - 1;
+          boolean stop = opt.stopAfterRounds() > 0 && rounds >= opt.stopAfterRounds() && !last;
+          if (!last && (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime()
+              - lastCheckpoint >= opt.checkpointEverySeconds() * 1_000_000_000L)
+              || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0))) {
+            if (st.nextSplit == splits.size()) {
+              st.epoch++;
+              st.nextSplit = 0;
+            }
+            st.elapsed = (System.nanoTime() - started) / 1e9;
+            save(ckpt, st, corpus, curve, false);
+            lastCheckpoint = System.nanoTime();
+            if (stop) {
+              return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed,
+                  in.describe().getCounters().getKeys(), st.skippedLong.get(), curve);
+            }
+            if (st.nextSplit == 0) {
+              break; // the epoch was advanced above
+            }
+          }
+        }
+        if (st.nextSplit == splits.size()) {
+          st.epoch++;
+          st.nextSplit = 0;
+        }
+      }
+    } finally {
+      timer.shutdownNow();
+    }
+    st.elapsed = (System.nanoTime() - started) / 1e9;
+    long n = lossSteps.getAndSet(0);
+    if (n > 0) {
+      lastLoss[0] = lossSum.sumThenReset() / n;
+      curve.add(new double[] {st.words.get(), lastLoss[0]});
+    }
+    long vocab = in.describe().getCounters().getKeys();
+    if (out.describe().getCounters().getKeys() == 0) {
+      throw new CorpusException("no word of the corpus reached --min-count " + cfg.minCount()
+          + " (" + st.tokens.get() + " words read): nothing was trained; lower --min-count or"
+          + " give more text");
+    }
+    save(ckpt, st, corpus, curve, true);
+    progress.accept(new Status(st.epoch, cfg.epochs(), 1, st.tokens.get(), st.words.get(),
+        st.pairs.get(), st.elapsed, lastLoss[0], alpha.getAsDouble(), true));
+    return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed, vocab,
+        st.skippedLong.get(), curve);
+  }
+
+  private void save(Path ckpt, State st, String corpus, List<double[]> curve, boolean complete) {
+    Map<String, String> extra = new LinkedHashMap<>(cfg.toMap());
+    extra.putAll(st.toMap());
+    extra.put("corpus", corpus);
+    extra.put("complete", String.valueOf(complete));
+    StringBuilder c = new StringBuilder();
+    synchronized (curve) {
+      for (double[] p : curve) {
+        c.append(c.length() == 0 ? "" : ";").append((long) p[0]).append(':').append(p[1]);
+      }
+    }
+    extra.put("loss_curve", c.toString());
+    executor.trainer(0).save(ckpt, extra);
+  }
+
+  /** Files and sizes: a resumed run must read the same corpus. */
+  static String fingerprint(List<Path> files) {
+    StringBuilder b = new StringBuilder();
+    for (Path f : files) {
+      try {
+        b.append(b.length() == 0 ? "" : ",").append(f.toAbsolutePath().normalize()).append('#')
+            .append(Files.size(f));
+      } catch (java.io.IOException e) {
+        throw new CorpusException("input file " + f + " cannot be read: " + e.getMessage(), e);
+      }
+    }
+    return b.toString();
+  }
+
+  /** Position and counters of a run (restored on resume). */
+  static final class State {
+    volatile int epoch;
+    volatile int nextSplit;
+    final AtomicLong progressBytes = new AtomicLong();
+    final AtomicLong tokens = new AtomicLong();
+    final AtomicLong words = new AtomicLong();
+    final AtomicLong pairs = new AtomicLong();
+    final AtomicLong skippedLong = new AtomicLong();
+    double elapsed;
+    final List<double[]> curve = new ArrayList<>();
+
+    Map<String, String> toMap() {
+      Map<String, String> m = new LinkedHashMap<>();
+      m.put("epoch", String.valueOf(epoch));
+      m.put("next_split", String.valueOf(nextSplit));
+      m.put("progress_bytes", String.valueOf(progressBytes.get()));
+      m.put("tokens", String.valueOf(tokens.get()));
+      m.put("words", String.valueOf(words.get()));
+      m.put("pairs", String.valueOf(pairs.get()));
+      m.put("skipped_long_words", String.valueOf(skippedLong.get()));
+      m.put("elapsed_seconds", String.valueOf(elapsed));
+      return m;
+    }
+
+    void load(Map<String, String> m) {
+      epoch = Integer.parseInt(m.get("epoch"));
+      nextSplit = Integer.parseInt(m.get("next_split"));
+      progressBytes.set(Long.parseLong(m.get("progress_bytes")));
+      tokens.set(Long.parseLong(m.get("tokens")));
+      words.set(Long.parseLong(m.get("words")));
+      pairs.set(Long.parseLong(m.get("pairs")));
+      skippedLong.set(Long.parseLong(m.get("skipped_long_words")));
+      elapsed = Double.parseDouble(m.get("elapsed_seconds"));
+      String c = m.getOrDefault("loss_curve", "");
+      for (String p : c.isEmpty() ? new String[0] : c.split(";")) {
+        String[] xy = p.split(":");
+        curve.add(new double[] {Double.parseDouble(xy[0]), Double.parseDouble(xy[1])});
+      }
+    }
+  }
+
+  /**
+   * The batches of one byte range in one epoch: sentences are counted by the output table
+   * (first epoch) or only looked up (later epochs), words not admitted are dropped, frequent
+   * words subsampled, and (center, context) pairs cut into batches of {@code batchPairs}.
+   * Draws come from a generator seeded by (seed, epoch, range): a resumed run replays them.
+   */
+  private final class Batches implements Iterator<Map<String, INDArray>> {
+    private final TextSplits.Split split;
+    private final boolean counting;
+    private final State st;
+    private final TokenReader reader;
+    private final List<String> sentence = new ArrayList<>();
+    private final List<String> kept = new ArrayList<>();
+    private final ArrayList<String> centers = new ArrayList<>();
+    private final ArrayList<String> contexts = new ArrayList<>();
+    private long rnd;
+    private long reportedBytes;
+    private long total;
+    private int sentences;
+    private boolean exhausted;
+
+    Batches(TextSplits.Split split, int epoch, State st) {
+      this.split = split;
+      this.counting = epoch == 0;
+      this.st = st;
+      this.reader = new TokenReader(split, MAX_WORD_BYTES);
+      this.rnd = mix(cfg.seed() * 0x9E3779B97F4A7C15L + epoch * 1_000_003L + split.index());
+    }
+
+    private long nextRandom() {
+      rnd = rnd * 25214903917L + 11; // word2vec's generator
+      return rnd;
+    }
+
+    private static long mix(long z) {
+      z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+      z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+      return z ^ (z >>> 31);
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (centers.size() < cfg.batchPairs() && !exhausted) {
+        if (!reader.nextSentence(sentence)) {
+          exhausted = true;
+          reader.close();
+          st.progressBytes.addAndGet(split.bytes() - reportedBytes); // the range, exactly
+          reportedBytes = split.bytes();
+          st.skippedLong.addAndGet(reader.skippedLongWords());
+          break;
+        }
+        addPairs();
+        long consumed = reader.consumed();
+        st.progressBytes.addAndGet(consumed - reportedBytes);
+        reportedBytes = consumed;
+      }
+      return !centers.isEmpty();
+    }
+
+    private void addPairs() {
+      String[] words = sentence.toArray(new String[0]);
+      KeyCounts kc = out.count(words, counting);
+      if (sentences++ % 32 == 0 || total == 0) {
+        total = out.describe().getCounters().getTotalFrequency();
+      }
+      st.tokens.addAndGet(words.length);
+      kept.clear();
+      long admitted = 0;
+      double threshold = cfg.sample() * Math.max(total, 1);
+      for (int i = 0; i < words.length; i++) {
+        if (!kc.admitted()[i]) {
+          continue;
+        }
+        admitted++;
+        if (cfg.sample() > 0) {
+          double f = Math.max(kc.frequencies()[i], 1);
+          double keep = (Math.sqrt(f / threshold) + 1) * threshold / f;
+          if (keep < (nextRandom() & 0xFFFF) / 65536.0) {
+            continue;
+          }
+        }
+        kept.add(words[i]);
+      }
+      st.words.addAndGet(admitted);
+      int n = kept.size();
+      long before = centers.size();
+      for (int i = 0; i < n; i++) {
+        int b = (int) Long.remainderUnsigned(nextRandom(), cfg.window());
+        int reach = cfg.window() - b;
+        for (int c = Math.max(0, i - reach); c <= Math.min(n - 1, i + reach); c++) {
+          if (c != i) {
+            centers.add(kept.get(i));
+            contexts.add(kept.get(c));
+          }
+        }
+      }
+      st.pairs.addAndGet(centers.size() - before);
+    }
+
+    @Override
+    public Map<String, INDArray> next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      int b = Math.min(cfg.batchPairs(), centers.size());
+      List<String> c = centers.subList(0, b);
+      List<String> x = contexts.subList(0, b);
+      Map<String, INDArray> batch = Map.of(
+          "center", Nd4j.create(new ArrayList<>(c), b),
+          "context", Nd4j.create(new ArrayList<>(x), b, 1),
+          "mask", Nd4j.ones(DataType.FLOAT, b, 1));
+      c.clear();
+      x.clear();
+      return batch;
+    }
+  }
+}

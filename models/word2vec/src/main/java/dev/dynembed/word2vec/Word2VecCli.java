@@ -1,0 +1,292 @@
+package dev.dynembed.word2vec;
+
+import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.common.TableException;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/** {@code bin/word2vec}: train, nearest, analogy, eval, export. */
+@Command(name = "word2vec", mixinStandardHelpOptions = true,
+    description = "word2vec (skip-gram, negative sampling) on the dictionary-free embedding table",
+    subcommands = {Word2VecCli.Train.class, Word2VecCli.Nearest.class, Word2VecCli.Analogy.class,
+        Word2VecCli.Eval.class, Word2VecCli.Export.class})
+public final class Word2VecCli {
+  public static void main(String[] args) {
+    System.exit(run(args, System.out, System.err));
+  }
+
+  /** Runs a command line; errors of input are one line on {@code err}, never a stack trace. */
+  public static int run(String[] args, PrintStream out, PrintStream err) {
+    CommandLine cl = new CommandLine(new Word2VecCli());
+    cl.setOut(new java.io.PrintWriter(out, true));
+    cl.setErr(new java.io.PrintWriter(err, true));
+    cl.setExecutionExceptionHandler((e, line, parsed) -> {
+      Throwable t = e;
+      while ((t instanceof UncheckedIOException || t.getClass() == RuntimeException.class)
+          && t.getCause() != null && t.getMessage() == null) {
+        t = t.getCause();
+      }
+      if (t instanceof CorpusException || t instanceof TableException
+          || t instanceof UncheckedIOException) {
+        err.println("word2vec: error: " + t.getMessage());
+      } else {
+        err.println("word2vec: error: " + t);
+        if (System.getenv("DYNEMBED_DEBUG") != null) {
+          t.printStackTrace(err);
+        } else {
+          err.println("(set DYNEMBED_DEBUG=1 for the stack trace)");
+        }
+      }
+      return 2;
+    });
+    return cl.execute(args);
+  }
+
+  @Command(name = "train", mixinStandardHelpOptions = true,
+      description = "Train on raw text files (streamed; no vocabulary pass)")
+  static final class Train implements Callable<Integer> {
+    @Option(names = "--input", required = true, split = ",", description = "text files (UTF-8, whitespace-separated words)")
+    List<Path> input;
+    @Option(names = "--model", required = true, description = "model directory (checkpoint, loss curve)")
+    Path model;
+    @Option(names = "--dim", defaultValue = "100") int dim;
+    @Option(names = "--window", defaultValue = "5") int window;
+    @Option(names = "--negative", defaultValue = "5") int negative;
+    @Option(names = "--sample", defaultValue = "1e-3") double sample;
+    @Option(names = "--min-count", defaultValue = "5") int minCount;
+    @Option(names = "--epochs", defaultValue = "5") int epochs;
+    @Option(names = "--alpha", defaultValue = "0.025") float alpha;
+    @Option(names = "--batch", defaultValue = "8192", description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
+    @Option(names = "--seed", defaultValue = "1") long seed;
+    @Option(names = "--threads", defaultValue = "2") int threads;
+    @Option(names = "--name", defaultValue = "w2v", description = "table name prefix (default ${DEFAULT-VALUE})") String name;
+    @Option(names = "--table", description = "train against running shards: host:port,host:port,...")
+    String table;
+    @Option(names = "--shards", defaultValue = "0", description = "start N local shard processes for this run")
+    int shards;
+    @Option(names = "--shard-heap", defaultValue = "2g", description = "heap of each shard started by --shards")
+    String shardHeap;
+    @Option(names = "--checkpoint-every", defaultValue = "0", description = "seconds between checkpoints (0 = only at the end)")
+    long checkpointEvery;
+    @Option(names = "--resume", description = "continue the model's interrupted training") boolean resume;
+    @Option(names = "--overwrite", description = "replace an existing model") boolean overwrite;
+    @Option(names = "--show", split = ",", description = "words whose nearest neighbours to print at the end")
+    List<String> show = List.of();
+
+    @Override
+    public Integer call() throws Exception {
+      Word2VecConfig cfg = new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
+          alpha, batch, seed, name);
+      if (table != null && shards > 0) {
+        throw new CorpusException("--table and --shards exclude each other");
+      }
+      TextSplits.plan(input, 1); // check the files before starting anything
+      Files.createDirectories(model);
+      Path modelDir = model.toAbsolutePath().normalize();
+      LocalShardProcesses procs = null;
+      TableClient client;
+      if (shards > 0) {
+        procs = new LocalShardProcesses(shards, 0, modelDir, shardHeap, "");
+        client = TableClients.connect(procs.endpoints());
+      } else if (table != null) {
+        client = TableClients.connect(TableClients.parseEndpoints(table));
+      } else {
+        client = TableClients.inProcess(modelDir);
+      }
+      String where = shards > 0 ? shards + " local shard processes"
+          : table != null ? "shards " + table : "the in-process table";
+      System.err.printf("word2vec: training on %s with %s, %d threads%n", input, where, threads);
+      Progress progress = new Progress(System.err, System.console() != null);
+      try (client) {
+        Word2Vec w2v = new Word2Vec(cfg, client, threads);
+        Word2Vec.Result r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery,
+            resume, overwrite), progress::update);
+        LossCurve.write(modelDir, r.lossCurve(), String.format(Locale.ROOT,
+            "word2vec skip-gram, dim %d, window %d, negative %d, %d epochs", dim, window,
+            negative, epochs));
+        PrintStream o = System.out;
+        o.printf(Locale.ROOT, "%nwords trained    %,d (of %,d tokens read; %,d epochs)%n",
+            r.words(), r.tokens(), epochs);
+        o.printf(Locale.ROOT, "pairs            %,d%n", r.pairs());
+        o.printf(Locale.ROOT, "vocabulary       %,d words (min-count %d)%n", r.vocabulary(),
+            minCount);
+        o.printf(Locale.ROOT, "time             %.1f s%n", r.seconds());
+        o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
+        o.printf(Locale.ROOT, "final loss       %.4f per pair%n",
+            r.lossCurve().isEmpty() ? Double.NaN : r.lossCurve().get(r.lossCurve().size() - 1)[1]);
+        o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,
+            procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%d shards)",
+                procs.peakRssBytes() >> 20, shards));
+        if (r.skippedLongWords() > 0) {
+          o.printf(Locale.ROOT, "skipped          %,d words longer than %d bytes%n",
+              r.skippedLongWords(), Word2Vec.MAX_WORD_BYTES);
+        }
+        o.printf("model            %s (loss curve: loss-curve.png)%n", modelDir);
+      } finally {
+        if (procs != null) {
+          procs.close();
+        }
+      }
+      if (!show.isEmpty()) {
+        try (Queries q = new Queries(modelDir)) {
+          for (String w : show) {
+            printHits(w, () -> q.nearest(w, 8));
+          }
+        }
+      }
+      return 0;
+    }
+  }
+
+  static void printHits(String label, java.util.function.Supplier<List<Queries.Hit>> hits) {
+    try {
+      StringBuilder b = new StringBuilder();
+      for (Queries.Hit h : hits.get()) {
+        b.append(String.format(Locale.ROOT, "  %s %.3f", h.word(), h.score()));
+      }
+      System.out.println(label + ":" + b);
+    } catch (CorpusException e) {
+      System.out.println(label + ": " + e.getMessage());
+    }
+  }
+
+  /** Peak resident set size of this process (Linux), or 0. */
+  static long peakRss() {
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+        if (line.startsWith("VmHWM:")) {
+          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+        }
+      }
+    } catch (IOException | NumberFormatException e) {
+      // not Linux
+    }
+    return 0;
+  }
+
+  @Command(name = "nearest", mixinStandardHelpOptions = true,
+      description = "The words nearest to each WORD (cosine, through the topK op)")
+  static final class Nearest implements Callable<Integer> {
+    @Option(names = "--model", required = true) Path model;
+    @Option(names = "-k", defaultValue = "10") int k;
+    @Parameters(arity = "1..*", paramLabel = "WORD") List<String> words;
+
+    @Override
+    public Integer call() {
+      List<String> errors = new java.util.ArrayList<>();
+      try (Queries q = new Queries(model)) {
+        for (String w : words) {
+          try {
+            List<Queries.Hit> hits = q.nearest(w, k);
+            System.out.println(w + ":");
+            for (Queries.Hit h : hits) {
+              System.out.printf(Locale.ROOT, "  %-20s %.4f%n", h.word(), h.score());
+            }
+          } catch (CorpusException e) {
+            errors.add(e.getMessage());
+          }
+        }
+      }
+      if (!errors.isEmpty()) {
+        throw new CorpusException(String.join("; ", errors));
+      }
+      return 0;
+    }
+  }
+
+  @Command(name = "analogy", mixinStandardHelpOptions = true,
+      description = "A is to B as C is to ?  (nearest to B - A + C, through the topK op)")
+  static final class Analogy implements Callable<Integer> {
+    @Option(names = "--model", required = true) Path model;
+    @Option(names = "-k", defaultValue = "5") int k;
+    @Parameters(index = "0") String a;
+    @Parameters(index = "1") String b;
+    @Parameters(index = "2") String c;
+
+    @Override
+    public Integer call() {
+      try (Queries q = new Queries(model)) {
+        List<Queries.Hit> hits = q.analogy(a, b, c, k);
+        System.out.printf("%s : %s :: %s : ?%n", a, b, c);
+        for (Queries.Hit h : hits) {
+          System.out.printf(Locale.ROOT, "  %-20s %.4f%n", h.word(), h.score());
+        }
+      }
+      return 0;
+    }
+  }
+
+  @Command(name = "eval", mixinStandardHelpOptions = true,
+      description = "Analogy accuracy and word-similarity correlation, with out-of-vocabulary counts")
+  static final class Eval implements Callable<Integer> {
+    @Option(names = "--model", description = "a model directory") Path model;
+    @Option(names = "--vectors", description = "or a word2vec-format file (text or binary), e.g. another tool's")
+    Path vectors;
+    @Option(names = "--similarity", split = ",", description = "word-similarity files: word1 word2 score")
+    List<Path> similarity = List.of();
+    @Option(names = "--analogies", description = "questions-words style file (': section' lines, then 'a b c d')")
+    Path analogies;
+    @Option(names = "--restrict", defaultValue = "30000", description = "analogies: search the N most frequent words (default ${DEFAULT-VALUE})")
+    int restrict;
+    @Option(names = "--keep-case", description = "do not lowercase the evaluation words") boolean keepCase;
+
+    @Override
+    public Integer call() {
+      if ((model == null) == (vectors == null)) {
+        throw new CorpusException("give exactly one of --model or --vectors");
+      }
+      if (similarity.isEmpty() && analogies == null) {
+        throw new CorpusException("give --similarity files and/or --analogies");
+      }
+      VectorSet v = model != null ? VectorSet.fromModel(model) : VectorSet.read(vectors);
+      System.out.printf(Locale.ROOT, "vectors: %,d words, dim %d%n", v.size(), v.dim());
+      for (Path f : similarity) {
+        Evaluation.Similarity s = Evaluation.similarity(v, f, !keepCase);
+        System.out.printf(Locale.ROOT, "similarity %-24s spearman %.4f  (%d pairs, %d out of"
+            + " vocabulary)%n", s.file(), s.spearman(), s.pairs(), s.oov());
+      }
+      if (analogies != null) {
+        Evaluation.Analogies a = Evaluation.analogies(v, analogies, restrict, !keepCase);
+        a.sections().forEach((name, s) -> System.out.printf(Locale.ROOT,
+            "  %-28s %5d questions %5d oov  accuracy %.2f%%%n", name, s[0], s[1],
+            s[0] - s[1] == 0 ? Double.NaN : 100.0 * s[2] / (s[0] - s[1])));
+        System.out.printf(Locale.ROOT, "analogies  %-24s accuracy %.2f%%  (%d questions, %d out"
+            + " of vocabulary)%n", a.file(), 100 * a.accuracy(), a.questions(), a.oov());
+      }
+      return 0;
+    }
+  }
+
+  @Command(name = "export", mixinStandardHelpOptions = true,
+      description = "Write the vectors in word2vec's text or binary format (most frequent first)")
+  static final class Export implements Callable<Integer> {
+    @Option(names = "--model", required = true) Path model;
+    @Option(names = "--output", required = true) Path output;
+    @Option(names = "--format", defaultValue = "binary", description = "text or binary (default ${DEFAULT-VALUE})")
+    String format;
+
+    @Override
+    public Integer call() throws IOException {
+      if (!format.equals("text") && !format.equals("binary")) {
+        throw new CorpusException("--format must be text or binary, not '" + format + "'");
+      }
+      VectorSet v = VectorSet.fromModel(model);
+      v.write(output, format.equals("binary"));
+      System.out.printf(Locale.ROOT, "wrote %,d vectors of dim %d to %s (%s)%n", v.size(), v.dim(),
+          output, format);
+      return 0;
+    }
+  }
+}

@@ -1,0 +1,83 @@
+package dev.dynembed.word2vec;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * Hyper-parameters of a skip-gram negative-sampling run, with word2vec's C tool defaults for
+ * skip-gram.
+ *
+ * @param dim vector size
+ * @param window max distance of a context word (each center draws its window from 1..window)
+ * @param negative negatives per (center, context) pair, drawn from unigram^0.75
+ * @param sample subsampling threshold of frequent words (0 = off)
+ * @param minCount a word gets vectors once seen this many times (the table's admission rule)
+ * @param epochs passes over the corpus
+ * @param alpha starting learning rate, decayed linearly to alpha * 1e-4
+ * @param batchPairs (center, context) pairs per training step
+ * @param seed initialisation, windows, subsampling and negatives
+ * @param name prefix of the two tables ({@code <name>_in}, {@code <name>_out})
+ */
+public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
+    int epochs, float alpha, int batchPairs, long seed, String name) {
+
+  public static Word2VecConfig defaults() {
+    return new Word2VecConfig(100, 5, 5, 1e-3, 5, 5, 0.025f, 8192, 1, "w2v");
+  }
+
+  public Word2VecConfig {
+    check(dim >= 1 && dim <= 4096, "--dim must be in 1..4096 but was " + dim);
+    check(window >= 1 && window <= 100, "--window must be in 1..100 but was " + window);
+    check(negative >= 1 && negative <= 100, "--negative must be in 1..100 but was " + negative);
+    check(sample >= 0 && sample < 1, "--sample must be in [0, 1) but was " + sample);
+    check(minCount >= 1, "--min-count must be >= 1 but was " + minCount);
+    check(epochs >= 1, "--epochs must be >= 1 but was " + epochs);
+    check(alpha > 0 && alpha < 10, "--alpha must be in (0, 10) but was " + alpha);
+    check(batchPairs >= 1 && batchPairs <= 1 << 18,
+        "--batch must be in 1..262144 but was " + batchPairs);
+    check(name != null && name.matches("[A-Za-z0-9_.-]{1,100}"),
+        "--name must match [A-Za-z0-9_.-]{1,100} but was '" + name + "'");
+  }
+
+  private static void check(boolean ok, String message) {
+    if (!ok) {
+      throw new CorpusException(message);
+    }
+  }
+
+  public String inTable() {
+    return name + "_in";
+  }
+
+  public String outTable() {
+    return name + "_out";
+  }
+
+  /** As checkpoint manifest entries. */
+  public Map<String, String> toMap() {
+    Map<String, String> m = new LinkedHashMap<>();
+    m.put("dim", String.valueOf(dim));
+    m.put("window", String.valueOf(window));
+    m.put("negative", String.valueOf(negative));
+    m.put("sample", String.valueOf(sample));
+    m.put("min_count", String.valueOf(minCount));
+    m.put("epochs", String.valueOf(epochs));
+    m.put("alpha", String.valueOf(alpha));
+    m.put("batch", String.valueOf(batchPairs));
+    m.put("seed", String.valueOf(seed));
+    m.put("name", name);
+    return m;
+  }
+
+  public static Word2VecConfig fromMap(Map<String, String> m) {
+    try {
+      return new Word2VecConfig(Integer.parseInt(m.get("dim")), Integer.parseInt(m.get("window")),
+          Integer.parseInt(m.get("negative")), Double.parseDouble(m.get("sample")),
+          Integer.parseInt(m.get("min_count")), Integer.parseInt(m.get("epochs")),
+          Float.parseFloat(m.get("alpha")), Integer.parseInt(m.get("batch")),
+          Long.parseLong(m.get("seed")), m.get("name"));
+    } catch (RuntimeException e) {
+      throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);
+    }
+  }
+}

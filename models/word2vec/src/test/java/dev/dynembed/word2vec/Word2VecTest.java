@@ -1,0 +1,228 @@
+package dev.dynembed.word2vec;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.TableClients;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The pipeline on a small synthetic corpus with known structure: two topics whose words only
+ * co-occur within their topic, plus shared function words. After training, words of one topic
+ * are nearer to each other than to the other topic's.
+ */
+class Word2VecTest {
+  @TempDir static Path shared;
+  static Path corpus;
+
+  static final String[] ANIMALS = {"cat", "dog", "horse", "cow", "sheep", "goat", "pig", "mouse"};
+  static final String[] METALS = {"iron", "gold", "silver", "copper", "tin", "lead", "zinc",
+      "nickel"};
+  static final String[] FUNCTION = {"the", "a", "of", "and", "is"};
+
+  @BeforeAll
+  static void writeCorpus() throws Exception {
+    Random r = new Random(11);
+    StringBuilder b = new StringBuilder();
+    for (int s = 0; s < 6000; s++) {
+      String[] topic = r.nextBoolean() ? ANIMALS : METALS;
+      for (int i = 0; i < 10; i++) {
+        b.append(r.nextInt(3) == 0 ? FUNCTION[r.nextInt(FUNCTION.length)]
+            : topic[r.nextInt(topic.length)]).append(' ');
+      }
+      b.append(s % 7 == 0 ? "rareword" + s : "").append('\n');
+    }
+    corpus = shared.resolve("topics.txt");
+    Files.writeString(corpus, b.toString());
+  }
+
+  static Word2VecConfig config(int epochs) {
+    return new Word2VecConfig(16, 3, 5, 0, 5, epochs, 0.025f, 64, 3, "t");
+  }
+
+  private static Word2Vec.Result train(Path model, int epochs, int threads) {
+    try (TableClient c = TableClients.inProcess(model)) {
+      return new Word2Vec(config(epochs), c, threads).train(List.of(corpus),
+          new Word2Vec.TrainOptions(model, 0, false, false), s -> {});
+    }
+  }
+
+  static double cos(float[] a, float[] b) {
+    double d = 0;
+    double na = 0;
+    double nb = 0;
+    for (int i = 0; i < a.length; i++) {
+      d += a[i] * b[i];
+      na += a[i] * a[i];
+      nb += b[i] * b[i];
+    }
+    return d / Math.sqrt(na * nb);
+  }
+
+  @Test
+  void training_lossFalls_relatedWordsNearer_rareWordsNotAdmitted(@TempDir Path model) {
+    Word2Vec.Result r = train(model, 3, 2);
+    List<double[]> curve = r.lossCurve();
+    assertTrue(curve.size() >= 1);
+    // 6 = 1 positive + 5 negatives at log 2 each: the loss of untrained vectors
+    double last = curve.get(curve.size() - 1)[1];
+    assertTrue(last < 0.8 * 6 * Math.log(2), "final loss " + last + " should be well below 4.16");
+    assertEquals(ANIMALS.length + METALS.length + FUNCTION.length, r.vocabulary(),
+        "the rare words (seen once) must not get rows");
+    try (Queries q = new Queries(model)) {
+      double within = 0;
+      double across = 0;
+      for (int i = 0; i < ANIMALS.length; i++) {
+        for (int j = 0; j < ANIMALS.length; j++) {
+          if (i != j) {
+            within += cos(q.vector(ANIMALS[i]), q.vector(ANIMALS[j]))
+                + cos(q.vector(METALS[i]), q.vector(METALS[j]));
+          }
+          across += 2 * cos(q.vector(ANIMALS[i]), q.vector(METALS[j]));
+        }
+      }
+      within /= 2 * ANIMALS.length * (ANIMALS.length - 1);
+      across /= 2 * ANIMALS.length * ANIMALS.length;
+      assertTrue(within > across + 0.3, "within-topic cosine " + within + " vs across " + across);
+      // nearest neighbours of a topic word come from its topic (through the topK op)
+      List<String> near = q.nearest("cat", 3).stream().map(Queries.Hit::word).toList();
+      assertTrue(List.of(ANIMALS).containsAll(near), "nearest to cat: " + near);
+      CorpusException e = assertThrows(CorpusException.class, () -> q.nearest("rareword7", 3));
+      assertTrue(e.getMessage().contains("not in the model"), e.getMessage());
+    }
+  }
+
+  @Test
+  void export_thenReimport_roundTripsInBothFormats(@TempDir Path model) throws Exception {
+    train(model, 1, 1);
+    VectorSet v = VectorSet.fromModel(model);
+    assertTrue(List.of(FUNCTION).contains(v.words().get(0)),
+        "most frequent first (a function word), not " + v.words().get(0));
+    for (boolean binary : new boolean[] {true, false}) {
+      Path f = model.resolve(binary ? "v.bin" : "v.txt");
+      v.write(f, binary);
+      VectorSet back = VectorSet.read(f);
+      assertEquals(v.words(), back.words());
+      if (binary) {
+        assertArrayEquals(v.raw(), back.raw()); // bit for bit
+      } else {
+        for (int i = 0; i < v.raw().length; i++) {
+          assertEquals(v.raw()[i], back.raw()[i], 0f); // Float.toString round-trips exactly
+        }
+      }
+    }
+    // an independent reader: DL4J's loader of word2vec's binary format
+    var dl4j = org.deeplearning4j.models.embeddings.loader.WordVectorSerializer
+        .readWord2VecModel(model.resolve("v.bin").toFile());
+    int i = v.indexOf("gold");
+    double[] theirs = dl4j.getWordVector("gold");
+    for (int j = 0; j < v.dim(); j++) {
+      assertEquals(v.vector(i)[j], theirs[j], 1e-6);
+    }
+  }
+
+  @Test
+  void resume_afterInterruption_continuesExactlyAsAnUninterruptedRun(@TempDir Path dir) {
+    // A: 2 epochs, 1 thread, a checkpoint after round 3, then on to the end
+    Path a = dir.resolve("a");
+    try (TableClient c = TableClients.inProcess(a)) {
+      new Word2Vec(config(2), c, 1).train(List.of(corpus),
+          new Word2Vec.TrainOptions(a, 0, false, false, 3, 0), s -> {});
+    }
+    // B: the same run interrupted right after that checkpoint, then resumed by a new client
+    Path b = dir.resolve("b");
+    try (TableClient c = TableClients.inProcess(b)) {
+      new Word2Vec(config(2), c, 1).train(List.of(corpus),
+          new Word2Vec.TrainOptions(b, 0, false, false, 0, 3), s -> {});
+    }
+    assertEquals("false", ModelDir.extras(b).get("complete"));
+    try (TableClient c = TableClients.inProcess(b)) {
+      // the same checkpoint schedule as A from here on (a checkpoint rebuilds the sampler's
+      // snapshot, so both runs must checkpoint at the same points to draw the same negatives)
+      new Word2Vec(config(2), c, 1).train(List.of(corpus),
+          new Word2Vec.TrainOptions(b, 0, true, false, 3, 0), s -> {});
+    }
+    VectorSet va = VectorSet.fromModel(a);
+    VectorSet vb = VectorSet.fromModel(b);
+    assertEquals(va.words(), vb.words());
+    assertArrayEquals(va.raw(), vb.raw(), "resumed vectors must equal the uninterrupted run's");
+    assertEquals(ModelDir.extras(a).get("words"), ModelDir.extras(b).get("words"));
+  }
+
+  @Test
+  void badInput_getsClearMessages_andNeverDamagesAModel(@TempDir Path dir) throws Exception {
+    Path model = dir.resolve("m");
+    train(model, 1, 1);
+    byte[] before = Files.readAllBytes(model.resolve("checkpoint/MANIFEST.properties"));
+    Path empty = Files.writeString(dir.resolve("empty.txt"), "");
+    Path binary = dir.resolve("bin.dat");
+    Files.write(binary, new byte[] {'a', 'b', ' ', 0, 1, 2, 3});
+    Path latin1 = dir.resolve("latin1.txt");
+    Files.write(latin1, "caf\u00e9 ol\u00e9 ".getBytes(StandardCharsets.ISO_8859_1));
+    Path tiny = Files.writeString(dir.resolve("tiny.txt"), "one two three one two\n");
+    String[][] cases = {
+        {"train", "--input", dir.resolve("missing.txt").toString(), "--model", model.toString(),
+            "--overwrite"},
+        {"train", "--input", empty.toString(), "--model", model.toString(), "--overwrite"},
+        {"train", "--input", binary.toString(), "--model", model.toString(), "--overwrite"},
+        {"train", "--input", latin1.toString(), "--model", model.toString(), "--overwrite"},
+        {"train", "--input", corpus.toString(), "--model", model.toString()},
+        {"nearest", "--model", model.toString(), "neverseen"},
+        {"nearest", "--model", dir.resolve("nomodel").toString(), "cat"},
+        {"train", "--input", tiny.toString(), "--model", dir.resolve("t").toString()},
+    };
+    String[] expected = {"does not exist", "corpus is empty", "binary", "invalid UTF-8",
+        "already holds a model", "not in the model", "not a word2vec model directory",
+        "no word of the corpus reached --min-count"};
+    for (int i = 0; i < cases.length; i++) {
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      int code = Word2VecCli.run(cases[i], new PrintStream(new ByteArrayOutputStream()),
+          new PrintStream(err, true, StandardCharsets.UTF_8));
+      String msg = err.toString(StandardCharsets.UTF_8);
+      assertTrue(code != 0, String.join(" ", cases[i]) + " must fail");
+      assertTrue(msg.contains(expected[i]), "'" + msg + "' should say '" + expected[i] + "'");
+      assertTrue(!msg.contains("\tat "), "no stack trace: " + msg);
+    }
+    // the failed runs left the saved model as it was
+    assertArrayEquals(before, Files.readAllBytes(model.resolve("checkpoint/MANIFEST.properties")));
+    try (Queries q = new Queries(model)) {
+      assertEquals(16, q.vector("cat").length);
+    }
+  }
+
+  @Test
+  void tokenReader_splitsShareNoWord_andTheirUnionIsTheFile(@TempDir Path dir) throws Exception {
+    StringBuilder b = new StringBuilder();
+    Random r = new Random(3);
+    for (int i = 0; i < 30000; i++) {
+      b.append("w").append(r.nextInt(1000)).append(i % 17 == 0 ? "\n" : i % 5 == 0 ? "  " : " ");
+    }
+    Path f = Files.writeString(dir.resolve("c.txt"), b.toString());
+    List<String> whole = new ArrayList<>(List.of(b.toString().trim().split("\\s+")));
+    List<TextSplits.Split> splits = TextSplits.plan(List.of(f), 1_000); // 64 KiB minimum
+    List<String> read = new ArrayList<>();
+    List<String> sentence = new ArrayList<>();
+    for (TextSplits.Split s : splits) {
+      try (TokenReader t = new TokenReader(s, 256)) {
+        while (t.nextSentence(sentence)) {
+          read.addAll(sentence);
+        }
+      }
+    }
+    assertTrue(splits.size() > 1);
+    assertEquals(whole, read);
+  }
+}

@@ -1,0 +1,138 @@
+package dev.dynembed.table.client;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * N table-server shard processes on this machine (loopback), started with this JVM's class path:
+ * a one-command distributed run (word2vec's {@code --shards N}, the table benchmark). Each shard
+ * binds a free port, read back from its start-up line. {@link #close} stops them.
+ */
+public final class LocalShardProcesses implements AutoCloseable {
+  private static final Pattern LISTENING = Pattern.compile("listening on [^\\s]+:(\\d+)");
+
+  private final List<Process> processes = new ArrayList<>();
+  private final List<String> endpoints = new ArrayList<>();
+
+  /**
+   * @param basePort port of shard 0 (shard i gets basePort + i), or 0 for any free ports
+   * @param javaOpts extra JVM options, space-separated; {@code {shard}} is replaced by the index
+   */
+  public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts)
+      throws IOException {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    String cp = System.getProperty("java.class.path");
+    for (int i = 0; i < n; i++) {
+      int port = basePort == 0 ? 0 : basePort + i;
+      List<String> cmd = new ArrayList<>(List.of(java, "-Xms" + heap, "-Xmx" + heap,
+          "-XX:+UseParallelGC"));
+      for (String o : javaOpts.trim().split("\\s+")) {
+        if (!o.isEmpty()) {
+          cmd.add(o.replace("{shard}", String.valueOf(i)));
+        }
+      }
+      cmd.addAll(List.of("-cp", cp, "dev.dynembed.table.server.TableServerMain",
+          "--port", String.valueOf(port), "--shard-index", String.valueOf(i),
+          "--num-shards", String.valueOf(n), "--data-dir", dataDir.toString()));
+      ProcessBuilder pb = new ProcessBuilder(cmd);
+      pb.redirectErrorStream(true);
+      Process p = pb.start();
+      processes.add(p);
+      BufferedReader r = new BufferedReader(
+          new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+      StringBuilder seen = new StringBuilder();
+      String line;
+      Matcher m = null;
+      while ((line = r.readLine()) != null) {
+        m = LISTENING.matcher(line);
+        if (m.find()) {
+          break;
+        }
+        seen.append(line).append('\n');
+      }
+      if (line == null) {
+        close();
+        throw new IOException("table shard " + i + " of " + n + " did not start:\n" + seen);
+      }
+      Thread drain = new Thread(() -> {
+        try {
+          while (r.readLine() != null) {
+            // discard
+          }
+        } catch (IOException ignored) {
+          // process ended
+        }
+      }, "shard-" + i + "-output");
+      drain.setDaemon(true);
+      drain.start();
+      endpoints.add("127.0.0.1:" + m.group(1));
+    }
+  }
+
+  /** host:port of every shard, in shard order. */
+  public List<String> endpoints() {
+    return List.copyOf(endpoints);
+  }
+
+  /** Resident set size of the shard processes, from /proc (Linux); -1 if unreadable. */
+  public long rssBytes() {
+    long total = 0;
+    for (Process p : processes) {
+      try {
+        for (String line : Files.readAllLines(Path.of("/proc", String.valueOf(p.pid()),
+            "status"))) {
+          if (line.startsWith("VmRSS:")) {
+            total += Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+          }
+        }
+      } catch (IOException e) {
+        return -1;
+      }
+    }
+    return total;
+  }
+
+  /** Peak resident set size (VmHWM) summed over the shard processes; -1 if unreadable. */
+  public long peakRssBytes() {
+    long total = 0;
+    for (Process p : processes) {
+      try {
+        for (String line : Files.readAllLines(Path.of("/proc", String.valueOf(p.pid()),
+            "status"))) {
+          if (line.startsWith("VmHWM:")) {
+            total += Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+          }
+        }
+      } catch (IOException e) {
+        return -1;
+      }
+    }
+    return total;
+  }
+
+  @Override
+  public void close() {
+    for (Process p : processes) {
+      p.destroy();
+    }
+    for (Process p : processes) {
+      try {
+        if (!p.waitFor(5, TimeUnit.SECONDS)) {
+          p.destroyForcibly();
+        }
+      } catch (InterruptedException e) {
+        p.destroyForcibly();
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+}
