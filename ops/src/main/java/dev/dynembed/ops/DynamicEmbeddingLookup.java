@@ -52,7 +52,7 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
     String[] k = keys(keys, OP_NAME);
     EmbeddingTable t = Tables.get(table);
     float[] rows = training ? t.findOrInsert(k, count) : t.find(k).rows();
-    INDArray out = Nd4j.create(rows, outputShape(keys), 'c');
+    INDArray out = NdArrays.array(rows, outputShape(keys));
     DataType type = oc.getInputArray(1).dataType();
     oc.setOutputArray(0, type == DataType.FLOAT ? out : out.castTo(type));
   }

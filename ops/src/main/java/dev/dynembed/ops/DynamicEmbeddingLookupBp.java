@@ -41,7 +41,7 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
   public void exec(OpContext oc) {
     String[] k = DynamicEmbeddingLookup.keys(oc.getInputArray(0), OP_NAME);
     INDArray grad = oc.getInputArray(2);
-    float[] g = grad.castTo(DataType.FLOAT).dup('c').data().asFloat();
+    float[] g = NdArrays.floats(grad);
     Tables.get(table).applyGradients(k, g, StepContext.learningRate(table),
         StepContext.step(table));
     oc.setOutputArray(0, Nd4j.zeros(oc.getInputArray(1).dataType()));

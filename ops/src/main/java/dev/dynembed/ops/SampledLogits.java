@@ -54,8 +54,8 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
    * @param sampled the distinct sampled keys; {@code sampRows} their rows [u, d]
    * @param sampIdx [b * s]: which of them is candidate k of example e (at e * s + k)
    */
-  record Forward(String[] posKeys, double[] mask, String[] sampled, double[] posRows,
-      double[] sampRows, int[] sampIdx, boolean[] hit, int b, int p, int s, int d) {}
+  record Forward(String[] posKeys, double[] mask, String[] sampled, float[] posRows,
+      float[] sampRows, int[] sampIdx, boolean[] hit, int b, int p, int s, int d) {}
 
   private String table;
   private int dim;
@@ -109,18 +109,18 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     int s = numSampled;
     int d = dim;
     String[] pos = DynamicEmbeddingLookup.keys(posArr, OP_NAME);
-    double[] mask = oc.getInputArray(2).castTo(DataType.DOUBLE).dup('c').data().asDouble();
+    double[] mask = NdArrays.doubles(oc.getInputArray(2));
     if (mask.length != b * p) {
       throw new IllegalArgumentException(OP_NAME + ": mask must be [" + b + ", " + p + "]");
     }
-    double[] a = act.castTo(DataType.DOUBLE).dup('c').data().asDouble();
+    double[] a = NdArrays.doubles(act);
     EmbeddingTable t = Tables.get(table);
 
     // real positives: rows (created if new), each occurrence counted toward the frequencies the
     // unigram sampler draws from; then the draws, whose rows are read without counting (counting
     // negatives would feed the sampler its own draws)
-    LinkedHashMap<String, Integer> distinct = new LinkedHashMap<>();
-    java.util.ArrayList<String> occurrences = new java.util.ArrayList<>();
+    LinkedHashMap<String, Integer> distinct = new LinkedHashMap<>(2 * b * p);
+    java.util.ArrayList<String> occurrences = new java.util.ArrayList<>(b * p);
     for (int i = 0; i < b * p; i++) {
       if (mask[i] != 0) {
         distinct.putIfAbsent(pos[i], distinct.size());
@@ -128,15 +128,13 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
       }
     }
     String[] uniq = distinct.keySet().toArray(new String[0]);
-    double[] posRows = new double[b * p * d];
+    float[] posRows = new float[b * p * d];
     if (!occurrences.isEmpty()) {
       float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]), countPositives);
       int o = 0;
       for (int i = 0; i < b * p; i++) {
         if (mask[i] != 0) {
-          for (int j = 0; j < d; j++) {
-            posRows[i * d + j] = occRows[o * d + j];
-          }
+          System.arraycopy(occRows, o * d, posRows, i * d, d);
           o++;
         }
       }
@@ -149,7 +147,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     int draws = perExample ? b * s : s;
     SampleResult sr = t.sample(uniq, draws, SamplerKind.forNumber(sampler), alpha, drawSeed);
     // distinct draws, each read once; sampIdx maps (example, slot) to one of them
-    LinkedHashMap<String, Integer> drawn = new LinkedHashMap<>();
+    LinkedHashMap<String, Integer> drawn = new LinkedHashMap<>(Math.min(4 * b * s, 1 << 20));
     int[] sampIdx = new int[b * s];
     double[] drawProb = new double[b * s];
     for (int e = 0; e < b; e++) {
@@ -161,11 +159,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
       }
     }
     String[] sampled = drawn.keySet().toArray(new String[0]);
-    float[] sampledRows = sampled.length > 0 ? t.find(sampled).rows() : new float[0];
-    double[] sampRows = new double[sampledRows.length];
-    for (int k = 0; k < sampRows.length; k++) {
-      sampRows[k] = sampledRows[k];
-    }
+    float[] sampRows = sampled.length > 0 ? t.find(sampled).rows() : new float[0];
     boolean[] hit = new boolean[b * s];
     if (removeAccidentalHits) {
       for (int e = 0; e < b; e++) {
@@ -209,11 +203,11 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     STASH.get().put(getOwnName(), new Forward(pos, mask, sampled, posRows, sampRows, sampIdx,
         hit, b, p, s, d));
     DataType type = act.dataType();
-    oc.setOutputArray(0, Nd4j.createFromArray(logits).reshape(b, p + s).castTo(type));
-    oc.setOutputArray(1, Nd4j.createFromArray(labels).reshape(b, p + s).castTo(type));
+    oc.setOutputArray(0, NdArrays.array(logits, type, b, p + s));
+    oc.setOutputArray(1, NdArrays.array(labels, type, b, p + s));
   }
 
-  static double dot(double[] x, int xo, double[] y, int yo, int n) {
+  static double dot(double[] x, int xo, float[] y, int yo, int n) {
     double sum = 0;
     for (int j = 0; j < n; j++) {
       sum += x[xo + j] * y[yo + j];

@@ -40,8 +40,8 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
   public void exec(OpContext oc) {
     SampledLogits.Forward f = SampledLogits.take(forward);
     INDArray act = oc.getInputArray(0);
-    double[] a = act.castTo(DataType.DOUBLE).dup('c').data().asDouble();
-    double[] g = oc.getInputArray(2).castTo(DataType.DOUBLE).dup('c').data().asDouble();
+    double[] a = NdArrays.doubles(act);
+    double[] g = NdArrays.doubles(oc.getInputArray(2));
     int b = f.b();
     int p = f.p();
     int s = f.s();
@@ -56,29 +56,34 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
     float[] rowGrads = new float[(realPos + u) * d];
     double[] sampGrad = new double[u * d];
     int at = 0;
+    double[] mask = f.mask();
+    float[] posRows = f.posRows();
+    float[] sampRows = f.sampRows();
+    int[] sampIdx = f.sampIdx();
+    boolean[] hit = f.hit();
     for (int e = 0; e < b; e++) {
+      int ed = e * d;
       for (int q = 0; q < p; q++) {
         int i = e * p + q;
-        if (f.mask()[i] == 0) {
+        if (mask[i] == 0) {
           continue;
         }
         double gl = g[e * (p + s) + q];
+        axpy(gl, posRows, i * d, dAct, ed, d);
+        int o = at * d;
         for (int j = 0; j < d; j++) {
-          dAct[e * d + j] += gl * f.posRows()[i * d + j];
-          rowGrads[at * d + j] = (float) (gl * a[e * d + j]);
+          rowGrads[o + j] = (float) (gl * a[ed + j]);
         }
         keys[at++] = f.posKeys()[i];
       }
       for (int k = 0; k < s; k++) {
-        if (f.hit()[e * s + k]) {
+        if (hit[e * s + k]) {
           continue;
         }
         double gl = g[e * (p + s) + p + k];
-        int r = f.sampIdx()[e * s + k] * d;
-        for (int j = 0; j < d; j++) {
-          dAct[e * d + j] += gl * f.sampRows()[r + j];
-          sampGrad[r + j] += gl * a[e * d + j];
-        }
+        int r = sampIdx[e * s + k] * d;
+        axpy(gl, sampRows, r, dAct, ed, d);
+        axpy(gl, a, ed, sampGrad, r, d);
       }
     }
     for (int k = 0; k < u; k++) {
@@ -92,8 +97,21 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
       Tables.get(table).applyGradients(keys, rowGrads, StepContext.learningRate(table),
           StepContext.step(table));
     }
-    oc.setOutputArray(0, Nd4j.createFromArray(dAct).reshape(b, d).castTo(act.dataType()));
+    oc.setOutputArray(0, NdArrays.array(dAct, act.dataType(), b, d));
     oc.setOutputArray(1, Nd4j.zeros(oc.getInputArray(1).dataType()));
+  }
+
+  /** y[yo..yo+n) += alpha * x[xo..xo+n). */
+  private static void axpy(double alpha, float[] x, int xo, double[] y, int yo, int n) {
+    for (int j = 0; j < n; j++) {
+      y[yo + j] += alpha * x[xo + j];
+    }
+  }
+
+  private static void axpy(double alpha, double[] x, int xo, double[] y, int yo, int n) {
+    for (int j = 0; j < n; j++) {
+      y[yo + j] += alpha * x[xo + j];
+    }
   }
 
   @Override

@@ -132,8 +132,10 @@ public final class VectorSet {
         n = Integer.parseInt(header);
         dim = Integer.parseInt(second);
       } catch (NumberFormatException e) {
+        String seen = (header + " " + second).replaceAll("[^\\x20-\\x7E]", "?");
         throw new CorpusException(file + " is not in word2vec format (the first line must be"
-            + " '<words> <dim>', was '" + header + " " + second + "')");
+            + " '<words> <dim>'; it starts with '" + seen.substring(0, Math.min(40, seen.length()))
+            + "')");
       }
       if (n < 0 || dim < 1 || dim > 100_000) {
         throw new CorpusException(file + ": invalid header " + n + " " + dim);

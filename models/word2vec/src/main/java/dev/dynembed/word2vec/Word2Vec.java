@@ -94,17 +94,28 @@ public final class Word2Vec {
     this.executor = new AsyncExecutor(i -> graph(i), threads);
   }
 
-  /** Input vectors: word2vec's uniform (-0.5/dim, 0.5/dim), plain SGD (rate set per step). */
+  /** Input vectors: word2vec's uniform (-0.5/dim, 0.5/dim); rate set per step. */
   static TableConfig inConfig(Word2VecConfig cfg) {
     float r = 0.5f / cfg.dim();
-    return TableConfigs.builder(cfg.inTable(), cfg.dim()).setOptimizer(TableConfigs.sgd(cfg.alpha()))
+    return TableConfigs.builder(cfg.inTable(), cfg.dim()).setOptimizer(optimizer(cfg))
         .setInitializer(TableConfigs.uniform(-r, r, cfg.seed())).build();
   }
 
-  /** Output vectors: zeros, SGD; the counting table, with admission at min_count. */
+  /** Output vectors: zeros; the counting table, with admission at min_count. */
   static TableConfig outConfig(Word2VecConfig cfg) {
-    return TableConfigs.builder(cfg.outTable(), cfg.dim()).setOptimizer(TableConfigs.sgd(cfg.alpha()))
+    return TableConfigs.builder(cfg.outTable(), cfg.dim()).setOptimizer(optimizer(cfg))
         .setInitializer(TableConfigs.zeros()).setMinCount(cfg.minCount()).build();
+  }
+
+  /**
+   * The tables' optimizer. Adagrad by default: the loss is summed over a batch of thousands of
+   * pairs, so a frequent word gets hundreds of gradient terms in one update; plain SGD at word2vec's
+   * rate then overshoots and diverges (measured: Brown, 2 threads, batch 8192, loss 4.1 -> 1000),
+   * while Adagrad's per-coordinate normalisation keeps the step bounded.
+   */
+  static dev.dynembed.table.v1.OptimizerConfig optimizer(Word2VecConfig cfg) {
+    return "adagrad".equals(cfg.optimizer()) ? TableConfigs.adagrad(cfg.alpha(), 0.1f, 1e-8f)
+        : TableConfigs.sgd(cfg.alpha());
   }
 
   private Trainer graph(int thread) {

@@ -67,7 +67,8 @@ public final class Word2VecCli {
     @Option(names = "--sample", defaultValue = "1e-3") double sample;
     @Option(names = "--min-count", defaultValue = "5") int minCount;
     @Option(names = "--epochs", defaultValue = "5") int epochs;
-    @Option(names = "--alpha", defaultValue = "0.025") float alpha;
+    @Option(names = "--optimizer", defaultValue = "adagrad", description = "adagrad (default) or sgd") String optimizer;
+    @Option(names = "--alpha", description = "starting learning rate (default: 0.3 adagrad, 0.025 sgd)") Float alpha;
     @Option(names = "--batch", defaultValue = "8192", description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
     @Option(names = "--seed", defaultValue = "1") long seed;
     @Option(names = "--threads", defaultValue = "2") int threads;
@@ -88,7 +89,8 @@ public final class Word2VecCli {
     @Override
     public Integer call() throws Exception {
       Word2VecConfig cfg = new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
-          alpha, batch, seed, name);
+          alpha != null ? alpha : Word2VecConfig.defaultAlpha(optimizer), optimizer, batch, seed,
+          name);
       if (table != null && shards > 0) {
         throw new CorpusException("--table and --shards exclude each other");
       }

@@ -14,15 +14,23 @@ import java.util.Map;
  * @param minCount a word gets vectors once seen this many times (the table's admission rule)
  * @param epochs passes over the corpus
  * @param alpha starting learning rate, decayed linearly to alpha * 1e-4
+ * @param optimizer the tables' optimizer: "adagrad" (default; stable with summed batches, where
+ *     a frequent word gets hundreds of updates at once) or "sgd" (word2vec's own, for small
+ *     batches)
  * @param batchPairs (center, context) pairs per training step
  * @param seed initialisation, windows, subsampling and negatives
  * @param name prefix of the two tables ({@code <name>_in}, {@code <name>_out})
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
-    int epochs, float alpha, int batchPairs, long seed, String name) {
+    int epochs, float alpha, String optimizer, int batchPairs, long seed, String name) {
+
+  /** The default rate of each optimizer. */
+  public static float defaultAlpha(String optimizer) {
+    return "sgd".equals(optimizer) ? 0.025f : 0.3f;
+  }
 
   public static Word2VecConfig defaults() {
-    return new Word2VecConfig(100, 5, 5, 1e-3, 5, 5, 0.025f, 8192, 1, "w2v");
+    return new Word2VecConfig(100, 5, 5, 1e-3, 5, 5, 0.3f, "adagrad", 8192, 1, "w2v");
   }
 
   public Word2VecConfig {
@@ -33,6 +41,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     check(minCount >= 1, "--min-count must be >= 1 but was " + minCount);
     check(epochs >= 1, "--epochs must be >= 1 but was " + epochs);
     check(alpha > 0 && alpha < 10, "--alpha must be in (0, 10) but was " + alpha);
+    check("sgd".equals(optimizer) || "adagrad".equals(optimizer),
+        "--optimizer must be sgd or adagrad but was '" + optimizer + "'");
     check(batchPairs >= 1 && batchPairs <= 1 << 18,
         "--batch must be in 1..262144 but was " + batchPairs);
     check(name != null && name.matches("[A-Za-z0-9_.-]{1,100}"),
@@ -63,6 +73,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("min_count", String.valueOf(minCount));
     m.put("epochs", String.valueOf(epochs));
     m.put("alpha", String.valueOf(alpha));
+    m.put("optimizer", optimizer);
     m.put("batch", String.valueOf(batchPairs));
     m.put("seed", String.valueOf(seed));
     m.put("name", name);
@@ -74,7 +85,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
       return new Word2VecConfig(Integer.parseInt(m.get("dim")), Integer.parseInt(m.get("window")),
           Integer.parseInt(m.get("negative")), Double.parseDouble(m.get("sample")),
           Integer.parseInt(m.get("min_count")), Integer.parseInt(m.get("epochs")),
-          Float.parseFloat(m.get("alpha")), Integer.parseInt(m.get("batch")),
+          Float.parseFloat(m.get("alpha")), m.get("optimizer"), Integer.parseInt(m.get("batch")),
           Long.parseLong(m.get("seed")), m.get("name"));
     } catch (RuntimeException e) {
       throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);

@@ -7,7 +7,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import org.deeplearning4j.models.embeddings.loader.WordVectorSerializer;
 import org.deeplearning4j.models.word2vec.Word2Vec;
 import org.deeplearning4j.text.sentenceiterator.CollectionSentenceIterator;
 import org.deeplearning4j.text.tokenization.tokenizerfactory.DefaultTokenizerFactory;
@@ -48,7 +47,20 @@ public final class Dl4jWord2Vec {
         .build();
     w.fit();
     double seconds = (System.nanoTime() - start) / 1e9;
-    WordVectorSerializer.writeWord2VecModel(w, output.toFile());
+    // word2vec's binary format, most frequent first, through the same writer as this project's
+    // export (DL4J's own writeWord2VecModel writes a zip)
+    List<String> vocab = new ArrayList<>(w.getVocab().words());
+    vocab.sort(java.util.Comparator.comparingDouble((String x) -> -w.getVocab().wordFrequency(x))
+        .thenComparing(java.util.Comparator.naturalOrder()));
+    int dim = w.getLayerSize();
+    float[] v = new float[vocab.size() * dim];
+    for (int i = 0; i < vocab.size(); i++) {
+      double[] row = w.getWordVector(vocab.get(i));
+      for (int j = 0; j < dim; j++) {
+        v[i * dim + j] = (float) row[j];
+      }
+    }
+    new dev.dynembed.word2vec.VectorSet(vocab, v, dim).write(output, true);
     System.out.printf(Locale.ROOT, "dl4j: %d words in vocabulary, training took %.1f s%n",
         w.getVocab().numWords(), seconds);
   }
