@@ -122,6 +122,28 @@ class ShardedTableTest {
   }
 
   @Test
+  void sample_overTwoShards_drawsAreInterleaved_notBlockedByShard() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir);
+        TableClient client = cluster.client()) {
+      EmbeddingTable t = client.createTable(config(TableConfigs.sgd(0.1f)));
+      String[] keys = IntStream.range(0, 200).mapToObj(i -> "k" + i).toArray(String[]::new);
+      t.findOrInsert(keys);
+      SampleResult r = t.sample(new String[0], 2000, SamplerKind.UNIFORM_SAMPLER, 0f, 9);
+      // callers slice the draws (S per example): each half must hold both shards' keys
+      for (int half = 0; half < 2; half++) {
+        int fromShard0 = 0;
+        for (int j = half * 1000; j < (half + 1) * 1000; j++) {
+          fromShard0 += KeyHashing.shardOf(r.keys()[j], 2) == 0 ? 1 : 0;
+        }
+        int expected = (int) java.util.Arrays.stream(keys)
+            .filter(k -> KeyHashing.shardOf(k, 2) == 0).count() * 1000 / 200;
+        assertTrue(Math.abs(fromShard0 - expected) < 100,
+            "half " + half + ": " + fromShard0 + " draws from shard 0, expected about " + expected);
+      }
+    }
+  }
+
+  @Test
   void sample_unigramOverTwoShards_followsGlobalDistribution() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir);
         TableClient client = cluster.client()) {

@@ -259,8 +259,11 @@ public final class ShardedTable implements EmbeddingTable {
     for (int s = 0; s < n; s++) {
       share[s] = total > 0 ? mass[s] / total : (n == 1 ? 1 : 0);
     }
-    // split the draws over shards: multinomial with the shards' shares
+    // each draw picks its shard with the shards' shares (multinomial); draw j is then taken from
+    // that shard's replies in order, so draws stay exchangeable (a caller slicing them, e.g. S per
+    // example, gets every slice from every shard, not the first slices from shard 0)
     int[] draws = new int[n];
+    int[] choice = new int[numSampled];
     SplittableRandom rnd = new SplittableRandom(seed);
     for (int j = 0; j < numSampled; j++) {
       double u = rnd.nextDouble();
@@ -268,6 +271,7 @@ public final class ShardedTable implements EmbeddingTable {
       while (s < n - 1 && (u -= share[s]) >= 0) {
         s++;
       }
+      choice[j] = s;
       draws[s]++;
     }
     // positives go to their owners; remember where each came from
@@ -307,18 +311,17 @@ public final class ShardedTable implements EmbeddingTable {
       positive[i] = true;
       prob[i] = share[posShard[i]] * r.probability()[posIndex[i]];
     }
-    int at = pos.size();
+    int[] next = new int[n];
     for (int s = 0; s < n; s++) {
+      next[s] = pb[s].size(); // a shard's draws follow its positives
+    }
+    for (int j = 0; j < numSampled; j++) {
+      int s = choice[j];
       SampleCandidates r = replies.get(s);
-      if (r == null) {
-        continue;
-      }
-      int np = pb[s].size();
-      for (int j = np; j < r.keys().size(); j++) {
-        keys[at] = r.keys().key(j);
-        prob[at] = share[s] * r.probability()[j];
-        at++;
-      }
+      int at = pos.size() + j;
+      keys[at] = r.keys().key(next[s]);
+      prob[at] = share[s] * r.probability()[next[s]];
+      next[s]++;
     }
     return new SampleResult(keys, positive, prob, pos.size());
   }
