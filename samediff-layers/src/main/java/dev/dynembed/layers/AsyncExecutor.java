@@ -40,6 +40,27 @@ public final class AsyncExecutor {
   public record RunResult(Map<String, Double> averages, long steps, double seconds) {}
 
   private final List<Trainer> trainers = new ArrayList<>();
+  private int prefetch = 2;
+
+  /**
+   * Batches each training thread has prepared ahead (default 2; 0 = read on the training thread).
+   * A producer thread per training thread runs the reader: its work (parsing, and any table calls
+   * it makes, such as word2vec's counting) overlaps the current step's compute and table calls.
+   * The learning rate of a batch is taken when the batch is produced, so a run's rates do not
+   * depend on thread timing.
+   */
+  public AsyncExecutor setPrefetch(int batches) {
+    if (batches < 0 || batches > 64) {
+      throw new IllegalArgumentException("prefetch must be in 0..64 but was " + batches);
+    }
+    this.prefetch = batches;
+    return this;
+  }
+
+  /** A produced batch and its learning rate; a failure, or the end, of a producer. */
+  private record Item(Map<String, INDArray> batch, float rate, RuntimeException error) {
+    static final Item END = new Item(null, 0f, null);
+  }
 
   /**
    * @param trainerFactory builds the graph and trainer of thread i (called once per thread, here)
@@ -98,22 +119,71 @@ public final class AsyncExecutor {
     Map<String, DoubleAdder> sums = new ConcurrentHashMap<>();
     AtomicLong steps = new AtomicLong();
     long start = System.nanoTime();
-    ExecutorService pool = Executors.newFixedThreadPool(threads);
+    ExecutorService pool = Executors.newFixedThreadPool(prefetch > 0 ? 2 * threads : threads);
+    java.util.concurrent.atomic.AtomicBoolean failed = new java.util.concurrent.atomic.AtomicBoolean();
     try {
       List<Future<?>> done = new ArrayList<>();
       for (int i = 0; i < threads; i++) {
         Trainer trainer = trainers.get(i);
-        done.add(pool.submit(() -> {
-          T item;
-          while ((item = queue.poll()) != null) {
-            for (Map<String, INDArray> batch : reader.read(item)) {
-              Map<String, Double> f = trainer.step(batch,
-                  (float) tableLearningRate.getAsDouble(), fetchVariables);
-              f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
-              steps.incrementAndGet();
+        if (prefetch == 0) {
+          done.add(pool.submit(() -> {
+            T item;
+            while ((item = queue.poll()) != null) {
+              for (Map<String, INDArray> batch : reader.read(item)) {
+                Map<String, Double> f = trainer.step(batch,
+                    (float) tableLearningRate.getAsDouble(), fetchVariables);
+                f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
+                steps.incrementAndGet();
+              }
+            }
+            return null;
+          }));
+          continue;
+        }
+        java.util.concurrent.BlockingQueue<Item> ahead =
+            new java.util.concurrent.ArrayBlockingQueue<>(prefetch);
+        pool.submit(() -> { // producer: reads work items into batches, prefetch ahead
+          try {
+            T item;
+            while (!failed.get() && (item = queue.poll()) != null) {
+              for (Map<String, INDArray> batch : reader.read(item)) {
+                ahead.put(new Item(batch, (float) tableLearningRate.getAsDouble(), null));
+                if (failed.get()) {
+                  break;
+                }
+              }
+            }
+            ahead.put(Item.END);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          } catch (RuntimeException e) {
+            try {
+              ahead.put(new Item(null, 0f, e));
+            } catch (InterruptedException ie) {
+              Thread.currentThread().interrupt();
             }
           }
           return null;
+        });
+        done.add(pool.submit(() -> { // consumer: trains on the prepared batches
+          try {
+            while (true) {
+              Item it = ahead.take();
+              if (it.error() != null) {
+                throw it.error();
+              }
+              if (it == Item.END) {
+                return null;
+              }
+              Map<String, Double> f = trainer.step(it.batch(), it.rate(), fetchVariables);
+              f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
+              steps.incrementAndGet();
+            }
+          } catch (RuntimeException e) {
+            failed.set(true);
+            ahead.clear(); // unblock the producer
+            throw e;
+          }
         }));
       }
       for (Future<?> f : done) {

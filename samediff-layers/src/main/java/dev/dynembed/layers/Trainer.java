@@ -54,6 +54,9 @@ public final class Trainer {
   private final Map<String, GradientUpdater> updaters = new LinkedHashMap<>();
   private final List<String> gradientNames = new ArrayList<>();
   private final List<Listener> listeners = new CopyOnWriteArrayList<>();
+  private final List<org.nd4j.autodiff.listeners.Listener> sameDiffListeners =
+      new CopyOnWriteArrayList<>();
+  private int epoch;
   private long step;
   private int stream;
 
@@ -108,6 +111,21 @@ public final class Trainer {
     listeners.add(l);
   }
 
+  /**
+   * Adds one of SameDiff's own listeners ({@code ScoreListener}, a {@code BaseListener}
+   * subclass, ...). Each step it gets {@code iterationStart}, {@code preUpdate} for every dense
+   * variable updated, and {@code iterationDone} with the loss, with {@code At} holding the epoch
+   * ({@link #setEpoch}), the step and the thread's stream.
+   */
+  public void addListener(org.nd4j.autodiff.listeners.Listener l) {
+    sameDiffListeners.add(l);
+  }
+
+  /** The epoch reported to SameDiff listeners. */
+  public void setEpoch(int epoch) {
+    this.epoch = epoch;
+  }
+
   /** Steps taken (restored by {@link #restore}). */
   public long step() {
     return step;
@@ -143,6 +161,13 @@ public final class Trainer {
     if (!outputs.contains(lossName)) {
       outputs.add(lossName);
     }
+    org.nd4j.autodiff.listeners.At at = new org.nd4j.autodiff.listeners.At(epoch, (int) s, stream,
+        Thread.currentThread().getId(), null, org.nd4j.autodiff.listeners.Operation.TRAINING);
+    for (org.nd4j.autodiff.listeners.Listener l : sameDiffListeners) {
+      if (l.isActive(at.operation())) {
+        l.iterationStart(sd, at, null, 0);
+      }
+    }
     OutAndGrad r = sd.calculateGradientsAndOutputs(feeds, outputs, gradientNames);
     for (String name : dense) {
       INDArray g = r.getGradients().get(name);
@@ -151,6 +176,11 @@ public final class Trainer {
       }
       GradientUpdater u = updaters.get(name);
       u.applyUpdater(g, (int) (s - 1), 0); // turns the gradient into the update, in place
+      for (org.nd4j.autodiff.listeners.Listener l : sameDiffListeners) {
+        if (l.isActive(at.operation())) {
+          l.preUpdate(sd, at, sd.getVariables().get(name), g);
+        }
+      }
       sd.getVariable(name).getArr().subi(g);
     }
     Map<String, Double> fetched = new LinkedHashMap<>();
@@ -161,6 +191,15 @@ public final class Trainer {
     for (Listener l : listeners) {
       l.onStep(s, loss);
       l.onFetched(s, fetched);
+    }
+    if (!sameDiffListeners.isEmpty()) {
+      org.nd4j.autodiff.listeners.Loss lossValue =
+          new org.nd4j.autodiff.listeners.Loss(List.of(lossName), new double[] {loss});
+      for (org.nd4j.autodiff.listeners.Listener l : sameDiffListeners) {
+        if (l.isActive(at.operation())) {
+          l.iterationDone(sd, at, null, lossValue);
+        }
+      }
     }
     return fetched;
   }

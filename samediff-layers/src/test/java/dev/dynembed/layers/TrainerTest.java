@@ -42,6 +42,11 @@ class TrainerTest {
     final EmbeddingTable out;
 
     Model(TableClient tables, String prefix) {
+      this(tables, prefix, false);
+    }
+
+    /** @param extraScalar also give the graph a second scalar output (a reported statistic) */
+    Model(TableClient tables, String prefix, boolean extraScalar) {
       in = tables.createTable(TableConfigs.builder(prefix + "in", D)
           .setOptimizer(TableConfigs.adagrad(0.2f, 0f, 0f))
           .setInitializer(TableConfigs.uniform(-0.5f, 0.5f, 1)).build());
@@ -57,8 +62,11 @@ class TrainerTest {
       SDVariable w = sd.var("w", Nd4j.rand(DataType.FLOAT, D, D).subi(0.5)
           .muli(0.5));
       SDVariable h = sd.math().tanh(bag.mmul(w));
-      layers.negativeSamplingLoss("loss", h, target, targetMask, out, 5,
+      SDVariable loss = layers.negativeSamplingLoss("loss", h, target, targetMask, out, 5,
           SamplerKind.UNIGRAM_SAMPLER, 0.75f, 77);
+      if (extraScalar) {
+        sd.updateVariableNameAndReference(loss.mul(100.0).add(h.mean()), "reported");
+      }
       trainer = new Trainer(sd, "loss", new Adam(0.01), List.of(in, out));
     }
 
@@ -141,6 +149,94 @@ class TrainerTest {
       double late = losses.subList(130, 150).stream().mapToDouble(x -> x).average().orElseThrow();
       assertEquals(150, losses.size());
       assertTrue(late < 0.8 * early, "loss " + early + " -> " + late);
+    }
+  }
+
+  @Test
+  void sameDiffListeners_seeEveryIterationLossAndDenseUpdate() {
+    try (TableClient tables = TableClients.inProcess(dir)) {
+      Model m = new Model(tables, "lst_");
+      List<Double> seen = new ArrayList<>();
+      List<String> updated = new ArrayList<>();
+      List<Integer> iterations = new ArrayList<>();
+      m.trainer.setEpoch(3);
+      m.trainer.addListener(new org.nd4j.autodiff.listeners.BaseListener() {
+        @Override
+        public boolean isActive(org.nd4j.autodiff.listeners.Operation op) {
+          return op == org.nd4j.autodiff.listeners.Operation.TRAINING;
+        }
+
+        @Override
+        public void iterationDone(SameDiff sd, org.nd4j.autodiff.listeners.At at,
+            org.nd4j.linalg.dataset.api.MultiDataSet ds, org.nd4j.autodiff.listeners.Loss loss) {
+          assertEquals(3, at.epoch());
+          iterations.add(at.iteration());
+          seen.add(loss.getLoss("loss"));
+        }
+
+        @Override
+        public void preUpdate(SameDiff sd, org.nd4j.autodiff.listeners.At at,
+            org.nd4j.autodiff.samediff.internal.Variable v, INDArray update) {
+          updated.add(v.getName());
+        }
+      });
+      Random data = new Random(8);
+      List<Double> returned = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        returned.add(m.trainer.step(m.batch(data), 0f));
+      }
+      assertEquals(returned, seen);
+      assertEquals(List.of(1, 2, 3, 4), iterations);
+      assertEquals(List.of("w", "w", "w", "w"), updated);
+    }
+  }
+
+  @Test
+  void anotherScalarOutput_doesNotChangeTheGradient_onlyTheNamedLossIsTrained() {
+    List<List<Double>> runs = new ArrayList<>();
+    for (boolean extra : new boolean[] {false, true}) {
+      try (TableClient tables = TableClients.inProcess(dir)) {
+        Model m = new Model(tables, "x" + extra + "_", extra);
+        Random data = new Random(6);
+        List<Double> losses = new ArrayList<>();
+        for (int i = 0; i < 6; i++) {
+          losses.add(m.trainer.step(m.batch(data), 0f));
+        }
+        runs.add(losses);
+      }
+    }
+    assertEquals(runs.get(0), runs.get(1));
+  }
+
+  @Test
+  void training_onTwoLoopbackShards_withSampledLoss_lossFalls() throws Exception {
+    List<dev.dynembed.table.server.TableServer> servers = new ArrayList<>();
+    List<String> endpoints = new ArrayList<>();
+    try {
+      for (int i = 0; i < 2; i++) {
+        dev.dynembed.table.server.TableServer srv = new dev.dynembed.table.server.TableServer(
+            new dev.dynembed.table.server.ShardEngine(i, 2, dir), "127.0.0.1", 0, 4);
+        servers.add(srv);
+        endpoints.add("127.0.0.1:" + srv.port());
+      }
+      try (TableClient tables = TableClients.connect(endpoints)) {
+        Model m = new Model(tables, "remote_");
+        Random data = new Random(4);
+        List<Double> losses = new ArrayList<>();
+        for (int i = 0; i < 150; i++) {
+          losses.add(m.trainer.step(m.batch(data), 0f));
+        }
+        double early = losses.subList(0, 20).stream().mapToDouble(x -> x).average().orElseThrow();
+        double late = losses.subList(130, 150).stream().mapToDouble(x -> x).average()
+            .orElseThrow();
+        assertTrue(late < 0.8 * early, "loss " + early + " -> " + late);
+        for (dev.dynembed.table.server.TableServer srv : servers) { // both shards hold rows
+          assertTrue(srv.engine().get("remote_in").size() > 0);
+          assertTrue(srv.engine().get("remote_out").size() > 0);
+        }
+      }
+    } finally {
+      servers.forEach(dev.dynembed.table.server.TableServer::close);
     }
   }
 

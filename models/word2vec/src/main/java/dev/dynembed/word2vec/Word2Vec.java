@@ -134,6 +134,16 @@ public final class Word2Vec {
     return new Trainer(sd, "loss", new Sgd(0.0), List.of(in, out));
   }
 
+  /**
+   * Batches each thread prepares ahead on a reader thread (default 2; see {@link
+   * AsyncExecutor#setPrefetch}). 0 makes a single-thread run exactly reproducible: with
+   * prefetching, the reader's counting races the step's negative sampling.
+   */
+  public Word2Vec setPrefetch(int batches) {
+    executor.setPrefetch(batches);
+    return this;
+  }
+
   public EmbeddingTable inputTable() {
     return in;
   }

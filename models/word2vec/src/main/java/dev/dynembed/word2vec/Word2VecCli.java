@@ -72,6 +72,8 @@ public final class Word2VecCli {
     @Option(names = "--batch", defaultValue = "8192", description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
     @Option(names = "--seed", defaultValue = "1") long seed;
     @Option(names = "--threads", defaultValue = "2") int threads;
+    @Option(names = "--prefetch", defaultValue = "2", description = "batches each thread reads ahead (0 = none; a 1-thread run is then exactly reproducible)")
+    int prefetch;
     @Option(names = "--name", defaultValue = "w2v", description = "table name prefix (default ${DEFAULT-VALUE})") String name;
     @Option(names = "--table", description = "train against running shards: host:port,host:port,...")
     String table;
@@ -112,7 +114,7 @@ public final class Word2VecCli {
       System.err.printf("word2vec: training on %s with %s, %d threads%n", input, where, threads);
       Progress progress = new Progress(System.err, System.console() != null);
       try (client) {
-        Word2Vec w2v = new Word2Vec(cfg, client, threads);
+        Word2Vec w2v = new Word2Vec(cfg, client, threads).setPrefetch(prefetch);
         Word2Vec.Result r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery,
             resume, overwrite), progress::update);
         LossCurve.write(modelDir, r.lossCurve(), String.format(Locale.ROOT,
