@@ -1,7 +1,7 @@
 package dev.dynembed.ops;
 
 import dev.dynembed.table.client.EmbeddingTable;
-import dev.dynembed.table.client.SampleResult;
+import dev.dynembed.table.client.SampledRows;
 import dev.dynembed.table.v1.SamplerKind;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -145,21 +145,20 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
             + 0xC2B2AE3D27D4EB4FL * StepContext.stream(table)
         : seed + CALLS.getAndIncrement();
     int draws = perExample ? b * s : s;
-    SampleResult sr = t.sample(uniq, draws, SamplerKind.forNumber(sampler), alpha, drawSeed);
-    // distinct draws, each read once; sampIdx maps (example, slot) to one of them
-    LinkedHashMap<String, Integer> drawn = new LinkedHashMap<>(Math.min(4 * b * s, 1 << 20));
+    // distinct draws with their rows, in one call; sampIdx maps (example, slot) to one of them
+    SampledRows sr = t.sampleDistinct(uniq, draws, SamplerKind.forNumber(sampler), alpha,
+        drawSeed);
     int[] sampIdx = new int[b * s];
     double[] drawProb = new double[b * s];
     for (int e = 0; e < b; e++) {
       for (int k = 0; k < s; k++) {
-        int draw = uniq.length + (perExample ? e * s + k : k);
-        Integer u = drawn.putIfAbsent(sr.keys()[draw], drawn.size());
-        sampIdx[e * s + k] = u == null ? drawn.size() - 1 : u;
-        drawProb[e * s + k] = sr.probability()[draw];
+        int idx = sr.drawIndex()[perExample ? e * s + k : k];
+        sampIdx[e * s + k] = idx;
+        drawProb[e * s + k] = sr.probability()[idx];
       }
     }
-    String[] sampled = drawn.keySet().toArray(new String[0]);
-    float[] sampRows = sampled.length > 0 ? t.find(sampled).rows() : new float[0];
+    String[] sampled = sr.keys();
+    float[] sampRows = sr.rows();
     boolean[] hit = new boolean[b * s];
     if (removeAccidentalHits) {
       for (int e = 0; e < b; e++) {
@@ -183,7 +182,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         if (mask[i] != 0) {
           v = dot(a, e * d, posRows, i * d, d);
           if (subtractLogQ) {
-            v -= Math.log(s * Math.max(sr.probability()[distinct.get(pos[i])], 1e-12));
+            v -= Math.log(s * Math.max(sr.positiveProbability()[distinct.get(pos[i])], 1e-12));
           }
           labels[e * (p + s) + q] = 1;
         }

@@ -119,6 +119,26 @@ final class ProbeTable implements EmbeddingTable {
   }
 
   @Override
+  public dev.dynembed.table.client.SampledRows sampleDistinct(String[] positives, int n,
+      SamplerKind sampler, float alpha, long seed) {
+    SampleResult r = sample(positives, n, sampler, alpha, seed);
+    java.util.LinkedHashMap<String, Integer> distinct = new java.util.LinkedHashMap<>();
+    int[] drawIndex = new int[n];
+    for (int j = 0; j < n; j++) {
+      drawIndex[j] = distinct.computeIfAbsent(r.keys()[positives.length + j],
+          k -> distinct.size());
+    }
+    String[] keys = distinct.keySet().toArray(new String[0]);
+    double[] prob = new double[keys.length];
+    for (int i = 0; i < keys.length; i++) {
+      prob[i] = probability.getOrDefault(keys[i], 0.0);
+    }
+    return new dev.dynembed.table.client.SampledRows(
+        java.util.Arrays.copyOf(r.probability(), positives.length), keys, findOrInsert(keys), prob,
+        drawIndex);
+  }
+
+  @Override
   public TopKResult topK(float[] q, int n, int k, TopKOptions o) {
     throw new UnsupportedOperationException();
   }

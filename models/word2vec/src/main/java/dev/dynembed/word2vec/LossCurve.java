@@ -29,7 +29,7 @@ final class LossCurve {
     int width = 900;
     int height = 500;
     int left = 80;
-    int right = 30;
+    int right = 60;
     int top = 50;
     int bottom = 60;
     BufferedImage img = new BufferedImage(width, height, BufferedImage.TYPE_INT_RGB);

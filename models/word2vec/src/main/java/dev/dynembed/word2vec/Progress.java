@@ -27,9 +27,10 @@ final class Progress {
     int filled = (int) Math.round(s.fraction() * width);
     String bar = "#".repeat(filled) + ".".repeat(width - filled);
     String line = String.format(Locale.ROOT,
-        "epoch %d/%d [%s] %5.1f%% | %,9.0f words/s | loss %.4f | alpha %.5f | %s %s",
+        "epoch %d/%d [%s] %5.1f%% | %,9.0f words/s | loss %s | alpha %.5f | %s %s",
         Math.min(s.epoch() + 1, s.epochs()), s.epochs(), bar, 100 * s.fraction(),
-        s.wordsPerSecond(), s.loss(), s.alpha(), s.done() ? "took" : "ETA",
+        s.wordsPerSecond(), Double.isFinite(s.loss()) ? String.format(Locale.ROOT, "%.4f",
+            s.loss()) : "  --  ", s.alpha(), s.done() ? "took" : "ETA",
         duration(s.done() ? s.seconds() : s.etaSeconds()));
     if (terminal) {
       out.print("\r" + line + (s.done() ? "\n" : ""));

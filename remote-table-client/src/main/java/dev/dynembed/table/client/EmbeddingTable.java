@@ -82,6 +82,14 @@ public interface EmbeddingTable {
       long seed);
 
   /**
+   * The same draws as {@link #sample}, de-duplicated: each distinct drawn key once with its row
+   * and probability, and for every draw the index of its key. Saves a {@link #find} of the draws
+   * and the transfer of repeated keys (unigram draws repeat the frequent words).
+   */
+  SampledRows sampleDistinct(String[] positives, int numSampled, SamplerKind sampler, float alpha,
+      long seed);
+
+  /**
    * The k keys with the highest score per query, over every shard.
    *
    * @param queries FLOAT [q, dim], or [q, dim - 1] with {@link TopKOptions#biasLastDim()}

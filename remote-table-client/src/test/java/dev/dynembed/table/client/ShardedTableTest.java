@@ -121,6 +121,35 @@ class ShardedTableTest {
     }
   }
 
+  @ParameterizedTest(name = "{0} shards (0 = in-process)")
+  @org.junit.jupiter.params.provider.ValueSource(ints = {0, 2})
+  void sampleDistinct_drawsWhatSampleDraws_onceEach_withRows(int shards) throws Exception {
+    LoopbackCluster cluster = shards == 0 ? null : new LoopbackCluster(shards, dir);
+    try (TableClient client = cluster == null ? TableClients.inProcess(dir) : cluster.client()) {
+      EmbeddingTable t = client.createTable(config(TableConfigs.sgd(0.1f)));
+      train(t, 5, 3);
+      String[] positives = {"key-1", "key-2", "never-seen"};
+      SampleResult plain = t.sample(positives, 3000, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 42);
+      SampledRows d = t.sampleDistinct(positives, 3000, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 42);
+      assertEquals(3000, d.drawIndex().length);
+      assertEquals(d.keys().length, new java.util.HashSet<>(List.of(d.keys())).size(),
+          "each drawn key once");
+      assertTrue(d.keys().length < 3000, "unigram draws repeat frequent keys");
+      for (int j = 0; j < 3000; j++) {
+        assertEquals(plain.keys()[3 + j], d.keys()[d.drawIndex()[j]], "draw " + j);
+        assertEquals(plain.probability()[3 + j], d.probability()[d.drawIndex()[j]]);
+      }
+      for (int i = 0; i < 3; i++) {
+        assertEquals(plain.probability()[i], d.positiveProbability()[i]);
+      }
+      assertArrayEquals(t.find(d.keys()).rows(), d.rows());
+    } finally {
+      if (cluster != null) {
+        cluster.close();
+      }
+    }
+  }
+
   @Test
   void sample_overTwoShards_drawsAreInterleaved_notBlockedByShard() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir);

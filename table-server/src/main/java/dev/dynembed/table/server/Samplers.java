@@ -36,6 +36,15 @@ final class Samplers {
   }
 
   SampleCandidates sample(PackedKeys positives, int numSampled, SamplerKind kind, float alpha, long seed) {
+    return sample(positives, numSampled, kind, alpha, seed, false);
+  }
+
+  /**
+   * @param distinct return each distinct drawn key once, with its row, and each draw's index
+   *     into them (see {@link SampleCandidates}); the draws are the same as without
+   */
+  SampleCandidates sample(PackedKeys positives, int numSampled, SamplerKind kind, float alpha,
+      long seed, boolean distinct) {
     if (numSampled < 0 || numSampled > Limits.MAX_NUM_SAMPLED) {
       throw TableException.invalid(
           "table '%s': num_sampled must be in [0, %d] but was %d",
@@ -67,12 +76,49 @@ final class Samplers {
           table.name(), table.shardIndex, numSampled);
     }
     SplittableRandom rnd = new SplittableRandom(seed ^ (0x9E3779B97F4A7C15L * (table.shardIndex + 1)));
+    if (distinct) {
+      return distinctDraws(keys, pos, prob, np, numSampled, s, rnd);
+    }
     for (int j = 0; j < numSampled; j++) {
       int row = s.draw(rnd);
       table.appendKey(row, keys);
       prob[np + j] = s.prob[row];
     }
     return new SampleCandidates(keys.build(), pos, prob, s.mass, s.n);
+  }
+
+  /** The draws, de-duplicated by row id (open addressing, no boxing), with their rows. */
+  private SampleCandidates distinctDraws(PackedKeys.Builder keys, boolean[] pos, double[] prob,
+      int np, int numSampled, Snapshot s, SplittableRandom rnd) {
+    int cap = Integer.highestOneBit(Math.max(4, numSampled) * 2 - 1) << 1;
+    int[] slotRow = new int[cap];
+    int[] slotIdx = new int[cap];
+    java.util.Arrays.fill(slotRow, -1);
+    int[] drawIndex = new int[numSampled];
+    int[] distinctRows = new int[Math.min(numSampled, Math.max(s.n, 1))];
+    int u = 0;
+    for (int j = 0; j < numSampled; j++) {
+      int row = s.draw(rnd);
+      int slot = (row * 0x9E3779B9) & (cap - 1);
+      while (slotRow[slot] != -1 && slotRow[slot] != row) {
+        slot = (slot + 1) & (cap - 1);
+      }
+      if (slotRow[slot] == -1) {
+        slotRow[slot] = row;
+        slotIdx[slot] = u;
+        distinctRows[u++] = row;
+      }
+      drawIndex[j] = slotIdx[slot];
+    }
+    double[] p = java.util.Arrays.copyOf(prob, np + u);
+    boolean[] isPos = java.util.Arrays.copyOf(pos, np + u);
+    float[] rows = new float[u * table.dim];
+    for (int i = 0; i < u; i++) {
+      table.appendKey(distinctRows[i], keys);
+      p[np + i] = s.prob[distinctRows[i]];
+      table.copyRow(distinctRows[i], rows, i * table.dim);
+    }
+    return new SampleCandidates(keys.build(), isPos, p, s.mass, s.n, rows, drawIndex);
   }
 
   private Snapshot snapshot(SamplerKind kind, float alpha) {

@@ -95,6 +95,12 @@ public final class ShardEngine {
     return get(table).samplers().sample(positives, numSampled, kind, alpha, seed);
   }
 
+  /** As above; with {@code distinct}, drawn keys come once each, with their rows. */
+  public SampleCandidates sample(String table, PackedKeys positives, int numSampled,
+      SamplerKind kind, float alpha, long seed, boolean distinct) {
+    return get(table).samplers().sample(positives, numSampled, kind, alpha, seed, distinct);
+  }
+
   public TopKHits topK(String table, float[] queries, int q, int k, boolean biasLastDim,
       Metric metric, PackedKeys exclude) {
     return TopK.run(get(table), queries, q, k, biasLastDim, metric, exclude);

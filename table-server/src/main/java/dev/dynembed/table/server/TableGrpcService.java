@@ -104,9 +104,15 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
       TableStore t = engine.get(req.getTable());
       PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
       SampleCandidates r = engine.sample(req.getTable(), pos, req.getNumSampled(),
-          req.getSampler(), req.getAlpha(), req.getSeed());
+          req.getSampler(), req.getAlpha(), req.getSeed(), req.getDistinctWithRows());
       SampleResponse.Builder b = SampleResponse.newBuilder()
           .setKeys(r.keys().toProto()).setMass(r.mass()).setNumKeys(r.numKeys());
+      if (r.rows() != null) {
+        b.setRows(Rows.encode(r.rows()));
+        for (int d : r.drawIndex()) {
+          b.addDrawIndex(d);
+        }
+      }
       for (int i = 0; i < r.positive().length; i++) {
         b.addIsPositive(r.positive()[i]).addProbability(r.probability()[i]);
       }

@@ -190,10 +190,11 @@ public final class GrpcShard implements Shard {
 
   @Override
   public CompletableFuture<SampleCandidates> sample(String table, PackedKeys positives,
-      int numSampled, SamplerKind sampler, float alpha, long seed) {
+      int numSampled, SamplerKind sampler, float alpha, long seed, boolean distinct) {
     return call("sample", table, data().sample(SampleRequest.newBuilder()
         .setTable(table).setPositives(positives.toProto()).setNumSampled(numSampled)
-        .setSampler(sampler).setAlpha(alpha).setSeed(seed).build()), r -> {
+        .setSampler(sampler).setAlpha(alpha).setSeed(seed).setDistinctWithRows(distinct)
+        .build()), r -> {
           int n = r.getIsPositiveCount();
           boolean[] pos = new boolean[n];
           double[] prob = new double[n];
@@ -201,8 +202,17 @@ public final class GrpcShard implements Shard {
             pos[i] = r.getIsPositive(i);
             prob[i] = r.getProbability(i);
           }
+          float[] rows = null;
+          int[] drawIndex = null;
+          if (distinct) {
+            rows = Rows.decode(r.getRows());
+            drawIndex = new int[r.getDrawIndexCount()];
+            for (int j = 0; j < drawIndex.length; j++) {
+              drawIndex[j] = r.getDrawIndex(j);
+            }
+          }
           return new SampleCandidates(PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES,
-              "sampled keys"), pos, prob, r.getMass(), (int) r.getNumKeys());
+              "sampled keys"), pos, prob, r.getMass(), (int) r.getNumKeys(), rows, drawIndex);
         });
   }
 

@@ -94,9 +94,9 @@ public final class LocalShard implements Shard {
 
   @Override
   public CompletableFuture<SampleCandidates> sample(String table, PackedKeys positives,
-      int numSampled, SamplerKind sampler, float alpha, long seed) {
+      int numSampled, SamplerKind sampler, float alpha, long seed, boolean distinct) {
     return call("sample", table,
-        () -> engine.sample(table, positives, numSampled, sampler, alpha, seed));
+        () -> engine.sample(table, positives, numSampled, sampler, alpha, seed, distinct));
   }
 
   @Override

@@ -53,8 +53,9 @@ public interface Shard extends AutoCloseable {
   CompletableFuture<Integer> applyGradients(String table, PackedKeys keys, float[] gradients,
       float learningRate, long step);
 
+  /** @param distinct drawn keys once each with their rows (see {@link SampleCandidates}) */
   CompletableFuture<SampleCandidates> sample(String table, PackedKeys positives, int numSampled,
-      SamplerKind sampler, float alpha, long seed);
+      SamplerKind sampler, float alpha, long seed, boolean distinct);
 
   CompletableFuture<TopKHits> topK(String table, float[] queries, int numQueries, int k,
       boolean biasLastDim, Metric metric, PackedKeys exclude);

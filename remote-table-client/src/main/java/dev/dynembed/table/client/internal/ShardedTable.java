@@ -5,6 +5,7 @@ import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.FindResult;
 import dev.dynembed.table.client.KeyCounts;
 import dev.dynembed.table.client.SampleResult;
+import dev.dynembed.table.client.SampledRows;
 import dev.dynembed.table.client.TopKOptions;
 import dev.dynembed.table.client.TopKResult;
 import dev.dynembed.table.common.ErrorCode;
@@ -229,9 +230,12 @@ public final class ShardedTable implements EmbeddingTable {
     return total;
   }
 
-  @Override
-  public SampleResult sample(String[] positives, int numSampled, SamplerKind sampler,
-      float alpha, long seed) {
+  /** The shards' replies to one sample call, and how the draws were split over them. */
+  private record Draws(PackedKeys pos, int[] posShard, int[] posIndex, int[] positivesOf,
+      double[] share, int[] choice, List<SampleCandidates> replies) {}
+
+  private Draws draw(String[] positives, int numSampled, SamplerKind sampler, float alpha,
+      long seed, boolean distinct) {
     PackedKeys pos = pack(positives, "sample");
     if (numSampled < 0 || numSampled > Limits.MAX_NUM_SAMPLED) {
       throw invalid("sample", "num_sampled must be in [0, %d] but was %d",
@@ -242,7 +246,7 @@ public final class ShardedTable implements EmbeddingTable {
     if (mass == null) { // first call: ask every shard for its mass
       List<CompletableFuture<SampleCandidates>> probes = new ArrayList<>(n);
       for (Shard s : shards) {
-        probes.add(s.sample(name(), PackedKeys.of(), 0, sampler, alpha, seed));
+        probes.add(s.sample(name(), PackedKeys.of(), 0, sampler, alpha, seed, false));
       }
       List<SampleCandidates> r = awaitAll(probes);
       mass = new double[n];
@@ -288,10 +292,12 @@ public final class ShardedTable implements EmbeddingTable {
       pb[s].add(pos, i);
     }
     List<CompletableFuture<SampleCandidates>> futures = new ArrayList<>(n);
+    int[] positivesOf = new int[n];
     for (int s = 0; s < n; s++) {
+      positivesOf[s] = pb[s].size();
       boolean idle = draws[s] == 0 && pb[s].size() == 0;
       futures.add(idle ? null : shards.get(s).sample(name(), pb[s].build(), draws[s], sampler,
-          alpha, seed + 0x632BE59BD9B4E019L * (s + 1)));
+          alpha, seed + 0x632BE59BD9B4E019L * (s + 1), distinct));
     }
     List<SampleCandidates> replies = awaitAll(futures);
     double[] fresh = mass.clone();
@@ -301,29 +307,74 @@ public final class ShardedTable implements EmbeddingTable {
       }
     }
     masses.put(id, fresh);
-    int count = pos.size() + numSampled;
-    String[] keys = new String[count];
-    boolean[] positive = new boolean[count];
-    double[] prob = new double[count];
-    for (int i = 0; i < pos.size(); i++) {
-      SampleCandidates r = replies.get(posShard[i]);
+    return new Draws(pos, posShard, posIndex, positivesOf, share, choice, replies);
+  }
+
+  @Override
+  public SampleResult sample(String[] positives, int numSampled, SamplerKind sampler,
+      float alpha, long seed) {
+    Draws d = draw(positives, numSampled, sampler, alpha, seed, false);
+    int np = d.pos().size();
+    String[] keys = new String[np + numSampled];
+    boolean[] positive = new boolean[keys.length];
+    double[] prob = new double[keys.length];
+    for (int i = 0; i < np; i++) {
       keys[i] = positives[i];
       positive[i] = true;
-      prob[i] = share[posShard[i]] * r.probability()[posIndex[i]];
+      prob[i] = d.share()[d.posShard()[i]]
+          * d.replies().get(d.posShard()[i]).probability()[d.posIndex()[i]];
     }
-    int[] next = new int[n];
-    for (int s = 0; s < n; s++) {
-      next[s] = pb[s].size(); // a shard's draws follow its positives
-    }
+    int[] next = d.positivesOf().clone(); // a shard's draws follow its positives
     for (int j = 0; j < numSampled; j++) {
-      int s = choice[j];
-      SampleCandidates r = replies.get(s);
-      int at = pos.size() + j;
-      keys[at] = r.keys().key(next[s]);
-      prob[at] = share[s] * r.probability()[next[s]];
+      int s = d.choice()[j];
+      SampleCandidates r = d.replies().get(s);
+      keys[np + j] = r.keys().key(next[s]);
+      prob[np + j] = d.share()[s] * r.probability()[next[s]];
       next[s]++;
     }
-    return new SampleResult(keys, positive, prob, pos.size());
+    return new SampleResult(keys, positive, prob, np);
+  }
+
+  @Override
+  public SampledRows sampleDistinct(String[] positives, int numSampled, SamplerKind sampler,
+      float alpha, long seed) {
+    Draws d = draw(positives, numSampled, sampler, alpha, seed, true);
+    int np = d.pos().size();
+    double[] posProb = new double[np];
+    for (int i = 0; i < np; i++) {
+      posProb[i] = d.share()[d.posShard()[i]]
+          * d.replies().get(d.posShard()[i]).probability()[d.posIndex()[i]];
+    }
+    // the shards' distinct keys are disjoint (each key lives on one shard): concatenate them
+    int[] offset = new int[n];
+    int u = 0;
+    for (int s = 0; s < n; s++) {
+      SampleCandidates r = d.replies().get(s);
+      offset[s] = u;
+      u += r == null ? 0 : r.keys().size() - d.positivesOf()[s];
+    }
+    String[] keys = new String[u];
+    double[] prob = new double[u];
+    float[] rows = new float[u * dim];
+    for (int s = 0; s < n; s++) {
+      SampleCandidates r = d.replies().get(s);
+      if (r == null) {
+        continue;
+      }
+      int p = d.positivesOf()[s];
+      for (int i = p; i < r.keys().size(); i++) {
+        keys[offset[s] + i - p] = r.keys().key(i);
+        prob[offset[s] + i - p] = d.share()[s] * r.probability()[i];
+      }
+      System.arraycopy(r.rows(), 0, rows, offset[s] * dim, r.rows().length);
+    }
+    int[] drawIndex = new int[numSampled];
+    int[] next = new int[n];
+    for (int j = 0; j < numSampled; j++) {
+      int s = d.choice()[j];
+      drawIndex[j] = offset[s] + d.replies().get(s).drawIndex()[next[s]++];
+    }
+    return new SampledRows(posProb, keys, rows, prob, drawIndex);
   }
 
   @Override
