@@ -54,8 +54,9 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
    * @param sampled the distinct sampled keys; {@code sampRows} their rows [u, d]
    * @param sampIdx [b * s]: which of them is candidate k of example e (at e * s + k)
    */
-  record Forward(String[] posKeys, double[] mask, String[] sampled, float[] posRows,
-      float[] sampRows, int[] sampIdx, boolean[] hit, int b, int p, int s, int d) {}
+  record Forward(double[] activations, String[] posKeys, double[] mask, String[] sampled,
+      float[] posRows, float[] sampRows, int[] sampIdx, boolean[] hit, int b, int p, int s,
+      int d) {}
 
   private String table;
   private int dim;
@@ -199,7 +200,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         logits[e * (p + s) + p + k] = v;
       }
     }
-    STASH.get().put(getOwnName(), new Forward(pos, mask, sampled, posRows, sampRows, sampIdx,
+    STASH.get().put(getOwnName(), new Forward(a, pos, mask, sampled, posRows, sampRows, sampIdx,
         hit, b, p, s, d));
     DataType type = act.dataType();
     oc.setOutputArray(0, NdArrays.array(logits, type, b, p + s));

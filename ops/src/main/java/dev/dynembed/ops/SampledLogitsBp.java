@@ -40,7 +40,7 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
   public void exec(OpContext oc) {
     SampledLogits.Forward f = SampledLogits.take(forward);
     INDArray act = oc.getInputArray(0);
-    double[] a = NdArrays.doubles(act);
+    double[] a = f.activations(); // the forward's copy: the same array in the same step
     double[] g = NdArrays.doubles(oc.getInputArray(2));
     int b = f.b();
     int p = f.p();
