@@ -121,6 +121,20 @@ public final class DynEmbed {
   }
 
   /**
+   * Sigmoid cross-entropy of each row, summed over its columns, in one Java op (see {@link
+   * SigmoidCrossEntropy}: far fewer op executions per step than the same formula in elementwise
+   * ops).
+   *
+   * @param logits [b, c]; a logit of {@link SampledLogits#MASKED} contributes nothing
+   * @param labels [b, c], same type
+   * @return [b]
+   */
+  public SDVariable sigmoidCrossEntropy(String name, SDVariable logits, SDVariable labels) {
+    return sd.updateVariableNameAndReference(
+        new SigmoidCrossEntropy(sd, logits, labels).outputVariable(), name);
+  }
+
+  /**
    * The k keys of the whole table with the highest score per query (inference only).
    *
    * @param query FLOAT [b, dim], or [b, dim - 1] with {@code biasLastDim} (scored as [q, 1] . row)

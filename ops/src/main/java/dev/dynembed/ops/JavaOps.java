@@ -18,7 +18,8 @@ public final class JavaOps {
     SameDiff.bindInferenceFactory(JavaOpSession::new);
     for (DifferentialFunction prototype : List.<DifferentialFunction>of(
         new DynamicEmbeddingLookup(), new DynamicEmbeddingLookupBp(), new SampledLogits(),
-        new SampledLogitsBp(), new TopK())) {
+        new SampledLogitsBp(), new TopK(), new SigmoidCrossEntropy(),
+        new SigmoidCrossEntropyBp())) {
       // graph clones (gradient functions) are deserialized by op name
       ImportClassMapping.getOpNameMapping().put(prototype.opName(), prototype);
     }

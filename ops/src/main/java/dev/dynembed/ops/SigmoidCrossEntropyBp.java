@@ -1,0 +1,80 @@
+package dev.dynembed.ops;
+
+import java.util.List;
+import java.util.Map;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.api.ops.DynamicCustomOp;
+import org.nd4j.linalg.api.ops.OpContext;
+import org.nd4j.linalg.api.shape.LongShapeDescriptor;
+
+/** Backward of {@link SigmoidCrossEntropy}: {@code dL/dx = (sigmoid(x) - y) * dL/dloss[row]}. */
+public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements JavaOp {
+  static final String OP_NAME = "dynembed_sigmoid_xent_bp";
+
+  public SigmoidCrossEntropyBp() {}
+
+  SigmoidCrossEntropyBp(SameDiff sd, SDVariable logits, SDVariable labels, SDVariable grad) {
+    super(null, sd, new SDVariable[] {logits, labels, grad}, false);
+  }
+
+  @Override
+  public String opName() {
+    return OP_NAME;
+  }
+
+  @Override
+  public void exec(OpContext oc) {
+    INDArray xs = oc.getInputArray(0);
+    INDArray ys = oc.getInputArray(1);
+    SigmoidCrossEntropy.checkShapes(xs, ys, OP_NAME);
+    int b = (int) xs.size(0);
+    int c = (int) xs.size(1);
+    double[] x = NdArrays.doubles(xs);
+    double[] y = NdArrays.doubles(ys);
+    double[] g = NdArrays.doubles(oc.getInputArray(2));
+    if (g.length != b) {
+      throw new IllegalArgumentException(OP_NAME + ": the incoming gradient must be [" + b + "]");
+    }
+    double[] dx = new double[b * c];
+    for (int e = 0; e < b; e++) {
+      for (int j = e * c; j < (e + 1) * c; j++) {
+        double v = x[j];
+        double sigmoid = v >= 0 ? 1 / (1 + Math.exp(-v)) : Math.exp(v) / (1 + Math.exp(v));
+        dx[j] = (sigmoid - y[j]) * g[e];
+      }
+    }
+    oc.setOutputArray(0, NdArrays.array(dx, xs.dataType(), b, c));
+  }
+
+  @Override
+  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+    INDArray x = oc.getInputArray(0);
+    return List.of(LongShapeDescriptor.fromShape(x.shape(), x.dataType()));
+  }
+
+  @Override
+  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+    return List.of(inputs.get(0));
+  }
+
+  @Override
+  public int getNumOutputs() {
+    return 1;
+  }
+
+  @Override
+  public List<SDVariable> doDiff(List<SDVariable> grads) {
+    throw new UnsupportedOperationException("second derivatives of sigmoid cross-entropy");
+  }
+
+  @Override
+  public Map<String, Object> propertiesForFunction() {
+    return Map.of();
+  }
+
+  @Override
+  public void setPropertiesForFunction(Map<String, Object> properties) {}
+}
