@@ -208,12 +208,24 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   }
 
   static double dot(double[] x, int xo, float[] y, int yo, int n) {
-    double sum = 0;
-    for (int j = 0; j < n; j++) {
-      sum += x[xo + j] * y[yo + j];
+    // four independent sums: one running sum is bound by the add latency, not by the loads
+    double s0 = 0;
+    double s1 = 0;
+    double s2 = 0;
+    double s3 = 0;
+    int j = 0;
+    for (; j + 3 < n; j += 4) {
+      s0 += x[xo + j] * y[yo + j];
+      s1 += x[xo + j + 1] * y[yo + j + 1];
+      s2 += x[xo + j + 2] * y[yo + j + 2];
+      s3 += x[xo + j + 3] * y[yo + j + 3];
     }
-    return sum;
+    for (; j < n; j++) {
+      s0 += x[xo + j] * y[yo + j];
+    }
+    return (s0 + s1) + (s2 + s3);
   }
+
 
   /** The forward state of the op named {@code name} on this thread (removed when taken). */
   static Forward take(String name) {
