@@ -38,7 +38,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * admission, a positive not yet admitted reads as a zero row and gets no gradient.
  *
  * <p>The backward op returns dL/d(activations) and sends the gradient of every candidate row to
- * the table (positives per occurrence, sampled keys summed per distinct key).
+ * the table, summed per distinct key (positives and sampled keys alike).
  */
 public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   static final String OP_NAME = "dynembed_sampled_logits";
@@ -51,12 +51,14 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
       ThreadLocal.withInitial(HashMap::new);
 
   /**
+   * @param uniq the distinct positive keys; {@code posRows} their rows [uniq, d]
+   * @param posIdx [b * p]: which of them is positive slot i (-1 for padding)
    * @param sampled the distinct sampled keys; {@code sampRows} their rows [u, d]
    * @param sampIdx [b * s]: which of them is candidate k of example e (at e * s + k)
    */
-  record Forward(double[] activations, String[] posKeys, double[] mask, String[] sampled,
-      float[] posRows, float[] sampRows, int[] sampIdx, boolean[] hit, int b, int p, int s,
-      int d) {}
+  record Forward(double[] activations, String[] uniq, int[] posIdx, double[] mask,
+      String[] sampled, float[] posRows, float[] sampRows, int[] sampIdx, boolean[] hit, int b,
+      int p, int s, int d) {}
 
   private String table;
   private int dim;
@@ -122,20 +124,26 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     // negatives would feed the sampler its own draws)
     LinkedHashMap<String, Integer> distinct = new LinkedHashMap<>(2 * b * p);
     java.util.ArrayList<String> occurrences = new java.util.ArrayList<>(b * p);
+    int[] posIdx = new int[b * p];
     for (int i = 0; i < b * p; i++) {
+      posIdx[i] = -1;
       if (mask[i] != 0) {
-        distinct.putIfAbsent(pos[i], distinct.size());
+        Integer seen = distinct.putIfAbsent(pos[i], distinct.size());
+        posIdx[i] = seen == null ? distinct.size() - 1 : seen;
         occurrences.add(pos[i]);
       }
     }
     String[] uniq = distinct.keySet().toArray(new String[0]);
-    float[] posRows = new float[b * p * d];
-    if (!occurrences.isEmpty()) {
-      float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]), countPositives);
+    float[] posRows = new float[uniq.length * d];
+    if (!countPositives && uniq.length > 0) {
+      posRows = t.findOrInsert(uniq, false); // each distinct key once
+    } else if (!occurrences.isEmpty()) {
+      // every occurrence counts toward the key's frequency; the rows of one key are equal
+      float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]), true);
       int o = 0;
       for (int i = 0; i < b * p; i++) {
         if (mask[i] != 0) {
-          System.arraycopy(occRows, o * d, posRows, i * d, d);
+          System.arraycopy(occRows, o * d, posRows, posIdx[i] * d, d);
           o++;
         }
       }
@@ -181,9 +189,9 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         int i = e * p + q;
         double v = MASKED;
         if (mask[i] != 0) {
-          v = dot(a, e * d, posRows, i * d, d);
+          v = dot(a, e * d, posRows, posIdx[i] * d, d);
           if (subtractLogQ) {
-            v -= Math.log(s * Math.max(sr.positiveProbability()[distinct.get(pos[i])], 1e-12));
+            v -= Math.log(s * Math.max(sr.positiveProbability()[posIdx[i]], 1e-12));
           }
           labels[e * (p + s) + q] = 1;
         }
@@ -200,8 +208,8 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         logits[e * (p + s) + p + k] = v;
       }
     }
-    STASH.get().put(getOwnName(), new Forward(a, pos, mask, sampled, posRows, sampRows, sampIdx,
-        hit, b, p, s, d));
+    STASH.get().put(getOwnName(), new Forward(a, uniq, posIdx, mask, sampled, posRows, sampRows,
+        sampIdx, hit, b, p, s, d));
     DataType type = act.dataType();
     oc.setOutputArray(0, NdArrays.array(logits, type, b, p + s));
     oc.setOutputArray(1, NdArrays.array(labels, type, b, p + s));

@@ -47,16 +47,12 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
     int s = f.s();
     int d = f.d();
     double[] dAct = new double[b * d];
-    int realPos = 0;
-    for (double m : f.mask()) {
-      realPos += m != 0 ? 1 : 0;
-    }
+    int np = f.uniq().length;
     int u = f.sampled().length;
-    String[] keys = new String[realPos + u];
-    float[] rowGrads = new float[(realPos + u) * d];
+    double[] posGrad = new double[np * d];
     double[] sampGrad = new double[u * d];
-    int at = 0;
     double[] mask = f.mask();
+    int[] posIdx = f.posIdx();
     float[] posRows = f.posRows();
     float[] sampRows = f.sampRows();
     int[] sampIdx = f.sampIdx();
@@ -69,12 +65,9 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
           continue;
         }
         double gl = g[e * (p + s) + q];
-        axpy(gl, posRows, i * d, dAct, ed, d);
-        int o = at * d;
-        for (int j = 0; j < d; j++) {
-          rowGrads[o + j] = (float) (gl * a[ed + j]);
-        }
-        keys[at++] = f.posKeys()[i];
+        int r = posIdx[i] * d;
+        axpy(gl, posRows, r, dAct, ed, d);
+        axpy(gl, a, ed, posGrad, r, d);
       }
       for (int k = 0; k < s; k++) {
         if (hit[e * s + k]) {
@@ -86,12 +79,17 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
         axpy(gl, a, ed, sampGrad, r, d);
       }
     }
-    for (int k = 0; k < u; k++) {
-      keys[at] = f.sampled()[k];
-      for (int j = 0; j < d; j++) {
-        rowGrads[at * d + j] = (float) sampGrad[k * d + j];
-      }
-      at++;
+    // one gradient row per distinct key (a key both positive and sampled appears twice; the
+    // table sums duplicates)
+    String[] keys = new String[np + u];
+    float[] rowGrads = new float[(np + u) * d];
+    System.arraycopy(f.uniq(), 0, keys, 0, np);
+    System.arraycopy(f.sampled(), 0, keys, np, u);
+    for (int k = 0; k < np * d; k++) {
+      rowGrads[k] = (float) posGrad[k];
+    }
+    for (int k = 0; k < u * d; k++) {
+      rowGrads[np * d + k] = (float) sampGrad[k];
     }
     if (keys.length > 0) {
       Tables.get(table).applyGradients(keys, rowGrads, StepContext.learningRate(table),
