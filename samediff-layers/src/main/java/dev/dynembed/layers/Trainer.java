@@ -259,6 +259,18 @@ public final class Trainer {
   public Map<String, String> restore(Path dir) {
     Properties m = readManifest(dir);
     restore(dir, m);
+    return extras(m);
+  }
+
+  /**
+   * The extra entries given to {@link #save(Path, Map)} of the checkpoint in {@code dir}, without
+   * restoring anything (to check a checkpoint before restoring it).
+   */
+  public static Map<String, String> readExtras(Path dir) {
+    return extras(readManifest(dir));
+  }
+
+  private static Map<String, String> extras(Properties m) {
     Map<String, String> extra = new LinkedHashMap<>();
     for (String k : m.stringPropertyNames()) {
       if (k.startsWith("extra.")) {
@@ -269,7 +281,7 @@ public final class Trainer {
   }
 
   /** The manifest of a checkpoint written by {@link #save}, with a clear error if it has none. */
-  public static Properties readManifest(Path dir) {
+  private static Properties readManifest(Path dir) {
     Path src = dir.toAbsolutePath().normalize();
     Properties m = new Properties();
     try (Reader r = Files.newBufferedReader(src.resolve("MANIFEST.properties"),

@@ -3,9 +3,7 @@ package dev.dynembed.word2vec;
 import dev.dynembed.layers.Trainer;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.Properties;
 
 /** The model directory: {@code checkpoint/} (tables + manifest), {@code loss.csv}, {@code loss-curve.png}. */
 final class ModelDir {
@@ -18,14 +16,7 @@ final class ModelDir {
       throw new CorpusException(modelDir + " is not a word2vec model directory (no " + m
           + "); train one with: word2vec train --input FILE --model " + modelDir);
     }
-    Properties p = Trainer.readManifest(modelDir.resolve(Word2Vec.CHECKPOINT));
-    Map<String, String> extra = new LinkedHashMap<>();
-    for (String k : p.stringPropertyNames()) {
-      if (k.startsWith("extra.")) {
-        extra.put(k.substring(6), p.getProperty(k));
-      }
-    }
-    return extra;
+    return Trainer.readExtras(modelDir.resolve(Word2Vec.CHECKPOINT));
   }
 
   static Word2VecConfig config(Path modelDir) {

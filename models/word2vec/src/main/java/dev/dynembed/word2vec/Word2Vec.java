@@ -167,10 +167,7 @@ public final class Word2Vec {
       if (!Files.exists(ckpt.resolve("MANIFEST.properties"))) {
         throw new CorpusException("--resume: " + opt.modelDir() + " holds no checkpoint");
       }
-      Map<String, String> extra = Trainer.readManifest(ckpt).entrySet().stream()
-          .filter(e -> e.getKey().toString().startsWith("extra."))
-          .collect(java.util.stream.Collectors.toMap(
-              e -> e.getKey().toString().substring(6), e -> e.getValue().toString()));
+      Map<String, String> extra = Trainer.readExtras(ckpt);
       Word2VecConfig saved = Word2VecConfig.fromMap(extra);
       if (!saved.equals(cfg)) {
         throw new CorpusException("--resume: the checkpoint was written with " + saved.toMap()
