@@ -168,16 +168,7 @@ public final class Word2VecCli {
 
   /** Peak resident set size of this process (Linux), or 0. */
   static long peakRss() {
-    try {
-      for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
-        if (line.startsWith("VmHWM:")) {
-          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-        }
-      }
-    } catch (IOException | NumberFormatException e) {
-      // not Linux
-    }
-    return 0;
+    return Math.max(0, LocalShardProcesses.statusBytes(ProcessHandle.current().pid(), "VmHWM"));
   }
 
   @Command(name = "nearest", mixinStandardHelpOptions = true,

@@ -85,38 +85,41 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   /** Resident set size of the shard processes, from /proc (Linux); -1 if unreadable. */
   public long rssBytes() {
-    long total = 0;
-    for (Process p : processes) {
-      try {
-        for (String line : Files.readAllLines(Path.of("/proc", String.valueOf(p.pid()),
-            "status"))) {
-          if (line.startsWith("VmRSS:")) {
-            total += Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-          }
-        }
-      } catch (IOException e) {
-        return -1;
-      }
-    }
-    return total;
+    return sum("VmRSS");
   }
 
   /** Peak resident set size (VmHWM) summed over the shard processes; -1 if unreadable. */
   public long peakRssBytes() {
+    return sum("VmHWM");
+  }
+
+  private long sum(String field) {
     long total = 0;
     for (Process p : processes) {
-      try {
-        for (String line : Files.readAllLines(Path.of("/proc", String.valueOf(p.pid()),
-            "status"))) {
-          if (line.startsWith("VmHWM:")) {
-            total += Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-          }
-        }
-      } catch (IOException e) {
+      long b = statusBytes(p.pid(), field);
+      if (b < 0) {
         return -1;
       }
+      total += b;
     }
     return total;
+  }
+
+  /**
+   * A memory field of {@code /proc/<pid>/status} (Linux; "VmRSS", "VmHWM", ...) in bytes: 0 if
+   * the file lacks it (an exited process), -1 if the file cannot be read.
+   */
+  public static long statusBytes(long pid, String field) {
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc", String.valueOf(pid), "status"))) {
+        if (line.startsWith(field + ":")) {
+          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+        }
+      }
+    } catch (IOException | NumberFormatException e) {
+      return -1;
+    }
+    return 0;
   }
 
   @Override
