@@ -9,7 +9,6 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.io.Writer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -216,12 +215,5 @@ public final class VectorSet {
       }
     }
     return u;
-  }
-
-  /** Writes the words with their vectors as a table: for humans, not tools. */
-  void writeWords(Writer w, int limit) throws IOException {
-    for (int i = 0; i < Math.min(limit, size()); i++) {
-      w.write(words.get(i) + "\n");
-    }
   }
 }

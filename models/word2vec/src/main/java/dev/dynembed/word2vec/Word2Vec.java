@@ -10,6 +10,7 @@ import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.v1.TableCounters;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -184,8 +185,9 @@ public final class Word2Vec {
         throw new CorpusException(opt.modelDir() + " already holds a model; use --resume to"
             + " continue its training or --overwrite to replace it");
       }
-      if (in.describe().getCounters().getKeys() > 0 || out.describe().getCounters().getKeys() > 0
-          || out.describe().getCounters().getPendingKeys() > 0) {
+      TableCounters outCounters = out.describe().getCounters(); // one fan-out per table
+      if (in.describe().getCounters().getKeys() > 0 || outCounters.getKeys() > 0
+          || outCounters.getPendingKeys() > 0) {
         throw new CorpusException("tables " + cfg.inTable() + "/" + cfg.outTable() + " already"
             + " hold words (a previous run on these shards?); drop them, choose another --name,"
             + " or --resume");

@@ -4,8 +4,8 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * Hyper-parameters of a skip-gram negative-sampling run, with word2vec's C tool defaults for
- * skip-gram.
+ * Hyper-parameters of a skip-gram negative-sampling run (the CLI's {@code train} holds the
+ * defaults).
  *
  * @param dim vector size
  * @param window max distance of a context word (each center draws its window from 1..window)
@@ -27,10 +27,6 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
   /** The default rate of each optimizer. */
   public static float defaultAlpha(String optimizer) {
     return "sgd".equals(optimizer) ? 0.025f : 0.3f;
-  }
-
-  public static Word2VecConfig defaults() {
-    return new Word2VecConfig(100, 5, 5, 1e-3, 5, 5, 0.3f, "adagrad", 8192, 1, "w2v");
   }
 
   public Word2VecConfig {

@@ -34,9 +34,7 @@ public interface Shard extends AutoCloseable {
    * @param rows return the rows
    * @param frequencies return each key's count after the call
    */
-  record InsertMode(boolean count, boolean rows, boolean frequencies) {
-    public static final InsertMode DEFAULT = new InsertMode(true, true, false);
-  }
+  record InsertMode(boolean count, boolean rows, boolean frequencies) {}
 
   CompletableFuture<TableInfo> create(TableConfig config);
 
