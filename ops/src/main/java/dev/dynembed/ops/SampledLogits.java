@@ -134,10 +134,13 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
       }
     }
     String[] uniq = distinct.keySet().toArray(new String[0]);
-    float[] posRows = new float[uniq.length * d];
-    if (!countPositives && uniq.length > 0) {
+    float[] posRows;
+    if (uniq.length == 0) {
+      posRows = new float[0]; // every slot is padding
+    } else if (!countPositives) {
       posRows = t.findOrInsert(uniq, false); // each distinct key once
-    } else if (!occurrences.isEmpty()) {
+    } else {
+      posRows = new float[uniq.length * d];
       // every occurrence counts toward the key's frequency; the rows of one key are equal
       float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]), true);
       int o = 0;

@@ -166,6 +166,13 @@ public final class Word2VecCli {
     }
   }
 
+  /** One hit per line: word and cosine. */
+  static void printTable(List<Queries.Hit> hits) {
+    for (Queries.Hit h : hits) {
+      System.out.printf(Locale.ROOT, "  %-20s %.4f%n", h.word(), h.score());
+    }
+  }
+
   /** Peak resident set size of this process (Linux), or 0. */
   static long peakRss() {
     return Math.max(0, LocalShardProcesses.statusBytes(ProcessHandle.current().pid(), "VmHWM"));
@@ -186,9 +193,7 @@ public final class Word2VecCli {
           try {
             List<Queries.Hit> hits = q.nearest(w, k);
             System.out.println(w + ":");
-            for (Queries.Hit h : hits) {
-              System.out.printf(Locale.ROOT, "  %-20s %.4f%n", h.word(), h.score());
-            }
+            printTable(hits);
           } catch (CorpusException e) {
             errors.add(e.getMessage());
           }
@@ -215,9 +220,7 @@ public final class Word2VecCli {
       try (Queries q = new Queries(model)) {
         List<Queries.Hit> hits = q.analogy(a, b, c, k);
         System.out.printf("%s : %s :: %s : ?%n", a, b, c);
-        for (Queries.Hit h : hits) {
-          System.out.printf(Locale.ROOT, "  %-20s %.4f%n", h.word(), h.score());
-        }
+        printTable(hits);
       }
       return 0;
     }
