@@ -130,10 +130,8 @@ public final class AsyncExecutor {
             T item;
             while ((item = queue.poll()) != null) {
               for (Map<String, INDArray> batch : reader.read(item)) {
-                Map<String, Double> f = trainer.step(batch,
-                    (float) tableLearningRate.getAsDouble(), fetchVariables);
-                f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
-                steps.incrementAndGet();
+                step(trainer, batch, (float) tableLearningRate.getAsDouble(), fetchVariables,
+                    sums, steps);
               }
             }
             return null;
@@ -175,9 +173,7 @@ public final class AsyncExecutor {
               if (it == Item.END) {
                 return null;
               }
-              Map<String, Double> f = trainer.step(it.batch(), it.rate(), fetchVariables);
-              f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
-              steps.incrementAndGet();
+              step(trainer, it.batch(), it.rate(), fetchVariables, sums, steps);
             }
           } catch (RuntimeException e) {
             failed.set(true);
@@ -204,5 +200,13 @@ public final class AsyncExecutor {
     long n = steps.get();
     sums.forEach((k, v) -> averages.put(k, n == 0 ? Double.NaN : v.sum() / n));
     return new RunResult(averages, n, (System.nanoTime() - start) / 1e9);
+  }
+
+  /** One training step; its fetched values go into the run's sums. */
+  private static void step(Trainer trainer, Map<String, INDArray> batch, float rate,
+      List<String> fetch, Map<String, DoubleAdder> sums, AtomicLong steps) {
+    Map<String, Double> f = trainer.step(batch, rate, fetch);
+    f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
+    steps.incrementAndGet();
   }
 }
