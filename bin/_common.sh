@@ -1,6 +1,8 @@
 # Shared by the bin/ scripts: locate the repo and build a module's runnable jar on first use.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JAVA="${JAVA:-java}"
+# the SIMD kernels (FloatKernels) use the JDK's vector module; without it they fall back to loops
+SIMD="--add-modules jdk.incubator.vector"
 
 # jar_of MODULE: prints the path of the module's runnable jar (classifier "all"), building it if
 # absent.

@@ -35,7 +35,10 @@ final class NdArrays {
   /** The elements, row-major, as floats. */
   static float[] floats(INDArray a) {
     if (dense(a) && a.dataType() == DataType.FLOAT) {
-      return a.data().asFloat();
+      // one bulk copy from the native buffer (DataBuffer.asFloat goes element by element)
+      float[] out = new float[(int) a.length()];
+      a.data().asNioFloat().get(out);
+      return out;
     }
     return a.castTo(DataType.FLOAT).dup('c').data().asFloat();
   }

@@ -56,7 +56,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
    * @param sampled the distinct sampled keys; {@code sampRows} their rows [u, d]
    * @param sampIdx [b * s]: which of them is candidate k of example e (at e * s + k)
    */
-  record Forward(double[] activations, String[] uniq, int[] posIdx, double[] mask,
+  record Forward(Activations activations, String[] uniq, int[] posIdx, double[] mask,
       String[] sampled, float[] posRows, float[] sampRows, int[] sampIdx, boolean[] hit, int b,
       int p, int s, int d) {}
 
@@ -116,24 +116,23 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     if (mask.length != b * p) {
       throw new IllegalArgumentException(OP_NAME + ": mask must be [" + b + ", " + p + "]");
     }
-    double[] a = NdArrays.doubles(act);
+    Activations a = Activations.of(act);
     EmbeddingTable t = Tables.get(table);
 
     // real positives: rows (created if new), each occurrence counted toward the frequencies the
     // unigram sampler draws from; then the draws, whose rows are read without counting (counting
     // negatives would feed the sampler its own draws)
-    LinkedHashMap<String, Integer> distinct = new LinkedHashMap<>(2 * b * p);
+    StringIndex distinct = new StringIndex(b * p);
     java.util.ArrayList<String> occurrences = new java.util.ArrayList<>(b * p);
     int[] posIdx = new int[b * p];
     for (int i = 0; i < b * p; i++) {
       posIdx[i] = -1;
       if (mask[i] != 0) {
-        Integer seen = distinct.putIfAbsent(pos[i], distinct.size());
-        posIdx[i] = seen == null ? distinct.size() - 1 : seen;
+        posIdx[i] = distinct.add(pos[i]);
         occurrences.add(pos[i]);
       }
     }
-    String[] uniq = distinct.keySet().toArray(new String[0]);
+    String[] uniq = distinct.keys();
     float[] posRows;
     if (uniq.length == 0) {
       posRows = new float[0]; // every slot is padding
@@ -192,7 +191,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         int i = e * p + q;
         double v = MASKED;
         if (mask[i] != 0) {
-          v = dot(a, e * d, posRows, posIdx[i] * d, d);
+          v = a.dot(e, posRows, posIdx[i] * d);
           if (subtractLogQ) {
             v -= Math.log(s * Math.max(sr.positiveProbability()[posIdx[i]], 1e-12));
           }
@@ -203,7 +202,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
       for (int k = 0; k < s; k++) {
         double v = MASKED;
         if (!hit[e * s + k]) {
-          v = dot(a, e * d, sampRows, sampIdx[e * s + k] * d, d);
+          v = a.dot(e, sampRows, sampIdx[e * s + k] * d);
           if (subtractLogQ) {
             v -= Math.log(s * Math.max(drawProb[e * s + k], 1e-12));
           }
@@ -217,26 +216,6 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     oc.setOutputArray(0, NdArrays.array(logits, type, b, p + s));
     oc.setOutputArray(1, NdArrays.array(labels, type, b, p + s));
   }
-
-  static double dot(double[] x, int xo, float[] y, int yo, int n) {
-    // four independent sums: one running sum is bound by the add latency, not by the loads
-    double s0 = 0;
-    double s1 = 0;
-    double s2 = 0;
-    double s3 = 0;
-    int j = 0;
-    for (; j + 3 < n; j += 4) {
-      s0 += x[xo + j] * y[yo + j];
-      s1 += x[xo + j + 1] * y[yo + j + 1];
-      s2 += x[xo + j + 2] * y[yo + j + 2];
-      s3 += x[xo + j + 3] * y[yo + j + 3];
-    }
-    for (; j < n; j++) {
-      s0 += x[xo + j] * y[yo + j];
-    }
-    return (s0 + s1) + (s2 + s3);
-  }
-
 
   /** The forward state of the op named {@code name} on this thread (removed when taken). */
   static Forward take(String name) {

@@ -40,17 +40,17 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
   public void exec(OpContext oc) {
     SampledLogits.Forward f = SampledLogits.take(forward);
     INDArray act = oc.getInputArray(0);
-    double[] a = f.activations(); // the forward's copy: the same array in the same step
+    Activations a = f.activations(); // the forward's copy: the same array in the same step
     double[] g = NdArrays.doubles(oc.getInputArray(2));
     int b = f.b();
     int p = f.p();
     int s = f.s();
     int d = f.d();
-    double[] dAct = new double[b * d];
     int np = f.uniq().length;
     int u = f.sampled().length;
-    double[] posGrad = new double[np * d];
-    double[] sampGrad = new double[u * d];
+    // one gradient row per distinct key: the positives', then the sampled keys' (a key both
+    // positive and sampled appears twice; the table sums duplicates)
+    float[] rowGrads = new float[(np + u) * d];
     double[] mask = f.mask();
     int[] posIdx = f.posIdx();
     float[] posRows = f.posRows();
@@ -58,58 +58,29 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
     int[] sampIdx = f.sampIdx();
     boolean[] hit = f.hit();
     for (int e = 0; e < b; e++) {
-      int ed = e * d;
       for (int q = 0; q < p; q++) {
         int i = e * p + q;
-        if (mask[i] == 0) {
-          continue;
+        if (mask[i] != 0) {
+          int r = posIdx[i] * d;
+          a.backward(e, g[e * (p + s) + q], posRows, r, rowGrads, r);
         }
-        double gl = g[e * (p + s) + q];
-        int r = posIdx[i] * d;
-        axpy(gl, posRows, r, dAct, ed, d);
-        axpy(gl, a, ed, posGrad, r, d);
       }
       for (int k = 0; k < s; k++) {
-        if (hit[e * s + k]) {
-          continue;
+        if (!hit[e * s + k]) {
+          int r = sampIdx[e * s + k] * d;
+          a.backward(e, g[e * (p + s) + p + k], sampRows, r, rowGrads, np * d + r);
         }
-        double gl = g[e * (p + s) + p + k];
-        int r = sampIdx[e * s + k] * d;
-        axpy(gl, sampRows, r, dAct, ed, d);
-        axpy(gl, a, ed, sampGrad, r, d);
       }
     }
-    // one gradient row per distinct key (a key both positive and sampled appears twice; the
-    // table sums duplicates)
     String[] keys = new String[np + u];
-    float[] rowGrads = new float[(np + u) * d];
     System.arraycopy(f.uniq(), 0, keys, 0, np);
     System.arraycopy(f.sampled(), 0, keys, np, u);
-    for (int k = 0; k < np * d; k++) {
-      rowGrads[k] = (float) posGrad[k];
-    }
-    for (int k = 0; k < u * d; k++) {
-      rowGrads[np * d + k] = (float) sampGrad[k];
-    }
     if (keys.length > 0) {
       Tables.get(table).applyGradients(keys, rowGrads, StepContext.learningRate(table),
           StepContext.step(table));
     }
-    oc.setOutputArray(0, NdArrays.array(dAct, act.dataType(), b, d));
+    oc.setOutputArray(0, a.gradient(act.dataType()));
     oc.setOutputArray(1, Nd4j.zeros(oc.getInputArray(1).dataType()));
-  }
-
-  /** y[yo..yo+n) += alpha * x[xo..xo+n). */
-  private static void axpy(double alpha, float[] x, int xo, double[] y, int yo, int n) {
-    for (int j = 0; j < n; j++) {
-      y[yo + j] += alpha * x[xo + j];
-    }
-  }
-
-  private static void axpy(double alpha, double[] x, int xo, double[] y, int yo, int n) {
-    for (int j = 0; j < n; j++) {
-      y[yo + j] += alpha * x[xo + j];
-    }
   }
 
   @Override

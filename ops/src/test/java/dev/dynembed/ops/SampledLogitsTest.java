@@ -20,7 +20,11 @@ class SampledLogitsTest {
   private final double[][] mask = {{1, 1, 0}, {1, 0, 0}};
 
   private ProbeTable table(String name) {
-    ProbeTable t = new ProbeTable(name, D);
+    return table(name, D);
+  }
+
+  private ProbeTable table(String name, int dim) {
+    ProbeTable t = new ProbeTable(name, dim);
     t.sampled = new String[] {"a", "x", "y", "x"};
     t.probability = Map.of("a", 0.2, "b", 0.1, "c", 0.05, "x", 0.4, "y", 0.25);
     return t;
@@ -154,38 +158,63 @@ class SampledLogitsTest {
 
   @Test
   void backward_linearLoss_maskedSlotsAndAccidentalHitsGetNoGradient() {
-    // a linear loss puts gradient 1 on every logit, masked ones included, so any leak through a
-    // masked slot would show (sigmoid/softmax losses hide it: their gradient there is ~0)
-    ProbeTable t = table("sl3");
+    linearLoss("sl3", DataType.DOUBLE, D, 1e-6);
+  }
+
+  @Test
+  void backward_floatGraph_simdKernels_matchTheDoubleReference() {
+    // FLOAT graphs run on FloatKernels' SIMD loops: dim 37 covers whole lanes and a tail
+    linearLoss("sl6", DataType.FLOAT, 37, 1e-5);
+  }
+
+  /**
+   * A linear loss puts gradient 1 on every logit, masked ones included, so any leak through a
+   * masked slot would show (sigmoid/softmax losses hide it: their gradient there is ~0).
+   */
+  private void linearLoss(String name, DataType type, int dim, double tol) {
+    ProbeTable t = table(name, dim);
     SameDiff sd = SameDiff.create();
-    SDVariable act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, D).subi(0.5));
+    SDVariable act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, dim).subi(0.5).castTo(type));
     SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
-    SDVariable m = sd.placeHolder("mask", DataType.DOUBLE, 2, 3);
+    SDVariable m = sd.placeHolder("mask", type, 2, 3);
     SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t, 4,
         SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false, 1);
     sd.setLossVariables(out[0].sum().rename("loss"));
     Map<String, INDArray> ph = Map.of("pos", Strings.matrix(positives),
-        "mask", Nd4j.createFromArray(mask));
+        "mask", Nd4j.createFromArray(mask).castTo(type));
+    INDArray logits = sd.output(ph, out[0].name()).get(out[0].name());
     INDArray dAct = sd.calculateGradients(ph, "act", DynEmbed.handleName(t)).get("act");
     String[][] live = {{"a", "b", "x", "y", "x"}, {"c", "a", "x", "y", "x"}}; // unmasked candidates
     double[][] a = {act.getArr().getRow(0).toDoubleVector(), act.getArr().getRow(1).toDoubleVector()};
     Map<String, double[]> expectedRows = new java.util.HashMap<>();
+    String[][] columns = {{"a", "b", null, null, "x", "y", "x"}, {"c", null, null, "a", "x", "y",
+        "x"}}; // null: padding, or the accidental hit of 'a' in example 0
     for (int e = 0; e < 2; e++) {
-      double[] expected = new double[D];
+      for (int c = 0; c < columns[e].length; c++) {
+        double want = SampledLogits.MASKED;
+        if (columns[e][c] != null) {
+          want = 0;
+          for (int j = 0; j < dim; j++) {
+            want += a[e][j] * t.row(columns[e][c])[j];
+          }
+        }
+        assertEquals(want, logits.getDouble(e, c), tol, "logit " + e + "," + c);
+      }
+      double[] expected = new double[dim];
       for (String k : live[e]) {
-        for (int j = 0; j < D; j++) {
+        for (int j = 0; j < dim; j++) {
           expected[j] += t.row(k)[j];
-          expectedRows.computeIfAbsent(k, x -> new double[D])[j] += a[e][j];
+          expectedRows.computeIfAbsent(k, x -> new double[dim])[j] += a[e][j];
         }
       }
-      for (int j = 0; j < D; j++) {
-        assertEquals(expected[j], dAct.getDouble(e, j), 1e-6, "dL/dact " + e + "," + j);
+      for (int j = 0; j < dim; j++) {
+        assertEquals(expected[j], dAct.getDouble(e, j), tol, "dL/dact " + e + "," + j);
       }
     }
     assertEquals(expectedRows.keySet(), t.received.keySet());
     for (String k : expectedRows.keySet()) {
-      for (int j = 0; j < D; j++) {
-        assertEquals(expectedRows.get(k)[j], t.received.get(k)[j], 1e-6, "row " + k);
+      for (int j = 0; j < dim; j++) {
+        assertEquals(expectedRows.get(k)[j], t.received.get(k)[j], tol, "row " + k);
       }
     }
   }

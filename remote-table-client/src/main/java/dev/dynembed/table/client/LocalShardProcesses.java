@@ -33,8 +33,9 @@ public final class LocalShardProcesses implements AutoCloseable {
     String cp = System.getProperty("java.class.path");
     for (int i = 0; i < n; i++) {
       int port = basePort == 0 ? 0 : basePort + i;
+      // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
       List<String> cmd = new ArrayList<>(List.of(java, "-Xms" + heap, "-Xmx" + heap,
-          "-XX:+UseParallelGC"));
+          "-XX:+UseParallelGC", "--add-modules", "jdk.incubator.vector"));
       for (String o : javaOpts.trim().split("\\s+")) {
         if (!o.isEmpty()) {
           cmd.add(o.replace("{shard}", String.valueOf(i)));

@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.v1.OptimizerConfig;
 
@@ -116,13 +117,7 @@ abstract class RowOptimizer {
 
     @Override
     void apply(float[] p, int base, float[] g, int gOff, float lr, long t) {
-      int a = base + dim;
-      for (int j = 0; j < dim; j++) {
-        float gj = g[gOff + j];
-        float aj = p[a + j] + gj * gj;
-        p[a + j] = aj;
-        p[base + j] -= lr * gj / ((float) Math.sqrt(aj) + eps);
-      }
+      FloatKernels.adagrad(p, base, base + dim, g, gOff, dim, lr, eps);
     }
   }
 

@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;
@@ -79,10 +80,7 @@ final class TopK {
       }
       for (int a = 0; a < q; a++) {
         int qo = a * width;
-        float dot = 0f;
-        for (int j = 0; j < width; j++) {
-          dot += page[base + j] * queries[qo + j];
-        }
+        float dot = FloatKernels.dot(page, base, queries, qo, width);
         float score;
         if (biasLastDim) {
           dot += page[base + width];

@@ -1,0 +1,107 @@
+package dev.dynembed.ops;
+
+import dev.dynembed.table.common.FloatKernels;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+
+/**
+ * One batch of activations [b, d] as {@link SampledLogits} reads them, in the graph's precision,
+ * with the two products of the op: logits ({@link #dot}) and gradients ({@link #backward}).
+ * FLOAT graphs (training) run on {@link FloatKernels}' SIMD loops; DOUBLE graphs (gradient
+ * checks) keep double arithmetic so that finite differences stay meaningful. Row gradients are
+ * float either way: the table stores floats.
+ */
+abstract class Activations {
+  final int b;
+  final int d;
+
+  private Activations(int b, int d) {
+    this.b = b;
+    this.d = d;
+  }
+
+  static Activations of(INDArray act) {
+    int b = (int) act.size(0);
+    int d = (int) act.size(1);
+    return act.dataType() == DataType.FLOAT ? new Floats(NdArrays.floats(act), b, d)
+        : new Doubles(NdArrays.doubles(act), b, d);
+  }
+
+  /** activations[e] . rows[r .. r + d). */
+  abstract double dot(int e, float[] rows, int r);
+
+  /**
+   * For a logit with gradient {@code g} between example {@code e} and the row at {@code r}:
+   * dL/d(activations[e]) += g row, and rowGrad[gr .. gr + d) += g activations[e].
+   */
+  abstract void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr);
+
+  /** dL/d(activations) accumulated by {@link #backward}, as an array of {@code type}. */
+  abstract INDArray gradient(DataType type);
+
+  private static final class Floats extends Activations {
+    private final float[] a;
+    private float[] grad;
+
+    Floats(float[] a, int b, int d) {
+      super(b, d);
+      this.a = a;
+    }
+
+    @Override
+    double dot(int e, float[] rows, int r) {
+      return FloatKernels.dot(a, e * d, rows, r, d);
+    }
+
+    @Override
+    void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr) {
+      if (grad == null) {
+        grad = new float[b * d];
+      }
+      float gf = (float) g;
+      FloatKernels.axpy(gf, rows, r, grad, e * d, d);
+      FloatKernels.axpy(gf, a, e * d, rowGrad, gr, d);
+    }
+
+    @Override
+    INDArray gradient(DataType type) {
+      INDArray out = NdArrays.array(grad == null ? new float[b * d] : grad, b, d);
+      return type == DataType.FLOAT ? out : out.castTo(type);
+    }
+  }
+
+  private static final class Doubles extends Activations {
+    private final double[] a;
+    private double[] grad;
+
+    Doubles(double[] a, int b, int d) {
+      super(b, d);
+      this.a = a;
+    }
+
+    @Override
+    double dot(int e, float[] rows, int r) {
+      double s = 0;
+      for (int j = 0; j < d; j++) {
+        s += a[e * d + j] * rows[r + j];
+      }
+      return s;
+    }
+
+    @Override
+    void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr) {
+      if (grad == null) {
+        grad = new double[b * d];
+      }
+      for (int j = 0; j < d; j++) {
+        grad[e * d + j] += g * rows[r + j];
+        rowGrad[gr + j] += (float) (g * a[e * d + j]);
+      }
+    }
+
+    @Override
+    INDArray gradient(DataType type) {
+      return NdArrays.array(grad == null ? new double[b * d] : grad, type, b, d);
+    }
+  }
+}

@@ -1,0 +1,56 @@
+package dev.dynembed.table.common;
+
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * {@link FloatKernels} on the JDK's vector API. Loaded only when the vector module is present:
+ * {@link FloatKernels} never touches this class otherwise.
+ */
+final class VectorKernels {
+  private VectorKernels() {}
+
+  private static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
+
+  static int lanes() {
+    return S.length();
+  }
+
+  static float dot(float[] x, int xo, float[] y, int yo, int n) {
+    FloatVector acc = FloatVector.zero(S);
+    int j = 0;
+    for (int up = S.loopBound(n); j < up; j += S.length()) {
+      acc = FloatVector.fromArray(S, x, xo + j).fma(FloatVector.fromArray(S, y, yo + j), acc);
+    }
+    float s = acc.reduceLanes(VectorOperators.ADD);
+    for (; j < n; j++) {
+      s += x[xo + j] * y[yo + j];
+    }
+    return s;
+  }
+
+  static void axpy(float a, float[] x, int xo, float[] y, int yo, int n) {
+    FloatVector av = FloatVector.broadcast(S, a);
+    int j = 0;
+    for (int up = S.loopBound(n); j < up; j += S.length()) {
+      FloatVector.fromArray(S, x, xo + j).fma(av, FloatVector.fromArray(S, y, yo + j))
+          .intoArray(y, yo + j);
+    }
+    for (; j < n; j++) {
+      y[yo + j] += a * x[xo + j];
+    }
+  }
+
+  static void adagrad(float[] p, int w, int acc, float[] g, int go, int n, float lr, float eps) {
+    int j = 0;
+    for (int up = S.loopBound(n); j < up; j += S.length()) {
+      FloatVector gv = FloatVector.fromArray(S, g, go + j);
+      FloatVector av = FloatVector.fromArray(S, p, acc + j).add(gv.mul(gv));
+      av.intoArray(p, acc + j);
+      FloatVector step = gv.mul(lr).div(av.lanewise(VectorOperators.SQRT).add(eps));
+      FloatVector.fromArray(S, p, w + j).sub(step).intoArray(p, w + j);
+    }
+    FloatKernels.scalarAdagrad(p, w, acc, g, go, n, lr, eps, j);
+  }
+}

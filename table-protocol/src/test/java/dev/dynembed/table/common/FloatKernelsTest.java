@@ -1,0 +1,66 @@
+package dev.dynembed.table.common;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Random;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** The SIMD kernels against double-precision references, at lengths around the lane counts. */
+class FloatKernelsTest {
+  @org.junit.jupiter.api.Test
+  void vectorModule_isUsedInTests() {
+    // surefire passes --add-modules jdk.incubator.vector: the tests below check the SIMD path
+    assertTrue(FloatKernels.VECTOR, "the vector kernels are not in use");
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {0, 1, 3, 7, 8, 15, 16, 17, 31, 64, 100, 333})
+  void dotAndAxpy_matchReference_atOffsets(int n) {
+    Random r = new Random(n);
+    float[] x = random(r, n + 5);
+    float[] y = random(r, n + 9);
+    double want = 0;
+    for (int j = 0; j < n; j++) {
+      want += (double) x[3 + j] * y[7 + j];
+    }
+    assertEquals(want, FloatKernels.dot(x, 3, y, 7, n), 1e-5 * (1 + n));
+    assertEquals(FloatKernels.scalarDot(x, 3, y, 7, n), FloatKernels.dot(x, 3, y, 7, n),
+        1e-5 * (1 + n));
+
+    float[] z = y.clone();
+    FloatKernels.axpy(-0.75f, x, 3, z, 7, n);
+    for (int j = 0; j < y.length; j++) {
+      boolean inside = j >= 7 && j < 7 + n;
+      float expect = inside ? y[j] + -0.75f * x[j - 4] : y[j];
+      assertEquals(expect, z[j], 1e-6f, "element " + j); // fma may round once instead of twice
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {1, 7, 16, 100, 129})
+  void adagrad_equalsTheScalarUpdateExactly(int n) {
+    Random r = new Random(n);
+    float[] p = random(r, 2 * n + 4);
+    for (int j = 0; j < n; j++) {
+      p[2 + n + j] = Math.abs(p[2 + n + j]) + 0.1f; // accumulators are positive
+    }
+    float[] g = random(r, n + 1);
+    float[] scalar = p.clone();
+    FloatKernels.scalarAdagrad(scalar, 2, 2 + n, g, 1, n, 0.3f, 1e-8f, 0);
+    float[] kernel = p.clone();
+    FloatKernels.adagrad(kernel, 2, 2 + n, g, 1, n, 0.3f, 1e-8f);
+    // every lane computes the same IEEE operations (sqrt and division are correctly rounded)
+    assertArrayEquals(scalar, kernel);
+  }
+
+  private static float[] random(Random r, int n) {
+    float[] v = new float[n];
+    for (int i = 0; i < n; i++) {
+      v[i] = r.nextFloat() * 2 - 1;
+    }
+    return v;
+  }
+}
