@@ -50,6 +50,18 @@ public final class DynEmbed {
    */
   public SDVariable dynamicEmbeddingLookup(String name, SDVariable keys, EmbeddingTable table,
       boolean training, DataType dataType, boolean count) {
+    return dynamicEmbeddingLookup(name, keys, null, table, training, dataType, count);
+  }
+
+  /**
+   * The gathered lookup: {@code keys} UTF8 [u] (normally distinct), {@code index} INT [n] or [b,
+   * s] with values in [0, u); the output [n, dim] or [b, s, dim] holds row {@code index[i]} at i.
+   * The table reads each key once and, in training, gets one gradient row per key, summed over
+   * its uses (word2vec: a center word's 2 * window pairs). {@code index == null} is the plain
+   * lookup.
+   */
+  public SDVariable dynamicEmbeddingLookup(String name, SDVariable keys, SDVariable index,
+      EmbeddingTable table, boolean training, DataType dataType, boolean count) {
     if (keys.dataType() != DataType.UTF8) {
       throw new IllegalArgumentException("dynamicEmbeddingLookup: keys must be UTF8 but '"
           + keys.name() + "' is " + keys.dataType());
@@ -62,8 +74,12 @@ public final class DynEmbed {
     String handleName = handleName(table);
     SDVariable handle = sd.hasVariable(handleName) ? sd.getVariable(handleName)
         : sd.var(handleName, Nd4j.zeros(dataType));
-    SDVariable out = new DynamicEmbeddingLookup(sd, keys, handle, table.name(), table.dim(),
-        training, count).outputVariable();
+    if (index != null && !index.dataType().isIntType()) {
+      throw new IllegalArgumentException("dynamicEmbeddingLookup: index must be an integer type"
+          + " but '" + index.name() + "' is " + index.dataType());
+    }
+    SDVariable out = new DynamicEmbeddingLookup(sd, keys, handle, index, table.name(),
+        table.dim(), training, count).outputVariable();
     return sd.updateVariableNameAndReference(out, name);
   }
 

@@ -17,6 +17,10 @@ import org.nd4j.linalg.factory.Nd4j;
 /**
  * {@code lookup(keys UTF8 [n] or [b, s], handle []) -> [n, dim] or [b, s, dim]} in the handle's
  * floating-point type (FLOAT normally, DOUBLE for gradient checks): rows of the keys from a table.
+ * The gathered form {@code lookup(keys UTF8 [u], handle [], index INT [n] or [b, s])} reads each
+ * of u (distinct) keys once and outputs row {@code index[i]} at position i; its backward sums the
+ * gradient rows per key before sending them, so a key used many times in a batch costs the table
+ * one row each way.
  * Training mode creates missing rows and its backward sends the gradient rows to the table;
  * inference mode uses {@code find}: unknown keys get zero rows and nothing is created or sent.
  * The scalar {@code handle} is a trainable variable that puts the backward op on a gradient path;
@@ -32,9 +36,10 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
 
   public DynamicEmbeddingLookup() {}
 
-  DynamicEmbeddingLookup(SameDiff sd, SDVariable keys, SDVariable handle, String table, int dim,
-      boolean training, boolean count) {
-    super(null, sd, new SDVariable[] {keys, handle}, false);
+  DynamicEmbeddingLookup(SameDiff sd, SDVariable keys, SDVariable handle, SDVariable index,
+      String table, int dim, boolean training, boolean count) {
+    super(null, sd, index == null ? new SDVariable[] {keys, handle}
+        : new SDVariable[] {keys, handle, index}, false);
     this.count = count;
     this.table = table;
     this.dim = dim;
@@ -52,9 +57,39 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
     String[] k = keys(keys, OP_NAME);
     EmbeddingTable t = Tables.get(table);
     float[] rows = training ? t.findOrInsert(k, count) : t.find(k).rows();
-    INDArray out = NdArrays.array(rows, outputShape(keys));
+    INDArray index = gathered(oc) ? oc.getInputArray(2) : null;
+    if (index != null) {
+      int[] idx = index(index, k.length, OP_NAME);
+      float[] gathered = new float[idx.length * dim];
+      for (int i = 0; i < idx.length; i++) {
+        System.arraycopy(rows, idx[i] * dim, gathered, i * dim, dim);
+      }
+      rows = gathered;
+    }
+    INDArray out = NdArrays.array(rows, outputShape(index != null ? index : keys));
     DataType type = oc.getInputArray(1).dataType();
     oc.setOutputArray(0, type == DataType.FLOAT ? out : out.castTo(type));
+  }
+
+  /** Whether the forward op was given an index (keys, handle, index). */
+  private static boolean gathered(OpContext oc) {
+    return oc.getInputArrays().size() == 3;
+  }
+
+  /** The gathered form's index, row-major, each checked against the number of keys. */
+  static int[] index(INDArray index, int keys, String op) {
+    if (!index.dataType().isIntType() || index.rank() < 1 || index.rank() > 2) {
+      throw new IllegalArgumentException(op + ": index must be an integer array of rank 1 or 2"
+          + " but was " + index.dataType() + " " + Arrays.toString(index.shape()));
+    }
+    int[] idx = NdArrays.ints(index);
+    for (int i = 0; i < idx.length; i++) {
+      if (idx[i] < 0 || idx[i] >= keys) {
+        throw new IllegalArgumentException(op + ": index " + i + " is " + idx[i] + " but there"
+            + " are " + keys + " keys");
+      }
+    }
+    return idx;
   }
 
   /** The keys of a UTF8 [n] or [b, s] array, row-major. */
@@ -79,7 +114,8 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
 
   @Override
   public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
-    return List.of(LongShapeDescriptor.fromShape(outputShape(oc.getInputArray(0)),
+    INDArray shaped = gathered(oc) ? oc.getInputArray(2) : oc.getInputArray(0);
+    return List.of(LongShapeDescriptor.fromShape(outputShape(shaped),
         oc.getInputArray(1).dataType()));
   }
 
@@ -95,14 +131,16 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
 
   @Override
   public List<SDVariable> doDiff(List<SDVariable> grads) {
+    boolean gathered = args().length == 3;
     SDVariable handleGrad = training
-        ? new DynamicEmbeddingLookupBp(sameDiff, arg(0), arg(1), grads.get(0), table, dim)
-            .outputVariable()
+        ? new DynamicEmbeddingLookupBp(sameDiff, arg(0), arg(1), grads.get(0),
+            gathered ? arg(2) : null, table, dim).outputVariable()
         : sameDiff.zerosLike(arg(1)); // inference: nothing goes to the table
-    // Keys (UTF8) have no gradient, but SameDiff names one variable per input. This one is never
-    // executed: no requested gradient depends on a placeholder's gradient.
+    // Keys (UTF8) and the index have no gradient, but SameDiff names one variable per input.
+    // These are never executed: no requested gradient depends on a placeholder's gradient.
     SDVariable keysGrad = sameDiff.zerosLike(arg(1));
-    return Arrays.asList(keysGrad, handleGrad);
+    return gathered ? Arrays.asList(keysGrad, handleGrad, sameDiff.zerosLike(arg(1)))
+        : Arrays.asList(keysGrad, handleGrad);
   }
 
   @Override

@@ -1,5 +1,6 @@
 package dev.dynembed.ops;
 
+import dev.dynembed.table.common.FloatKernels;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,8 +27,9 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
   public DynamicEmbeddingLookupBp() {}
 
   DynamicEmbeddingLookupBp(SameDiff sd, SDVariable keys, SDVariable handle, SDVariable grad,
-      String table, int dim) {
-    super(null, sd, new SDVariable[] {keys, handle, grad}, false);
+      SDVariable index, String table, int dim) {
+    super(null, sd, index == null ? new SDVariable[] {keys, handle, grad}
+        : new SDVariable[] {keys, handle, grad, index}, false);
     this.table = table;
     this.dim = dim;
   }
@@ -42,6 +44,14 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
     String[] k = DynamicEmbeddingLookup.keys(oc.getInputArray(0), OP_NAME);
     INDArray grad = oc.getInputArray(2);
     float[] g = NdArrays.floats(grad);
+    if (oc.getInputArrays().size() == 4) { // gathered: one summed gradient row per key
+      int[] idx = DynamicEmbeddingLookup.index(oc.getInputArray(3), k.length, OP_NAME);
+      float[] summed = new float[k.length * dim];
+      for (int i = 0; i < idx.length; i++) {
+        FloatKernels.axpy(1f, g, i * dim, summed, idx[i] * dim, dim);
+      }
+      g = summed;
+    }
     Tables.get(table).applyGradients(k, g, StepContext.learningRate(table),
         StepContext.step(table));
     oc.setOutputArray(0, Nd4j.zeros(oc.getInputArray(1).dataType()));

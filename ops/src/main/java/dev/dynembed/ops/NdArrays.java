@@ -43,6 +43,11 @@ final class NdArrays {
     return a.castTo(DataType.FLOAT).dup('c').data().asFloat();
   }
 
+  /** The elements, row-major, as ints (of an integer array). */
+  static int[] ints(INDArray a) {
+    return (dense(a) ? a : a.dup('c')).data().asInt();
+  }
+
   /** A new array of {@code type} (FLOAT or DOUBLE) holding {@code v}, row-major. */
   static INDArray array(double[] v, DataType type, long... shape) {
     if (type == DataType.DOUBLE) {

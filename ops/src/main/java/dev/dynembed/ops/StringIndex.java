@@ -7,19 +7,19 @@ import java.util.Arrays;
  * without the boxed values and entry objects of a {@code LinkedHashMap<String, Integer>} (whose
  * allocation was ~10% of a word2vec step in a profile).
  */
-final class StringIndex {
+public final class StringIndex {
   private String[] keys;
   private int[] slots; // id + 1, 0 = empty
   private int size;
 
-  StringIndex(int expected) {
+  public StringIndex(int expected) {
     int cap = Integer.highestOneBit(Math.max(4, expected * 2 - 1)) << 1;
     slots = new int[cap];
     keys = new String[Math.max(4, expected)];
   }
 
   /** The id of {@code key}, adding it with the next id if new. */
-  int add(String key) {
+  public int add(String key) {
     int mask = slots.length - 1;
     int h = key.hashCode();
     int i = (h ^ (h >>> 16)) & mask;
@@ -44,12 +44,12 @@ final class StringIndex {
     return size - 1;
   }
 
-  int size() {
+  public int size() {
     return size;
   }
 
   /** The distinct strings, in id order. */
-  String[] keys() {
+  public String[] keys() {
     return Arrays.copyOf(keys, size);
   }
 

@@ -58,6 +58,57 @@ class DynamicEmbeddingLookupTest {
   }
 
   @Test
+  void gathered_readsEachKeyOnce_sendsOneSummedGradientRowPerKey() {
+    try (TableClient tables = TableClients.inProcess()) {
+      EmbeddingTable emb = tables.createTable(TableConfigs.builder("gathered", 3)
+          .setOptimizer(TableConfigs.sgd(0.5f))
+          .setInitializer(TableConfigs.uniform(-1f, 1f, 3)).build());
+      float[] before = emb.findOrInsert("a", "b", "c");
+      SameDiff sd = SameDiff.create();
+      SDVariable k = sd.placeHolder("keys", DataType.UTF8, -1);
+      SDVariable idx = sd.placeHolder("idx", DataType.INT32, -1, 2);
+      SDVariable rows = new DynEmbed(sd).dynamicEmbeddingLookup("rows", k, idx, emb, true,
+          DataType.FLOAT, true); // [2, 2, 3]
+      SDVariable w = sd.var("w", Nd4j.createFromArray(new float[] {1f, 2f, 3f}));
+      sd.setLossVariables(rows.mul(w).sum().rename("loss"));
+      // positions read a, b / a, c
+      Map<String, INDArray> ph = Map.of("keys", Nd4j.create("a", "b", "c"),
+          "idx", Nd4j.createFromArray(new int[][] {{0, 1}, {0, 2}}));
+      INDArray out = sd.output(ph, "rows").get("rows");
+      assertArrayEquals(new long[] {2, 2, 3}, out.shape());
+      int[] order = {0, 1, 0, 2};
+      for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 3; j++) {
+          assertEquals(before[order[i] * 3 + j], out.getFloat(i / 2, i % 2, j));
+        }
+      }
+      long updates = emb.describe().getCounters().getUpdates();
+      sd.calculateGradients(ph, "w", DynEmbed.handleName(emb));
+      // one gradient row per key: a's two uses summed (2 w), b and c once (w)
+      assertEquals(updates + 3, emb.describe().getCounters().getUpdates());
+      float[] after = emb.find("a", "b", "c").rows();
+      float[] uses = {2, 1, 1};
+      for (int key = 0; key < 3; key++) {
+        for (int j = 0; j < 3; j++) {
+          assertEquals(before[key * 3 + j] - 0.5f * uses[key] * (j + 1), after[key * 3 + j],
+              1e-5f);
+        }
+      }
+      // an index past the keys is refused with a message naming it
+      Map<String, INDArray> bad = Map.of("keys", Nd4j.create("a", "b", "c"),
+          "idx", Nd4j.createFromArray(new int[][] {{0, 3}}));
+      Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+          () -> sd.output(bad, "rows"));
+      Throwable root = e;
+      while (root.getCause() != null && !root.getMessage().contains("index")) {
+        root = root.getCause();
+      }
+      org.junit.jupiter.api.Assertions.assertTrue(
+          root.getMessage().contains("index 1 is 3 but there are 3 keys"), root.getMessage());
+    }
+  }
+
+  @Test
   void inferenceMode_unknownKeysReadZeros_nothingCreatedOrUpdated() {
     try (TableClient tables = TableClients.inProcess()) {
       EmbeddingTable emb = tables.createTable(TableConfigs.builder("infer", 2)

@@ -4,6 +4,7 @@ import dev.dynembed.layers.AsyncExecutor;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
 import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.ops.StringIndex;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.KeyCounts;
 import dev.dynembed.table.client.TableClient;
@@ -121,13 +122,17 @@ public final class Word2Vec {
 
   private Trainer graph(int thread) {
     SameDiff sd = SameDiff.create();
-    SDVariable center = sd.placeHolder("center", DataType.UTF8, -1);
+    // the batch's distinct center words, and for each pair which of them is its center: the
+    // gathered lookup reads and updates each center's row once per step (a center has up to
+    // 2 * window pairs; its pairs' gradients are summed before they go to the table)
+    SDVariable centers = sd.placeHolder("centers", DataType.UTF8, -1);
+    SDVariable centerOf = sd.placeHolder("center_of", DataType.INT32, -1);
     SDVariable context = sd.placeHolder("context", DataType.UTF8, -1, 1);
     SDVariable mask = sd.placeHolder("mask", DataType.FLOAT, -1, 1);
     Layers layers = new Layers(sd);
     // keys were counted by the reader: the ops count nothing
-    SDVariable h = layers.ops().dynamicEmbeddingLookup("h", center, in, true, DataType.FLOAT,
-        false); // [b, dim]
+    SDVariable h = layers.ops().dynamicEmbeddingLookup("h", centers, centerOf, in, true,
+        DataType.FLOAT, false); // [b, dim]
     SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out,
         new DynEmbed.Sampling(cfg.negative(), SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false,
             cfg.seed(), true, false), true); // summed: the rate is word2vec's per-pair rate
@@ -472,8 +477,14 @@ public final class Word2Vec {
       int b = Math.min(cfg.batchPairs(), centers.size());
       List<String> c = centers.subList(0, b);
       List<String> x = contexts.subList(0, b);
+      StringIndex distinct = new StringIndex(b / 4);
+      int[] centerOf = new int[b];
+      for (int i = 0; i < b; i++) {
+        centerOf[i] = distinct.add(c.get(i));
+      }
       Map<String, INDArray> batch = Map.of(
-          "center", Nd4j.create(new ArrayList<>(c), b),
+          "centers", Nd4j.create(java.util.Arrays.asList(distinct.keys()), distinct.size()),
+          "center_of", Nd4j.createFromArray(centerOf),
           "context", Nd4j.create(new ArrayList<>(x), b, 1),
           "mask", Nd4j.ones(DataType.FLOAT, b, 1));
       c.clear();
