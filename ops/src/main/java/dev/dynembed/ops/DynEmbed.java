@@ -107,10 +107,29 @@ public final class DynEmbed {
    * @param alpha unigram exponent (0 = 0.75)
    * @param perExample draw S keys for every example (b * S draws) instead of S shared ones
    * @param countPositives count each positive occurrence toward its frequency
+   * @param pool with {@code perExample}, 0 for b * S independent draws; P &gt; 0 draws only
+   *     min(P, b * S) keys per step and gives each example S picks among them, uniformly and
+   *     with replacement. Each candidate is still distributed as the sampler's q (a uniform pick
+   *     of an i.i.d. draw is a draw), but examples share keys: fewer distinct rows to read and
+   *     update per step (word2vec on 2 shards: see docs/benchmarks.md)
    */
   public record Sampling(int numSampled, SamplerKind sampler, float alpha,
       boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
-      boolean countPositives) {}
+      boolean countPositives, int pool) {
+    public Sampling {
+      if (pool < 0) {
+        throw new IllegalArgumentException("sampledLogits: pool must be >= 0 but was " + pool);
+      }
+    }
+
+    /** Independent draws for every example (no pool). */
+    public Sampling(int numSampled, SamplerKind sampler, float alpha,
+        boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
+        boolean countPositives) {
+      this(numSampled, sampler, alpha, removeAccidentalHits, subtractLogQ, seed, perExample,
+          countPositives, 0);
+    }
+  }
 
   /** As above, with every sampling option (see {@link Sampling}). */
   public SDVariable[] sampledLogits(String name, SDVariable activations, SDVariable positives,
@@ -131,7 +150,7 @@ public final class DynEmbed {
     SDVariable[] out = new SampledLogits(sd, activations, positives, mask, handle, table.name(),
         table.dim(), numSampled, sampling.sampler(), sampling.alpha(),
         sampling.removeAccidentalHits(), sampling.subtractLogQ(), sampling.seed(),
-        sampling.perExample(), sampling.countPositives()).outputVariables();
+        sampling.perExample(), sampling.countPositives(), sampling.pool()).outputVariables();
     return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_logits"),
         sd.updateVariableNameAndReference(out[1], name + "_labels")};
   }

@@ -70,14 +70,16 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   private long seed;
   private boolean perExample;
   private boolean countPositives = true;
+  private int pool;
 
   public SampledLogits() {}
 
   SampledLogits(SameDiff sd, SDVariable activations, SDVariable positives, SDVariable mask,
       SDVariable handle, String table, int dim, int numSampled, SamplerKind sampler, float alpha,
       boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
-      boolean countPositives) {
+      boolean countPositives, int pool) {
     super(null, sd, new SDVariable[] {activations, positives, mask, handle}, false);
+    this.pool = pool;
     this.perExample = perExample;
     this.countPositives = countPositives;
     this.table = table;
@@ -155,7 +157,8 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         ? seed + 0x9E3779B97F4A7C15L * (StepContext.step(table) + 1)
             + 0xC2B2AE3D27D4EB4FL * StepContext.stream(table)
         : seed + CALLS.getAndIncrement();
-    int draws = perExample ? b * s : s;
+    int draws = !perExample ? s : pool > 0 ? Math.min(pool, b * s) : b * s;
+    boolean picks = perExample && draws < b * s; // each example picks among the pooled draws
     // distinct draws with their rows, in one call; sampIdx maps (example, slot) to one of them
     SampledRows sr = t.sampleDistinct(uniq, draws, SamplerKind.forNumber(sampler), alpha,
         drawSeed);
@@ -163,7 +166,8 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     double[] drawProb = new double[b * s];
     for (int e = 0; e < b; e++) {
       for (int k = 0; k < s; k++) {
-        int idx = sr.drawIndex()[perExample ? e * s + k : k];
+        int draw = !perExample ? k : picks ? pick(drawSeed, e * s + k, draws) : e * s + k;
+        int idx = sr.drawIndex()[draw];
         sampIdx[e * s + k] = idx;
         drawProb[e * s + k] = sr.probability()[idx];
       }
@@ -217,6 +221,15 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     oc.setOutputArray(1, NdArrays.array(labels, type, b, p + s));
   }
 
+  /** Candidate i's uniform pick among {@code draws} pooled draws: a function of (seed, i). */
+  static int pick(long seed, int i, int draws) {
+    long z = seed + 0x9E3779B97F4A7C15L * (i + 1L);
+    z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+    z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+    z ^= z >>> 31;
+    return (int) (((z >>> 32) * draws) >>> 32); // high bits scaled to [0, draws)
+  }
+
   /** The forward state of the op named {@code name} on this thread (removed when taken). */
   static Forward take(String name) {
     Forward f = STASH.get().remove(name);
@@ -266,6 +279,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     m.put("seed", seed);
     m.put("perExample", perExample);
     m.put("countPositives", countPositives);
+    m.put("pool", (long) pool);
     return m;
   }
 
@@ -281,5 +295,6 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     seed = ((Number) m.get("seed")).longValue();
     perExample = Boolean.TRUE.equals(m.get("perExample"));
     countPositives = !Boolean.FALSE.equals(m.get("countPositives"));
+    pool = m.get("pool") == null ? 0 : ((Number) m.get("pool")).intValue();
   }
 }

@@ -111,6 +111,58 @@ class SampledLogitsTest {
   }
 
   @Test
+  void pool_examplesPickTheirCandidatesAmongThePooledDraws() {
+    ProbeTable t = table("sl7");
+    SameDiff sd = SameDiff.create();
+    SDVariable act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, D).subi(0.5));
+    SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
+    SDVariable m = sd.placeHolder("mask", DataType.DOUBLE, 2, 3);
+    // S = 3 per example from a pool of 2 draws: the probe draws a, x
+    SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t, new DynEmbed.Sampling(
+        3, SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false, 1, true, true, 2));
+    INDArray logits = sd.output(Map.of("pos", Strings.matrix(positives), "mask",
+        Nd4j.createFromArray(mask)), out[0].name()).get(out[0].name());
+    assertEquals(3 + 3, logits.columns());
+    java.util.Set<String> seen = new java.util.HashSet<>();
+    for (int e = 0; e < 2; e++) {
+      double[] a = act.getArr().getRow(e).toDoubleVector();
+      for (int k = 0; k < 3; k++) {
+        double v = logits.getDouble(e, 3 + k);
+        if (v == SampledLogits.MASKED) {
+          assertEquals(0, e, "only example 0 has 'a' among its positives");
+          seen.add("a");
+          continue;
+        }
+        String match = null;
+        for (String key : new String[] {"a", "x"}) {
+          double dot = 0;
+          for (int j = 0; j < D; j++) {
+            dot += a[j] * t.row(key)[j];
+          }
+          if (Math.abs(dot - v) < 1e-9) {
+            match = key;
+          }
+        }
+        assertTrue(match != null, "candidate " + e + "," + k + " is not one of the pooled draws");
+        seen.add(match);
+      }
+    }
+  }
+
+  @Test
+  void pick_isUniformOverThePool() {
+    int draws = 10;
+    int[] counts = new int[draws];
+    for (int i = 0; i < 100_000; i++) {
+      counts[SampledLogits.pick(42, i, draws)]++;
+    }
+    for (int c : counts) {
+      assertEquals(10_000, c, 400); // ~4 standard deviations
+    }
+    assertEquals(SampledLogits.pick(7, 3, 1000), SampledLogits.pick(7, 3, 1000)); // a function
+  }
+
+  @Test
   void backward_matchesCentralDifferences_forActivationsAndRows() {
     checkBackward(new Graph(new EmbeddingTableRef(table("sl2")), positives, mask, true, true,
         DataType.DOUBLE));

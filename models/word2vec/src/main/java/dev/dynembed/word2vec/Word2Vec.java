@@ -77,6 +77,8 @@ public final class Word2Vec {
 
   static final String CHECKPOINT = "checkpoint";
   static final int MAX_WORD_BYTES = 256;
+  /** Words counted per table call while reading (whole sentences; a chunk ends past this). */
+  static final int COUNT_CHUNK = 1024;
 
   private final Word2VecConfig cfg;
   private final int threads;
@@ -135,7 +137,7 @@ public final class Word2Vec {
         DataType.FLOAT, false); // [b, dim]
     SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out,
         new DynEmbed.Sampling(cfg.negative(), SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false,
-            cfg.seed(), true, false), true); // summed: the rate is word2vec's per-pair rate
+            cfg.seed(), true, false, cfg.negativePool()), true); // summed: word2vec's per-pair rate
     sd.updateVariableNameAndReference(loss.div(mask.sum()), "loss_per_pair");
     return new Trainer(sd, "loss", new Sgd(0.0), List.of(in, out));
   }
@@ -382,13 +384,13 @@ public final class Word2Vec {
     private final State st;
     private final TokenReader reader;
     private final List<String> sentence = new ArrayList<>();
+    private final List<String[]> chunk = new ArrayList<>();
     private final List<String> kept = new ArrayList<>();
     private final ArrayList<String> centers = new ArrayList<>();
     private final ArrayList<String> contexts = new ArrayList<>();
     private long rnd;
     private long reportedBytes;
     private long total;
-    private int sentences;
     private boolean exhausted;
 
     Batches(TextSplits.Split split, int epoch, State st) {
@@ -413,49 +415,76 @@ public final class Word2Vec {
     @Override
     public boolean hasNext() {
       while (centers.size() < cfg.batchPairs() && !exhausted) {
-        if (!reader.nextSentence(sentence)) {
-          exhausted = true;
+        // sentences are counted in chunks: one table call (a fan-out on shards) per ~COUNT_CHUNK
+        // words instead of one per sentence
+        chunk.clear();
+        int words = 0;
+        while (words < COUNT_CHUNK) {
+          if (!reader.nextSentence(sentence)) {
+            exhausted = true;
+            break;
+          }
+          chunk.add(sentence.toArray(new String[0]));
+          words += sentence.size();
+        }
+        if (!chunk.isEmpty()) {
+          addPairs(words);
+        }
+        if (exhausted) {
           reader.close();
           st.progressBytes.addAndGet(split.bytes() - reportedBytes); // the range, exactly
           reportedBytes = split.bytes();
           st.skippedLong.addAndGet(reader.skippedLongWords());
-          break;
+        } else {
+          long consumed = reader.consumed();
+          st.progressBytes.addAndGet(consumed - reportedBytes);
+          reportedBytes = consumed;
         }
-        addPairs();
-        long consumed = reader.consumed();
-        st.progressBytes.addAndGet(consumed - reportedBytes);
-        reportedBytes = consumed;
       }
       return !centers.isEmpty();
     }
 
-    private void addPairs() {
-      String[] words = sentence.toArray(new String[0]);
-      KeyCounts kc = out.count(words, counting);
-      if (sentences++ % 32 == 0 || total == 0) {
-        total = out.describe().getCounters().getTotalFrequency();
+    /** Counts the chunk's {@code n} words, subsamples them and adds each sentence's pairs. */
+    private void addPairs(int n) {
+      String[] words = new String[n];
+      int w = 0;
+      for (String[] sent : chunk) {
+        System.arraycopy(sent, 0, words, w, sent.length);
+        w += sent.length;
       }
-      st.tokens.addAndGet(words.length);
-      kept.clear();
+      KeyCounts kc = out.count(words, counting);
+      total = out.describe().getCounters().getTotalFrequency();
+      st.tokens.addAndGet(n);
       long admitted = 0;
       double threshold = cfg.sample() * Math.max(total, 1);
-      for (int i = 0; i < words.length; i++) {
-        if (!kc.admitted()[i]) {
-          continue;
-        }
-        admitted++;
-        if (cfg.sample() > 0) {
-          double f = Math.max(kc.frequencies()[i], 1);
-          double keep = (Math.sqrt(f / threshold) + 1) * threshold / f;
-          if (keep < (nextRandom() & 0xFFFF) / 65536.0) {
+      long before = centers.size();
+      int at = 0; // the sentence's first word in the chunk
+      for (String[] sent : chunk) {
+        kept.clear();
+        for (int i = 0; i < sent.length; i++) {
+          if (!kc.admitted()[at + i]) {
             continue;
           }
+          admitted++;
+          if (cfg.sample() > 0) {
+            double f = Math.max(kc.frequencies()[at + i], 1);
+            double keep = (Math.sqrt(f / threshold) + 1) * threshold / f;
+            if (keep < (nextRandom() & 0xFFFF) / 65536.0) {
+              continue;
+            }
+          }
+          kept.add(sent[i]);
         }
-        kept.add(words[i]);
+        at += sent.length;
+        addWindows();
       }
       st.words.addAndGet(admitted);
+      st.pairs.addAndGet(centers.size() - before);
+    }
+
+    /** The (center, context) pairs of the kept words of one sentence. */
+    private void addWindows() {
       int n = kept.size();
-      long before = centers.size();
       for (int i = 0; i < n; i++) {
         int b = (int) Long.remainderUnsigned(nextRandom(), cfg.window());
         int reach = cfg.window() - b;
@@ -466,7 +495,6 @@ public final class Word2Vec {
           }
         }
       }
-      st.pairs.addAndGet(centers.size() - before);
     }
 
     @Override

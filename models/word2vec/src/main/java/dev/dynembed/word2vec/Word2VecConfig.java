@@ -20,9 +20,15 @@ import java.util.Map;
  * @param batchPairs (center, context) pairs per training step
  * @param seed initialisation, windows, subsampling and negatives
  * @param name prefix of the two tables ({@code <name>_in}, {@code <name>_out})
+ * @param negativePool negatives drawn from the table per step; each pair picks its {@code
+ *     negative} among them uniformly (every negative is still a unigram^0.75 draw). 0 draws
+ *     {@code negative} for every pair (the C tool's way). The CLI's default is the batch size:
+ *     5x fewer draws and about half the distinct rows to read and update per step, at equal
+ *     quality (docs/benchmarks.md)
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
-    int epochs, float alpha, String optimizer, int batchPairs, long seed, String name) {
+    int epochs, float alpha, String optimizer, int batchPairs, long seed, String name,
+    int negativePool) {
 
   /** The default rate of each optimizer. */
   public static float defaultAlpha(String optimizer) {
@@ -41,6 +47,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         "--optimizer must be sgd or adagrad but was '" + optimizer + "'");
     check(batchPairs >= 1 && batchPairs <= 1 << 18,
         "--batch must be in 1..262144 but was " + batchPairs);
+    check(negativePool >= 0 && negativePool <= 1 << 24,
+        "--negative-pool must be in 0..16777216 but was " + negativePool);
     check(name != null && name.matches("[A-Za-z0-9_.-]{1,100}"),
         "--name must match [A-Za-z0-9_.-]{1,100} but was '" + name + "'");
   }
@@ -73,6 +81,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("batch", String.valueOf(batchPairs));
     m.put("seed", String.valueOf(seed));
     m.put("name", name);
+    m.put("negative_pool", String.valueOf(negativePool));
     return m;
   }
 
@@ -82,7 +91,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
           Integer.parseInt(m.get("negative")), Double.parseDouble(m.get("sample")),
           Integer.parseInt(m.get("min_count")), Integer.parseInt(m.get("epochs")),
           Float.parseFloat(m.get("alpha")), m.get("optimizer"), Integer.parseInt(m.get("batch")),
-          Long.parseLong(m.get("seed")), m.get("name"));
+          Long.parseLong(m.get("seed")), m.get("name"),
+          Integer.parseInt(m.getOrDefault("negative_pool", "0"))); // models before the pool: 0
     } catch (RuntimeException e) {
       throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);
     }
