@@ -78,7 +78,12 @@ public final class Word2Vec {
   static final String CHECKPOINT = "checkpoint";
   static final int MAX_WORD_BYTES = 256;
   /** Words counted per table call while reading (whole sentences; a chunk ends past this). */
-  static final int COUNT_CHUNK = 1024;
+  static final int COUNT_CHUNK = 4096;
+  /**
+   * Chunks between refreshes of the total count (subsampling's threshold is sample * total; a
+   * table-wide describe is a fan-out on shards). Every chunk while the total is small.
+   */
+  static final int TOTAL_EVERY = 8;
 
   private final Word2VecConfig cfg;
   private final int threads;
@@ -391,6 +396,7 @@ public final class Word2Vec {
     private long rnd;
     private long reportedBytes;
     private long total;
+    private int chunks;
     private boolean exhausted;
 
     Batches(TextSplits.Split split, int epoch, State st) {
@@ -453,7 +459,9 @@ public final class Word2Vec {
         w += sent.length;
       }
       KeyCounts kc = out.count(words, counting);
-      total = out.describe().getCounters().getTotalFrequency();
+      if (chunks++ % TOTAL_EVERY == 0 || total < (long) TOTAL_EVERY * 4 * COUNT_CHUNK) {
+        total = out.describe().getCounters().getTotalFrequency();
+      }
       st.tokens.addAndGet(n);
       long admitted = 0;
       double threshold = cfg.sample() * Math.max(total, 1);
