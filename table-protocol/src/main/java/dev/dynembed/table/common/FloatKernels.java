@@ -57,7 +57,9 @@ public final class FloatKernels {
     }
   }
 
-  static float scalarDot(float[] x, int xo, float[] y, int yo, int n) {
+  // The plain loops: the fallback, public as the reference for tests and benchmarks (KernelBench).
+
+  public static float scalarDot(float[] x, int xo, float[] y, int yo, int n) {
     // four independent sums: one running sum is bound by the add latency, not by the loads
     float s0 = 0;
     float s1 = 0;
@@ -76,14 +78,14 @@ public final class FloatKernels {
     return (s0 + s1) + (s2 + s3);
   }
 
-  static void scalarAxpy(float a, float[] x, int xo, float[] y, int yo, int n) {
+  public static void scalarAxpy(float a, float[] x, int xo, float[] y, int yo, int n) {
     for (int j = 0; j < n; j++) {
       y[yo + j] += a * x[xo + j];
     }
   }
 
   /** The Adagrad update from column {@code from} on (the vector kernel's tail). */
-  static void scalarAdagrad(float[] p, int w, int acc, float[] g, int go, int n, float lr,
+  public static void scalarAdagrad(float[] p, int w, int acc, float[] g, int go, int n, float lr,
       float eps, int from) {
     for (int j = from; j < n; j++) {
       float gj = g[go + j];
