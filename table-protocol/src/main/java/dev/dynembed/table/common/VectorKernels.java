@@ -6,7 +6,9 @@ import jdk.incubator.vector.VectorSpecies;
 
 /**
  * {@link FloatKernels} on the JDK's vector API. Loaded only when the vector module is present:
- * {@link FloatKernels} never touches this class otherwise.
+ * {@link FloatKernels} never touches this class otherwise. Multiply then add, not {@code fma}:
+ * JDK 17's C2 ran {@code fma} through the API's scalar fallback here (async-profiler showed
+ * {@code FloatVector.lanewiseTemplate} under it), and mul + add measured faster.
  */
 final class VectorKernels {
   private VectorKernels() {}
@@ -21,7 +23,7 @@ final class VectorKernels {
     FloatVector acc = FloatVector.zero(S);
     int j = 0;
     for (int up = S.loopBound(n); j < up; j += S.length()) {
-      acc = FloatVector.fromArray(S, x, xo + j).fma(FloatVector.fromArray(S, y, yo + j), acc);
+      acc = acc.add(FloatVector.fromArray(S, x, xo + j).mul(FloatVector.fromArray(S, y, yo + j)));
     }
     float s = acc.reduceLanes(VectorOperators.ADD);
     for (; j < n; j++) {
@@ -34,7 +36,7 @@ final class VectorKernels {
     FloatVector av = FloatVector.broadcast(S, a);
     int j = 0;
     for (int up = S.loopBound(n); j < up; j += S.length()) {
-      FloatVector.fromArray(S, x, xo + j).fma(av, FloatVector.fromArray(S, y, yo + j))
+      FloatVector.fromArray(S, x, xo + j).mul(av).add(FloatVector.fromArray(S, y, yo + j))
           .intoArray(y, yo + j);
     }
     for (; j < n; j++) {

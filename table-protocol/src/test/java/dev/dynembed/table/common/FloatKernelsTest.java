@@ -35,7 +35,7 @@ class FloatKernelsTest {
     for (int j = 0; j < y.length; j++) {
       boolean inside = j >= 7 && j < 7 + n;
       float expect = inside ? y[j] + -0.75f * x[j - 4] : y[j];
-      assertEquals(expect, z[j], 1e-6f, "element " + j); // fma may round once instead of twice
+      assertEquals(expect, z[j], 1e-6f, "element " + j);
     }
   }
 
