@@ -3,6 +3,7 @@ package dev.dynembed.ops;
 import dev.dynembed.table.common.FloatKernels;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.api.ops.OpContext;
 
 /**
  * One batch of activations [b, d] as {@link SampledLogits} reads them, in the graph's precision,
@@ -36,8 +37,8 @@ abstract class Activations {
    */
   abstract void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr);
 
-  /** dL/d(activations) accumulated by {@link #backward}, as an array of {@code type}. */
-  abstract INDArray gradient(DataType type);
+  /** Sets output i of {@code oc} to dL/d(activations) accumulated by {@link #backward}. */
+  abstract void gradient(OpContext oc, int i, DataType type);
 
   private static final class Floats extends Activations {
     private final float[] a;
@@ -64,9 +65,8 @@ abstract class Activations {
     }
 
     @Override
-    INDArray gradient(DataType type) {
-      INDArray out = NdArrays.array(grad == null ? new float[b * d] : grad, b, d);
-      return type == DataType.FLOAT ? out : out.castTo(type);
+    void gradient(OpContext oc, int i, DataType type) {
+      NdArrays.output(oc, i, grad == null ? new float[b * d] : grad, type, b, d);
     }
   }
 
@@ -100,8 +100,8 @@ abstract class Activations {
     }
 
     @Override
-    INDArray gradient(DataType type) {
-      return NdArrays.array(grad == null ? new double[b * d] : grad, type, b, d);
+    void gradient(OpContext oc, int i, DataType type) {
+      NdArrays.output(oc, i, grad == null ? new double[b * d] : grad, type, b, d);
     }
   }
 }

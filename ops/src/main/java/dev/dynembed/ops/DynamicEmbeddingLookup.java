@@ -66,9 +66,8 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
       }
       rows = gathered;
     }
-    INDArray out = NdArrays.array(rows, outputShape(index != null ? index : keys));
-    DataType type = oc.getInputArray(1).dataType();
-    oc.setOutputArray(0, type == DataType.FLOAT ? out : out.castTo(type));
+    NdArrays.output(oc, 0, rows, oc.getInputArray(1).dataType(),
+        outputShape(index != null ? index : keys));
   }
 
   /** Whether the forward op was given an index (keys, handle, index). */

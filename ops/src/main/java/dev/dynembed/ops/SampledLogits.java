@@ -217,8 +217,8 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     STASH.get().put(getOwnName(), new Forward(a, uniq, posIdx, mask, sampled, posRows, sampRows,
         sampIdx, hit, b, p, s, d));
     DataType type = act.dataType();
-    oc.setOutputArray(0, NdArrays.array(logits, type, b, p + s));
-    oc.setOutputArray(1, NdArrays.array(labels, type, b, p + s));
+    NdArrays.output(oc, 0, logits, type, b, p + s);
+    NdArrays.output(oc, 1, labels, type, b, p + s);
   }
 
   /** Candidate i's uniform pick among {@code draws} pooled draws: a function of (seed, i). */

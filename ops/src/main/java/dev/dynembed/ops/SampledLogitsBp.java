@@ -79,7 +79,7 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
       Tables.get(table).applyGradients(keys, rowGrads, StepContext.learningRate(table),
           StepContext.step(table));
     }
-    oc.setOutputArray(0, a.gradient(act.dataType()));
+    a.gradient(oc, 0, act.dataType());
     oc.setOutputArray(1, Nd4j.zeros(oc.getInputArray(1).dataType()));
   }
 

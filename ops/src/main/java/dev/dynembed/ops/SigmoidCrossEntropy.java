@@ -58,7 +58,7 @@ public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp
       }
       loss[e] = sum;
     }
-    oc.setOutputArray(0, NdArrays.array(loss, xs.dataType(), b));
+    NdArrays.output(oc, 0, loss, xs.dataType(), b);
   }
 
   @Override

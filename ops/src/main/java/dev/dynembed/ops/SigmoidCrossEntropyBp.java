@@ -46,7 +46,7 @@ public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements Java
         dx[j] = (sigmoid - y[j]) * g[e];
       }
     }
-    oc.setOutputArray(0, NdArrays.array(dx, xs.dataType(), b, c));
+    NdArrays.output(oc, 0, dx, xs.dataType(), b, c);
   }
 
   @Override
