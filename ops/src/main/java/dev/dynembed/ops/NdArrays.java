@@ -91,7 +91,7 @@ final class NdArrays {
     java.util.List<INDArray> outs = oc.getOutputArrays();
     INDArray pre = outs != null && i < outs.size() ? outs.get(i) : null;
     if (pre == null || pre.dataType() != type || !Arrays.equals(pre.shape(), shape)
-        || !dense(pre) || pre.offset() != 0) {
+        || !dense(pre)) { // dense: not a view, so its data starts at the buffer's start
       return null;
     }
     return pre;

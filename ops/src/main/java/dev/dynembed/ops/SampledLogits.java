@@ -125,13 +125,13 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     // unigram sampler draws from; then the draws, whose rows are read without counting (counting
     // negatives would feed the sampler its own draws)
     StringIndex distinct = new StringIndex(b * p);
-    java.util.ArrayList<String> occurrences = new java.util.ArrayList<>(b * p);
     int[] posIdx = new int[b * p];
+    int real = 0;
     for (int i = 0; i < b * p; i++) {
       posIdx[i] = -1;
       if (mask[i] != 0) {
         posIdx[i] = distinct.add(pos[i]);
-        occurrences.add(pos[i]);
+        real++;
       }
     }
     String[] uniq = distinct.keys();
@@ -141,14 +141,18 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     } else if (!countPositives) {
       posRows = t.findOrInsert(uniq, false); // each distinct key once
     } else {
-      posRows = new float[uniq.length * d];
       // every occurrence counts toward the key's frequency; the rows of one key are equal
-      float[] occRows = t.findOrInsert(occurrences.toArray(new String[0]), true);
-      int o = 0;
-      for (int i = 0; i < b * p; i++) {
-        if (mask[i] != 0) {
-          System.arraycopy(occRows, o * d, posRows, posIdx[i] * d, d);
-          o++;
+      String[] occurrences = new String[real];
+      for (int i = 0, o = 0; i < b * p; i++) {
+        if (posIdx[i] >= 0) {
+          occurrences[o++] = uniq[posIdx[i]];
+        }
+      }
+      float[] occRows = t.findOrInsert(occurrences, true);
+      posRows = new float[uniq.length * d];
+      for (int i = 0, o = 0; i < b * p; i++) {
+        if (posIdx[i] >= 0) {
+          System.arraycopy(occRows, o++ * d, posRows, posIdx[i] * d, d);
         }
       }
     }
