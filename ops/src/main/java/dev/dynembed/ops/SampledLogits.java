@@ -135,27 +135,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
       }
     }
     String[] uniq = distinct.keys();
-    float[] posRows;
-    if (uniq.length == 0) {
-      posRows = new float[0]; // every slot is padding
-    } else if (!countPositives) {
-      posRows = t.findOrInsert(uniq, false); // each distinct key once
-    } else {
-      // every occurrence counts toward the key's frequency; the rows of one key are equal
-      String[] occurrences = new String[real];
-      for (int i = 0, o = 0; i < b * p; i++) {
-        if (posIdx[i] >= 0) {
-          occurrences[o++] = uniq[posIdx[i]];
-        }
-      }
-      float[] occRows = t.findOrInsert(occurrences, true);
-      posRows = new float[uniq.length * d];
-      for (int i = 0, o = 0; i < b * p; i++) {
-        if (posIdx[i] >= 0) {
-          System.arraycopy(occRows, o++ * d, posRows, posIdx[i] * d, d);
-        }
-      }
-    }
+    float[] posRows = positiveRows(t, uniq, posIdx, real, d);
     // draws are a function of (seed, step): a resumed run draws what the original run drew
     long drawSeed = StepContext.has(table)
         ? seed + 0x9E3779B97F4A7C15L * (StepContext.step(table) + 1)
@@ -178,22 +158,41 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
     }
     String[] sampled = sr.keys();
     float[] sampRows = sr.rows();
+    boolean[] hit = removeAccidentalHits ? accidentalHits(pos, mask, sampled, sampIdx, b, p, s)
+        : new boolean[b * s];
+    double[] logits = new double[b * (p + s)];
+    double[] labels = new double[b * (p + s)];
+    logits(a, mask, posIdx, posRows, sr.positiveProbability(), sampIdx, sampRows, drawProb, hit,
+        b, p, s, d, logits, labels);
+    STASH.get().put(getOwnName(), new Forward(a, uniq, posIdx, mask, sampled, posRows, sampRows,
+        sampIdx, hit, b, p, s, d));
+    DataType type = act.dataType();
+    NdArrays.output(oc, 0, logits, type, b, p + s);
+    NdArrays.output(oc, 1, labels, type, b, p + s);
+  }
+
+  /** Whether sampled candidate (e, k) equals one of example e's real positives. */
+  private static boolean[] accidentalHits(String[] pos, double[] mask, String[] sampled,
+      int[] sampIdx, int b, int p, int s) {
     boolean[] hit = new boolean[b * s];
-    if (removeAccidentalHits) {
-      for (int e = 0; e < b; e++) {
-        for (int k = 0; k < s; k++) {
-          String key = sampled[sampIdx[e * s + k]];
-          for (int q = 0; q < p; q++) {
-            if (mask[e * p + q] != 0 && pos[e * p + q].equals(key)) {
-              hit[e * s + k] = true;
-              break;
-            }
+    for (int e = 0; e < b; e++) {
+      for (int k = 0; k < s; k++) {
+        String key = sampled[sampIdx[e * s + k]];
+        for (int q = 0; q < p; q++) {
+          if (mask[e * p + q] != 0 && pos[e * p + q].equals(key)) {
+            hit[e * s + k] = true;
+            break;
           }
         }
       }
     }
-    double[] logits = new double[b * (p + s)];
-    double[] labels = new double[b * (p + s)];
+    return hit;
+  }
+
+  /** Fills logits and labels [b, p + s]: the positives' slots, then the sampled ones. */
+  private void logits(Activations a, double[] mask, int[] posIdx, float[] posRows,
+      double[] posProb, int[] sampIdx, float[] sampRows, double[] drawProb, boolean[] hit,
+      int b, int p, int s, int d, double[] logits, double[] labels) {
     for (int e = 0; e < b; e++) {
       for (int q = 0; q < p; q++) {
         int i = e * p + q;
@@ -201,7 +200,7 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         if (mask[i] != 0) {
           v = a.dot(e, posRows, posIdx[i] * d);
           if (subtractLogQ) {
-            v -= Math.log(s * Math.max(sr.positiveProbability()[posIdx[i]], 1e-12));
+            v -= Math.log(s * Math.max(posProb[posIdx[i]], 1e-12));
           }
           labels[e * (p + s) + q] = 1;
         }
@@ -218,11 +217,33 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         logits[e * (p + s) + p + k] = v;
       }
     }
-    STASH.get().put(getOwnName(), new Forward(a, uniq, posIdx, mask, sampled, posRows, sampRows,
-        sampIdx, hit, b, p, s, d));
-    DataType type = act.dataType();
-    NdArrays.output(oc, 0, logits, type, b, p + s);
-    NdArrays.output(oc, 1, labels, type, b, p + s);
+  }
+
+  /**
+   * Rows of the distinct positives [uniq, d], created if new; with {@code countPositives} every
+   * occurrence counts toward the key's frequency (the rows of one key are equal).
+   */
+  private float[] positiveRows(EmbeddingTable t, String[] uniq, int[] posIdx, int real, int d) {
+    if (uniq.length == 0) {
+      return new float[0]; // every slot is padding
+    }
+    if (!countPositives) {
+      return t.findOrInsert(uniq, false); // each distinct key once
+    }
+    String[] occurrences = new String[real];
+    for (int i = 0, o = 0; i < posIdx.length; i++) {
+      if (posIdx[i] >= 0) {
+        occurrences[o++] = uniq[posIdx[i]];
+      }
+    }
+    float[] occRows = t.findOrInsert(occurrences, true);
+    float[] posRows = new float[uniq.length * d];
+    for (int i = 0, o = 0; i < posIdx.length; i++) {
+      if (posIdx[i] >= 0) {
+        System.arraycopy(occRows, o++ * d, posRows, posIdx[i] * d, d);
+      }
+    }
+    return posRows;
   }
 
   /** Candidate i's uniform pick among {@code draws} pooled draws: a function of (seed, i). */

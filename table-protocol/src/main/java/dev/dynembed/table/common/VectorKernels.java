@@ -32,6 +32,20 @@ final class VectorKernels {
     return s;
   }
 
+  /** Whether every value is finite: x * 0 is 0 for finite x and NaN otherwise. */
+  static boolean allFinite(float[] x, int xo, int n) {
+    FloatVector acc = FloatVector.zero(S);
+    int j = 0;
+    for (int up = S.loopBound(n); j < up; j += S.length()) {
+      acc = acc.add(FloatVector.fromArray(S, x, xo + j).mul(0f));
+    }
+    float s = acc.reduceLanes(VectorOperators.ADD);
+    for (; j < n; j++) {
+      s += x[xo + j] * 0f;
+    }
+    return s == 0f;
+  }
+
   static void axpy(float a, float[] x, int xo, float[] y, int yo, int n) {
     FloatVector av = FloatVector.broadcast(S, a);
     int j = 0;

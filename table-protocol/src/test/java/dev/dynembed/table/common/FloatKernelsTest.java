@@ -56,6 +56,28 @@ class FloatKernelsTest {
     assertArrayEquals(scalar, kernel);
   }
 
+  @ParameterizedTest
+  @ValueSource(ints = {1, 7, 16, 17, 100, 333})
+  void firstNonFinite_findsTheFirstNaNOrInfinity_atEveryPosition(int n) {
+    Random r = new Random(n);
+    float[] x = random(r, n + 3);
+    x[0] = Float.NaN; // outside the checked range
+    assertEquals(-1, FloatKernels.firstNonFinite(x, 1, n));
+    float[] bad = {Float.NaN, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY};
+    for (int at = 0; at < n; at++) {
+      float[] y = x.clone();
+      y[1 + at] = bad[at % 3];
+      if (at + 1 < n) {
+        y[2 + at] = Float.NaN; // a later one is not reported
+      }
+      assertEquals(at, FloatKernels.firstNonFinite(y, 1, n), "bad value at " + at);
+    }
+    // the largest finite values times zero stay zero
+    float[] big = new float[n];
+    java.util.Arrays.fill(big, -Float.MAX_VALUE);
+    assertEquals(-1, FloatKernels.firstNonFinite(big, 0, n));
+  }
+
   private static float[] random(Random r, int n) {
     float[] v = new float[n];
     for (int i = 0; i < n; i++) {

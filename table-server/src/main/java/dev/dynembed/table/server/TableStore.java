@@ -1,6 +1,7 @@
 package dev.dynembed.table.server;
 
 import dev.dynembed.table.common.BatchDedup;
+import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
@@ -308,12 +309,11 @@ public final class TableStore {
           name(), n, dim, (long) n * dim, gradients.length,
           gradients.length % dim == 0 ? String.valueOf(gradients.length / dim) : "not whole");
     }
-    for (int k = 0; k < gradients.length; k++) {
-      if (!Float.isFinite(gradients[k])) {
-        throw TableException.invalid(
-            "table '%s': gradient of key %d ('%s') column %d is %s; nothing was applied",
-            name(), k / dim, keys.key(k / dim), k % dim, gradients[k]);
-      }
+    int k = FloatKernels.firstNonFinite(gradients, 0, gradients.length);
+    if (k >= 0) {
+      throw TableException.invalid(
+          "table '%s': gradient of key %d ('%s') column %d is %s; nothing was applied",
+          name(), k / dim, keys.key(k / dim), k % dim, gradients[k]);
     }
     if (learningRate < 0f || !Float.isFinite(learningRate)) {
       throw TableException.invalid(

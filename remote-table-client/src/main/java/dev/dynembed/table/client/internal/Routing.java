@@ -1,6 +1,7 @@
 package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.BatchDedup;
+import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.PackedKeys;
 
@@ -72,10 +73,10 @@ final class Routing {
       if (shardOfUnique[u] != shard) {
         continue;
       }
-      int dst = posInShard[u] * dim;
-      int src = i * dim;
-      for (int j = 0; j < dim; j++) {
-        out[dst + j] += gradients[src + j];
+      if (dedup.firstPosition(u) == i) {
+        System.arraycopy(gradients, i * dim, out, posInShard[u] * dim, dim);
+      } else {
+        FloatKernels.axpy(1f, gradients, i * dim, out, posInShard[u] * dim, dim);
       }
     }
     return out;

@@ -9,6 +9,7 @@ import dev.dynembed.table.client.SampledRows;
 import dev.dynembed.table.client.TopKOptions;
 import dev.dynembed.table.client.TopKResult;
 import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
@@ -199,11 +200,10 @@ public final class ShardedTable implements EmbeddingTable {
           + " floats but the request had %d floats", name(), keys.length, dim,
           (long) keys.length * dim, gradients.length);
     }
-    for (int k = 0; k < gradients.length; k++) {
-      if (!Float.isFinite(gradients[k])) {
-        throw invalid("applyGradients", "gradient of key %d ('%s') column %d is %s; nothing was"
-            + " applied", k / dim, keys[k / dim], k % dim, gradients[k]);
-      }
+    int k = FloatKernels.firstNonFinite(gradients, 0, gradients.length);
+    if (k >= 0) {
+      throw invalid("applyGradients", "gradient of key %d ('%s') column %d is %s; nothing was"
+          + " applied", k / dim, keys[k / dim], k % dim, gradients[k]);
     }
     for (int i = 0; i < pk.size(); i++) {
       if (pk.length(i) == 0 || pk.length(i) > config.getMaxKeyBytes()) {
