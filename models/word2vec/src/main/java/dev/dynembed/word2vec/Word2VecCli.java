@@ -72,7 +72,7 @@ public final class Word2VecCli {
     @Option(names = "--batch", defaultValue = "8192", description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
     @Option(names = "--negative-pool", description = "negatives drawn per step, shared by the"
         + " batch's pairs (each picks --negative among them); 0 = independent draws per pair"
-        + " (default: the batch size)") Integer negativePool;
+        + " (default: a quarter of the batch)") Integer negativePool;
     @Option(names = "--seed", defaultValue = "1") long seed;
     @Option(names = "--threads", defaultValue = "2") int threads;
     @Option(names = "--prefetch", defaultValue = "2", description = "batches each thread reads ahead (0 = none; a 1-thread run is then exactly reproducible)")
@@ -95,7 +95,7 @@ public final class Word2VecCli {
     public Integer call() throws Exception {
       Word2VecConfig cfg = new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
           alpha != null ? alpha : Word2VecConfig.defaultAlpha(optimizer), optimizer, batch, seed,
-          name, negativePool != null ? negativePool : batch);
+          name, negativePool != null ? negativePool : Word2VecConfig.defaultPool(batch));
       if (table != null && shards > 0) {
         throw new CorpusException("--table and --shards exclude each other");
       }

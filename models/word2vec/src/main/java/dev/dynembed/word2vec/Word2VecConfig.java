@@ -22,13 +22,19 @@ import java.util.Map;
  * @param name prefix of the two tables ({@code <name>_in}, {@code <name>_out})
  * @param negativePool negatives drawn from the table per step; each pair picks its {@code
  *     negative} among them uniformly (every negative is still a unigram^0.75 draw). 0 draws
- *     {@code negative} for every pair (the C tool's way). The CLI's default is the batch size:
- *     5x fewer draws and about half the distinct rows to read and update per step, at equal
- *     quality (docs/benchmarks.md)
+ *     {@code negative} for every pair (the C tool's way). The CLI's default, {@link
+ *     #defaultPool}, is a quarter of the batch: 20x fewer draws than pairs x negatives and a
+ *     third of the distinct negative rows of a batch-sized pool to read and update per step, at
+ *     equal quality (docs/benchmarks.md)
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
     int epochs, float alpha, String optimizer, int batchPairs, long seed, String name,
     int negativePool) {
+
+  /** The default negative pool of a batch: a quarter of its pairs (2,048 for 8,192). */
+  public static int defaultPool(int batchPairs) {
+    return Math.max(1, batchPairs / 4);
+  }
 
   /** The default rate of each optimizer. */
   public static float defaultAlpha(String optimizer) {
