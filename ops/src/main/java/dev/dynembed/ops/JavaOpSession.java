@@ -14,10 +14,12 @@ import org.nd4j.linalg.api.ops.OpContext;
 /**
  * The inference session every SameDiff instance uses once {@link JavaOps#install()} ran: it
  * executes {@link JavaOp}s in Java and hands every other op to the native executioner unchanged.
+ * Its op outputs are recycled between training steps ({@link StepArrays}).
  */
 final class JavaOpSession extends InferenceSession {
   JavaOpSession(SameDiff sd) {
     super(sd);
+    setMmgr(StepArrays.memoryManager(getMmgr())); // arrays recycled between training steps
   }
 
   @Override

@@ -1,6 +1,7 @@
 package dev.dynembed.layers;
 
 import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.ops.StepArrays;
 import dev.dynembed.ops.StepContext;
 import dev.dynembed.table.client.EmbeddingTable;
 import java.io.IOException;
@@ -168,40 +169,47 @@ public final class Trainer {
         l.iterationStart(sd, at, null, 0);
       }
     }
-    OutAndGrad r = sd.calculateGradientsAndOutputs(feeds, outputs, gradientNames);
-    for (String name : dense) {
-      INDArray g = r.getGradients().get(name);
-      if (g == null) {
-        continue; // not on this step's path
+    // the step's arrays are recycled for the next step once the loss is read and the dense
+    // updates applied (StepArrays)
+    StepArrays.begin();
+    try {
+      OutAndGrad r = sd.calculateGradientsAndOutputs(feeds, outputs, gradientNames);
+      for (String name : dense) {
+        INDArray g = r.getGradients().get(name);
+        if (g == null) {
+          continue; // not on this step's path
+        }
+        GradientUpdater u = updaters.get(name);
+        u.applyUpdater(g, (int) (s - 1), 0); // turns the gradient into the update, in place
+        for (org.nd4j.autodiff.listeners.Listener l : sameDiffListeners) {
+          if (l.isActive(at.operation())) {
+            l.preUpdate(sd, at, sd.getVariables().get(name), g);
+          }
+        }
+        sd.getVariable(name).getArr().subi(g);
       }
-      GradientUpdater u = updaters.get(name);
-      u.applyUpdater(g, (int) (s - 1), 0); // turns the gradient into the update, in place
-      for (org.nd4j.autodiff.listeners.Listener l : sameDiffListeners) {
-        if (l.isActive(at.operation())) {
-          l.preUpdate(sd, at, sd.getVariables().get(name), g);
+      Map<String, Double> fetched = new LinkedHashMap<>();
+      for (String name : outputs) {
+        fetched.put(name, r.getOutputs().get(name).meanNumber().doubleValue());
+      }
+      double loss = fetched.get(lossName);
+      for (Listener l : listeners) {
+        l.onStep(s, loss);
+        l.onFetched(s, fetched);
+      }
+      if (!sameDiffListeners.isEmpty()) {
+        org.nd4j.autodiff.listeners.Loss lossValue =
+            new org.nd4j.autodiff.listeners.Loss(List.of(lossName), new double[] {loss});
+        for (org.nd4j.autodiff.listeners.Listener l : sameDiffListeners) {
+          if (l.isActive(at.operation())) {
+            l.iterationDone(sd, at, null, lossValue);
+          }
         }
       }
-      sd.getVariable(name).getArr().subi(g);
+      return fetched;
+    } finally {
+      StepArrays.end();
     }
-    Map<String, Double> fetched = new LinkedHashMap<>();
-    for (String name : outputs) {
-      fetched.put(name, r.getOutputs().get(name).meanNumber().doubleValue());
-    }
-    double loss = fetched.get(lossName);
-    for (Listener l : listeners) {
-      l.onStep(s, loss);
-      l.onFetched(s, fetched);
-    }
-    if (!sameDiffListeners.isEmpty()) {
-      org.nd4j.autodiff.listeners.Loss lossValue =
-          new org.nd4j.autodiff.listeners.Loss(List.of(lossName), new double[] {loss});
-      for (org.nd4j.autodiff.listeners.Listener l : sameDiffListeners) {
-        if (l.isActive(at.operation())) {
-          l.iterationDone(sd, at, null, lossValue);
-        }
-      }
-    }
-    return fetched;
   }
 
   /**
