@@ -54,11 +54,20 @@ public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp
       double sum = 0;
       for (int j = e * c; j < (e + 1) * c; j++) {
         double v = x[j];
-        sum += Math.max(v, 0) - v * y[j] + Math.log1p(Math.exp(-Math.abs(v)));
+        sum += Math.max(v, 0) - v * y[j] + softplusOfMinusAbs(v);
       }
       loss[e] = sum;
     }
     NdArrays.output(oc, 0, loss, xs.dataType(), b);
+  }
+
+  /**
+   * {@code log(1 + exp(-|v|))} with the intrinsic {@code Math.log}: {@code Math.log1p} is
+   * StrictMath's software routine in JDK 17 (it was a quarter of this op's profile). With t =
+   * exp(-|v|) in (0, 1], 1 + t loses t's bits below 2^-53, an absolute error under 1.2e-16.
+   */
+  static double softplusOfMinusAbs(double v) {
+    return Math.log(1 + Math.exp(-Math.abs(v)));
   }
 
   @Override

@@ -42,7 +42,8 @@ public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements Java
     for (int e = 0; e < b; e++) {
       for (int j = e * c; j < (e + 1) * c; j++) {
         double v = x[j];
-        double sigmoid = v >= 0 ? 1 / (1 + Math.exp(-v)) : Math.exp(v) / (1 + Math.exp(v));
+        double t = Math.exp(-Math.abs(v)); // one exp, never overflowing
+        double sigmoid = v >= 0 ? 1 / (1 + t) : t / (1 + t);
         dx[j] = (sigmoid - y[j]) * g[e];
       }
     }

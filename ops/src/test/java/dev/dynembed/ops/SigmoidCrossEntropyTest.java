@@ -1,0 +1,80 @@
+package dev.dynembed.ops;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/** The fused loss against the textbook formula and against central differences. */
+class SigmoidCrossEntropyTest {
+  // every regime: masked, large of both signs (exp underflows), small, zero
+  private static final double[][] X = {
+      {SampledLogits.MASKED, -40, -3.5, -1e-3, 0},
+      {1e-9, 0.7, 4, 40, 750}};
+  private static final double[][] Y = {{0, 0, 1, 0, 1}, {1, 0, 1, 1, 0}};
+
+  private static double reference(double v, double y) {
+    return Math.max(v, 0) - v * y + Math.log1p(Math.exp(-Math.abs(v)));
+  }
+
+  private static double[] lossOf(double[][] x) {
+    SameDiff sd = SameDiff.create();
+    SDVariable xs = sd.var("x", Nd4j.createFromArray(x));
+    SDVariable ys = sd.constant("y", Nd4j.createFromArray(Y));
+    new DynEmbed(sd).sigmoidCrossEntropy("loss", xs, ys);
+    return sd.output(Map.of(), "loss").get("loss").toDoubleVector();
+  }
+
+  @Test
+  void loss_matchesTheLog1pFormula_inEveryRegime() {
+    double[] loss = lossOf(X);
+    for (int e = 0; e < X.length; e++) {
+      double want = 0;
+      for (int j = 0; j < X[e].length; j++) {
+        if (X[e][j] != SampledLogits.MASKED) {
+          want += reference(X[e][j], Y[e][j]);
+        }
+      }
+      assertEquals(want, loss[e], 1e-12 * Math.max(1, Math.abs(want)), "row " + e);
+    }
+  }
+
+  @Test
+  void gradient_isSigmoidMinusLabel_andMatchesCentralDifferences() {
+    SameDiff sd = SameDiff.create();
+    SDVariable xs = sd.var("x", Nd4j.createFromArray(X));
+    SDVariable ys = sd.constant("y", Nd4j.createFromArray(Y));
+    SDVariable loss = new DynEmbed(sd).sigmoidCrossEntropy("loss", xs, ys).sum("total");
+    sd.setLossVariables(loss);
+    INDArray g = sd.calculateGradients(Map.of(), "x").get("x");
+    for (int e = 0; e < X.length; e++) {
+      for (int j = 0; j < X[e].length; j++) {
+        double v = X[e][j];
+        double want = v == SampledLogits.MASKED ? 0 : 1 / (1 + Math.exp(-v)) - Y[e][j];
+        assertEquals(want, g.getDouble(e, j), 1e-12, "d/dx[" + e + "][" + j + "]");
+        if (Math.abs(v) < 10) {
+          double h = 1e-6;
+          double[][] plus = copy(X);
+          double[][] minus = copy(X);
+          plus[e][j] += h;
+          minus[e][j] -= h;
+          double fd = (lossOf(plus)[e] - lossOf(minus)[e]) / (2 * h);
+          assertEquals(fd, g.getDouble(e, j), 1e-7, "finite difference at [" + e + "][" + j + "]");
+        }
+      }
+    }
+  }
+
+  private static double[][] copy(double[][] a) {
+    double[][] c = new double[a.length][];
+    for (int i = 0; i < a.length; i++) {
+      c[i] = a[i].clone();
+    }
+    return c;
+  }
+}
