@@ -31,6 +31,7 @@ public final class LocalShardProcesses implements AutoCloseable {
       throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String cp = System.getProperty("java.class.path");
+    // all processes start at once (each JVM takes ~1 s to come up), then their ports are read
     for (int i = 0; i < n; i++) {
       int port = basePort == 0 ? 0 : basePort + i;
       // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
@@ -46,10 +47,16 @@ public final class LocalShardProcesses implements AutoCloseable {
           "--num-shards", String.valueOf(n), "--data-dir", dataDir.toString()));
       ProcessBuilder pb = new ProcessBuilder(cmd);
       pb.redirectErrorStream(true);
-      Process p = pb.start();
-      processes.add(p);
+      try {
+        processes.add(pb.start());
+      } catch (IOException e) {
+        close();
+        throw e;
+      }
+    }
+    for (int i = 0; i < n; i++) {
       BufferedReader r = new BufferedReader(
-          new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+          new InputStreamReader(processes.get(i).getInputStream(), StandardCharsets.UTF_8));
       StringBuilder seen = new StringBuilder();
       String line;
       Matcher m = null;
