@@ -122,8 +122,17 @@ public final class StepArrays {
       this.fallback = fallback;
     }
 
+    /** Numeric and boolean arrays with at least one element and one dimension. */
     private static boolean poolable(DataType type, long[] shape) {
-      return type.isNumerical() || type == DataType.BOOL ? shape.length > 0 : false;
+      if (!(type.isNumerical() || type == DataType.BOOL) || shape.length == 0) {
+        return false;
+      }
+      for (long n : shape) {
+        if (n <= 0) {
+          return false;
+        }
+      }
+      return true;
     }
 
     @Override

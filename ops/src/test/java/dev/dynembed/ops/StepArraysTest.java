@@ -80,10 +80,11 @@ class StepArraysTest {
     assertEquals(List.of(a), session.released);
     assertEquals(0, StepArrays.lent());
 
-    StepArrays.begin(); // scalars and strings are never pooled
+    StepArrays.begin(); // scalars, strings and empty arrays are never pooled
     m.allocate(false, DataType.FLOAT);
     m.allocate(false, DataType.UTF8, 2);
-    assertEquals(3, session.allocated.size());
+    m.allocate(false, DataType.FLOAT, 0, 100); // an empty batch
+    assertEquals(4, session.allocated.size());
     assertEquals(0, StepArrays.lent());
   }
 
