@@ -38,11 +38,10 @@ final class TopK {
           t.name(), q, width, (long) q * width, queries.length,
           biasLastDim ? " (bias_last_dim: queries have dim - 1 columns)" : "");
     }
-    for (int i = 0; i < queries.length; i++) {
-      if (!Float.isFinite(queries[i])) {
-        throw TableException.invalid("table '%s': query %d column %d is %s",
-            t.name(), i / width, i % width, queries[i]);
-      }
+    int bad = FloatKernels.firstNonFinite(queries, 0, queries.length);
+    if (bad >= 0) {
+      throw TableException.invalid("table '%s': query %d column %d is %s",
+          t.name(), bad / width, bad % width, queries[bad]);
     }
     boolean cosine = metric == Metric.COSINE;
     float[] qnorm = new float[q];
