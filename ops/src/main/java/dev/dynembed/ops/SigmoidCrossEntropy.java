@@ -18,6 +18,8 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * backward), each with M2.1's per-op session overhead; word2vec's step spent more time there than
  * in the arithmetic. A logit of {@link SampledLogits#MASKED} contributes 0 and gets no gradient.
  * The backward ({@link SigmoidCrossEntropyBp}) is {@code (sigmoid(x) - y) * dL/dloss[row]}.
+ * FLOAT logits and labels run in float on {@link SigmoidKernels} (SIMD lanes); other types in
+ * double.
  */
 public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp {
   static final String OP_NAME = "dynembed_sigmoid_xent";
@@ -47,6 +49,21 @@ public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp
     checkShapes(xs, ys, OP_NAME);
     int b = (int) xs.size(0);
     int c = (int) xs.size(1);
+    if (xs.dataType() == DataType.FLOAT && ys.dataType() == DataType.FLOAT) {
+      float[] terms = new float[b * c];
+      SigmoidKernels.lossTerms(NdArrays.floats(xs), NdArrays.floats(ys), terms, b * c);
+      float[] loss = new float[b];
+      for (int e = 0; e < b; e++) {
+        float sum = 0;
+        for (int j = e * c; j < (e + 1) * c; j++) {
+          sum += terms[j];
+        }
+        loss[e] = sum;
+      }
+      NdArrays.output(oc, 0, loss, DataType.FLOAT, b);
+      return;
+    }
+    // other precisions (DOUBLE graphs: gradient checks) in double arithmetic
     double[] x = NdArrays.doubles(xs);
     double[] y = NdArrays.doubles(ys);
     double[] loss = new double[b];

@@ -32,12 +32,25 @@ public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements Java
     SigmoidCrossEntropy.checkShapes(xs, ys, OP_NAME);
     int b = (int) xs.size(0);
     int c = (int) xs.size(1);
-    double[] x = NdArrays.doubles(xs);
-    double[] y = NdArrays.doubles(ys);
-    double[] g = NdArrays.doubles(oc.getInputArray(2));
-    if (g.length != b) {
+    INDArray gs = oc.getInputArray(2);
+    if (gs.length() != b) {
       throw new IllegalArgumentException(OP_NAME + ": the incoming gradient must be [" + b + "]");
     }
+    if (xs.dataType() == DataType.FLOAT && ys.dataType() == DataType.FLOAT) {
+      float[] dx = new float[b * c];
+      SigmoidKernels.sigmoidMinus(NdArrays.floats(xs), NdArrays.floats(ys), dx, b * c);
+      float[] gf = NdArrays.floats(gs);
+      for (int e = 0; e < b; e++) {
+        for (int j = e * c; j < (e + 1) * c; j++) {
+          dx[j] *= gf[e];
+        }
+      }
+      NdArrays.output(oc, 0, dx, DataType.FLOAT, b, c);
+      return;
+    }
+    double[] x = NdArrays.doubles(xs);
+    double[] y = NdArrays.doubles(ys);
+    double[] g = NdArrays.doubles(gs);
     double[] dx = new double[b * c];
     for (int e = 0; e < b; e++) {
       for (int j = e * c; j < (e + 1) * c; j++) {

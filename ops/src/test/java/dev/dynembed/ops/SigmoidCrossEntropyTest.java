@@ -77,4 +77,67 @@ class SigmoidCrossEntropyTest {
     }
     return c;
   }
+
+  /** FLOAT graphs (training) run in float on SIMD lanes: the same values to float precision. */
+  @Test
+  void floatGraph_matchesTheFormula_lossAndGradient() {
+    SameDiff sd = SameDiff.create();
+    SDVariable xs = sd.var("x", Nd4j.createFromArray(X).castTo(DataType.FLOAT));
+    SDVariable ys = sd.constant("y", Nd4j.createFromArray(Y).castTo(DataType.FLOAT));
+    SDVariable loss = new DynEmbed(sd).sigmoidCrossEntropy("loss", xs, ys);
+    loss.sum("total");
+    sd.setLossVariables("total");
+    INDArray out = sd.output(Map.of(), "loss").get("loss");
+    assertEquals(DataType.FLOAT, out.dataType());
+    INDArray g = sd.calculateGradients(Map.of(), "x").get("x");
+    assertEquals(DataType.FLOAT, g.dataType());
+    for (int e = 0; e < X.length; e++) {
+      double want = 0;
+      for (int j = 0; j < X[e].length; j++) {
+        double v = (float) X[e][j];
+        if (X[e][j] != SampledLogits.MASKED) {
+          want += reference(v, Y[e][j]);
+        }
+        double dwant = X[e][j] == SampledLogits.MASKED ? 0 : 1 / (1 + Math.exp(-v)) - Y[e][j];
+        assertEquals(dwant, g.getDouble(e, j), 1e-6, "d/dx[" + e + "][" + j + "]");
+      }
+      assertEquals(want, out.getDouble(e), 1e-6 * Math.max(1, Math.abs(want)), "row " + e);
+    }
+  }
+
+  /**
+   * The SIMD kernels against the scalar loops, at lengths around the lane count (tails) and over
+   * every regime of the logit: saturated, tiny, zero, masked.
+   */
+  @Test
+  void simdKernels_agreeWithTheScalarLoops() {
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(7);
+    for (int n : new int[] {0, 1, 7, 15, 16, 17, 33, 100, 1021}) {
+      float[] x = new float[n];
+      float[] y = new float[n];
+      for (int i = 0; i < n; i++) {
+        x[i] = switch (i % 5) {
+          case 0 -> (float) (rnd.nextGaussian() * 4);
+          case 1 -> (float) (rnd.nextDouble(-100, 100));
+          case 2 -> (float) (rnd.nextGaussian() * 1e-6);
+          case 3 -> (float) SampledLogits.MASKED;
+          default -> 0f;
+        };
+        y[i] = rnd.nextInt(3) == 0 ? 1f : 0f;
+      }
+      float[] loss = new float[n];
+      float[] lossScalar = new float[n];
+      float[] sig = new float[n];
+      float[] sigScalar = new float[n];
+      SigmoidKernels.lossTerms(x, y, loss, n);
+      SigmoidKernels.scalarLossTerms(x, y, lossScalar, 0, n);
+      SigmoidKernels.sigmoidMinus(x, y, sig, n);
+      SigmoidKernels.scalarSigmoidMinus(x, y, sigScalar, 0, n);
+      for (int i = 0; i < n; i++) {
+        assertEquals(lossScalar[i], loss[i], 2e-6 * Math.max(1, Math.abs(lossScalar[i])),
+            "loss term " + i + " of " + n + " at x=" + x[i]);
+        assertEquals(sigScalar[i], sig[i], 1e-6, "sigmoid - y " + i + " of " + n + " at x=" + x[i]);
+      }
+    }
+  }
 }
