@@ -32,10 +32,13 @@ abstract class Activations {
   abstract double dot(int e, float[] rows, int r);
 
   /**
-   * For a logit with gradient {@code g} between example {@code e} and the row at {@code r}:
-   * dL/d(activations[e]) += g row, and rowGrad[gr .. gr + d) += g activations[e].
+   * The backward of m logits of example {@code e}: candidate c is the row at {@code
+   * rows[c][rowOffs[c] ..]} with gradient {@code g[c]}; dL/d(activations[e]) += g[c] row, and
+   * rowGrad[rowGradOffs[c] .. + d) += g[c] activations[e]. The float path makes one pass over the
+   * activation row for all m ({@link FloatKernels#dotBackward}).
    */
-  abstract void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr);
+  abstract void backward(int e, int m, double[] g, float[][] rows, int[] rowOffs,
+      float[] rowGrad, int[] rowGradOffs);
 
   /** Sets output i of {@code oc} to dL/d(activations) accumulated by {@link #backward}. */
   abstract void gradient(OpContext oc, int i, DataType type);
@@ -43,6 +46,7 @@ abstract class Activations {
   private static final class Floats extends Activations {
     private final float[] a;
     private float[] grad;
+    private float[] gf = new float[0];
 
     Floats(float[] a, int b, int d) {
       super(b, d);
@@ -55,13 +59,19 @@ abstract class Activations {
     }
 
     @Override
-    void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr) {
+    void backward(int e, int m, double[] g, float[][] rows, int[] rowOffs, float[] rowGrad,
+        int[] rowGradOffs) {
       if (grad == null) {
         grad = new float[b * d];
       }
-      float gf = (float) g;
-      FloatKernels.axpy(gf, rows, r, grad, e * d, d);
-      FloatKernels.axpy(gf, a, e * d, rowGrad, gr, d);
+      if (gf.length < m) {
+        gf = new float[m];
+      }
+      for (int c = 0; c < m; c++) {
+        gf[c] = (float) g[c];
+      }
+      FloatKernels.dotBackward(a, e * d, grad, e * d, d, m, gf, rows, rowOffs, rowGrad,
+          rowGradOffs);
     }
 
     @Override
@@ -88,14 +98,21 @@ abstract class Activations {
       return s;
     }
 
-    @Override
-    void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr) {
+    private void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr) {
       if (grad == null) {
         grad = new double[b * d];
       }
       for (int j = 0; j < d; j++) {
         grad[e * d + j] += g * rows[r + j];
         rowGrad[gr + j] += (float) (g * a[e * d + j]);
+      }
+    }
+
+    @Override
+    void backward(int e, int m, double[] g, float[][] rows, int[] rowOffs, float[] rowGrad,
+        int[] rowGradOffs) {
+      for (int c = 0; c < m; c++) {
+        backward(e, g[c], rows[c], rowOffs[c], rowGrad, rowGradOffs[c]);
       }
     }
 

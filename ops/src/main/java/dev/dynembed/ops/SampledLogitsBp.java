@@ -57,20 +57,31 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
     float[] sampRows = f.sampRows();
     int[] sampIdx = f.sampIdx();
     boolean[] hit = f.hit();
+    // each example's live logits in one pass over its activation row
+    double[] cg = new double[p + s];
+    float[][] cRows = new float[p + s][];
+    int[] cOff = new int[p + s];
+    int[] cGradOff = new int[p + s];
     for (int e = 0; e < b; e++) {
+      int m = 0;
       for (int q = 0; q < p; q++) {
         int i = e * p + q;
         if (mask[i] != 0) {
-          int r = posIdx[i] * d;
-          a.backward(e, g[e * (p + s) + q], posRows, r, rowGrads, r);
+          cg[m] = g[e * (p + s) + q];
+          cRows[m] = posRows;
+          cOff[m] = posIdx[i] * d;
+          cGradOff[m++] = posIdx[i] * d;
         }
       }
       for (int k = 0; k < s; k++) {
         if (!hit[e * s + k]) {
-          int r = sampIdx[e * s + k] * d;
-          a.backward(e, g[e * (p + s) + p + k], sampRows, r, rowGrads, np * d + r);
+          cg[m] = g[e * (p + s) + p + k];
+          cRows[m] = sampRows;
+          cOff[m] = sampIdx[e * s + k] * d;
+          cGradOff[m++] = np * d + sampIdx[e * s + k] * d;
         }
       }
+      a.backward(e, m, cg, cRows, cOff, rowGrads, cGradOff);
     }
     String[] keys = new String[np + u];
     System.arraycopy(f.uniq(), 0, keys, 0, np);

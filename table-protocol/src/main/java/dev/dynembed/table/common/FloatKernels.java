@@ -45,6 +45,23 @@ public final class FloatKernels {
   }
 
   /**
+   * The backward of m dot products {@code x . rows[c]} (c in [0, m)) with incoming gradients
+   * {@code g[c]}, over n columns: {@code xGrad += g[c] rows[c]} and {@code rowGrad[rowGradOffs[c]
+   * ..] += g[c] x}, in one pass over the columns, so that x and xGrad are read and written once
+   * instead of m times. Every element sees the same operations in the same order as m pairs of
+   * {@link #axpy} calls, so the results are identical. Candidates may share a rowGrad range (the
+   * same key drawn twice): they are added in turn.
+   */
+  public static void dotBackward(float[] x, int xo, float[] xGrad, int xgo, int n, int m,
+      float[] g, float[][] rows, int[] rowOffs, float[] rowGrad, int[] rowGradOffs) {
+    if (VECTOR) {
+      VectorKernels.dotBackward(x, xo, xGrad, xgo, n, m, g, rows, rowOffs, rowGrad, rowGradOffs);
+    } else {
+      scalarDotBackward(x, xo, xGrad, xgo, n, m, g, rows, rowOffs, rowGrad, rowGradOffs, 0);
+    }
+  }
+
+  /**
    * Adagrad on one row: {@code acc += g^2; w -= lr g / (sqrt(acc) + eps)}, the weights at {@code
    * p[w..w+n)}, the accumulators at {@code p[acc..acc+n)}, the gradient at {@code g[go..go+n)}.
    */
@@ -102,6 +119,20 @@ public final class FloatKernels {
   public static void scalarAxpy(float a, float[] x, int xo, float[] y, int yo, int n) {
     for (int j = 0; j < n; j++) {
       y[yo + j] += a * x[xo + j];
+    }
+  }
+
+  /** {@link #dotBackward} from column {@code from} on (the vector kernel's tail). */
+  public static void scalarDotBackward(float[] x, int xo, float[] xGrad, int xgo, int n, int m,
+      float[] g, float[][] rows, int[] rowOffs, float[] rowGrad, int[] rowGradOffs, int from) {
+    for (int j = from; j < n; j++) {
+      float xj = x[xo + j];
+      float s = xGrad[xgo + j];
+      for (int c = 0; c < m; c++) {
+        s += g[c] * rows[c][rowOffs[c] + j];
+        rowGrad[rowGradOffs[c] + j] += g[c] * xj;
+      }
+      xGrad[xgo + j] = s;
     }
   }
 

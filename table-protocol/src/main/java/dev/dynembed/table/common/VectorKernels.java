@@ -58,6 +58,24 @@ final class VectorKernels {
     }
   }
 
+  static void dotBackward(float[] x, int xo, float[] xGrad, int xgo, int n, int m, float[] g,
+      float[][] rows, int[] rowOffs, float[] rowGrad, int[] rowGradOffs) {
+    int j = 0;
+    for (int up = S.loopBound(n); j < up; j += S.length()) {
+      FloatVector xv = FloatVector.fromArray(S, x, xo + j);
+      FloatVector s = FloatVector.fromArray(S, xGrad, xgo + j);
+      for (int c = 0; c < m; c++) {
+        float gc = g[c];
+        s = FloatVector.fromArray(S, rows[c], rowOffs[c] + j).mul(gc).add(s);
+        int r = rowGradOffs[c] + j;
+        xv.mul(gc).add(FloatVector.fromArray(S, rowGrad, r)).intoArray(rowGrad, r);
+      }
+      s.intoArray(xGrad, xgo + j);
+    }
+    FloatKernels.scalarDotBackward(x, xo, xGrad, xgo, n, m, g, rows, rowOffs, rowGrad,
+        rowGradOffs, j);
+  }
+
   static void adagrad(float[] p, int w, int acc, float[] g, int go, int n, float lr, float eps) {
     int j = 0;
     for (int up = S.loopBound(n); j < up; j += S.length()) {

@@ -39,6 +39,46 @@ class FloatKernelsTest {
     }
   }
 
+  /**
+   * The fused backward of m dot products equals m pairs of axpy calls exactly (same operations in
+   * the same order per element), on both paths, with two candidates sharing a row-gradient range
+   * (a key drawn twice) and candidates in two row arrays.
+   */
+  @ParameterizedTest
+  @ValueSource(ints = {1, 7, 16, 17, 100, 129})
+  void dotBackward_equalsAxpyPairsExactly(int n) {
+    Random r = new Random(n);
+    float[] x = random(r, 3 * n + 2);
+    float[] xGrad = random(r, 2 * n + 1);
+    float[] rowsA = random(r, 4 * n);
+    float[] rowsB = random(r, 2 * n + 3);
+    float[] rowGrad = random(r, 5 * n);
+    int m = 5;
+    float[] g = {0.5f, -1.25f, 0.003f, 2f, -0.7f};
+    float[][] rows = {rowsA, rowsB, rowsA, rowsB, rowsA};
+    int[] rowOffs = {0, 3, 2 * n, n + 3, 3 * n};
+    int[] rowGradOffs = {n, 0, 3 * n, n, 4 * n}; // candidates 0 and 3 share a range
+
+    float[] wantX = xGrad.clone();
+    float[] wantRows = rowGrad.clone();
+    for (int c = 0; c < m; c++) {
+      FloatKernels.axpy(g[c], rows[c], rowOffs[c], wantX, 1, n);
+      FloatKernels.axpy(g[c], x, 2, wantRows, rowGradOffs[c], n);
+    }
+    float[] gotX = xGrad.clone();
+    float[] gotRows = rowGrad.clone();
+    FloatKernels.dotBackward(x, 2, gotX, 1, n, m, g, rows, rowOffs, gotRows, rowGradOffs);
+    assertArrayEquals(wantX, gotX, "activation gradient");
+    assertArrayEquals(wantRows, gotRows, "row gradients");
+
+    float[] scalarX = xGrad.clone();
+    float[] scalarRows = rowGrad.clone();
+    FloatKernels.scalarDotBackward(x, 2, scalarX, 1, n, m, g, rows, rowOffs, scalarRows,
+        rowGradOffs, 0);
+    assertArrayEquals(wantX, scalarX, "activation gradient, scalar loop");
+    assertArrayEquals(wantRows, scalarRows, "row gradients, scalar loop");
+  }
+
   @ParameterizedTest
   @ValueSource(ints = {1, 7, 16, 100, 129})
   void adagrad_equalsTheScalarUpdateExactly(int n) {
