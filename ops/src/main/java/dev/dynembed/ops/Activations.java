@@ -7,7 +7,7 @@ import org.nd4j.linalg.api.ops.OpContext;
 
 /**
  * One batch of activations [b, d] as {@link SampledLogits} reads them, in the graph's precision,
- * with the two products of the op: logits ({@link #dot}) and gradients ({@link #backward}).
+ * with the two products of the op: logits ({@link #dots}) and gradients ({@link #backward}).
  * FLOAT graphs (training) run on {@link FloatKernels}' SIMD loops; DOUBLE graphs (gradient
  * checks) keep double arithmetic so that finite differences stay meaningful. Row gradients are
  * float either way: the table stores floats.
@@ -28,8 +28,11 @@ abstract class Activations {
         : new Doubles(NdArrays.doubles(act), b, d);
   }
 
-  /** activations[e] . rows[r .. r + d). */
-  abstract double dot(int e, float[] rows, int r);
+  /**
+   * {@code out[c] = activations[e] . rows[c][rowOffs[c] .. + d)} for c in [0, m); the float path
+   * loads the activation row once per four rows ({@link FloatKernels#dots}).
+   */
+  abstract void dots(int e, int m, float[][] rows, int[] rowOffs, double[] out);
 
   /**
    * The backward of m logits of example {@code e}: candidate c is the row at {@code
@@ -53,9 +56,17 @@ abstract class Activations {
       this.a = a;
     }
 
+    private float[] dotsOut = new float[0];
+
     @Override
-    double dot(int e, float[] rows, int r) {
-      return FloatKernels.dot(a, e * d, rows, r, d);
+    void dots(int e, int m, float[][] rows, int[] rowOffs, double[] out) {
+      if (dotsOut.length < m) {
+        dotsOut = new float[m];
+      }
+      FloatKernels.dots(a, e * d, d, m, rows, rowOffs, dotsOut);
+      for (int c = 0; c < m; c++) {
+        out[c] = dotsOut[c];
+      }
     }
 
     @Override
@@ -90,12 +101,14 @@ abstract class Activations {
     }
 
     @Override
-    double dot(int e, float[] rows, int r) {
-      double s = 0;
-      for (int j = 0; j < d; j++) {
-        s += a[e * d + j] * rows[r + j];
+    void dots(int e, int m, float[][] rows, int[] rowOffs, double[] out) {
+      for (int c = 0; c < m; c++) {
+        double s = 0;
+        for (int j = 0; j < d; j++) {
+          s += a[e * d + j] * rows[c][rowOffs[c] + j];
+        }
+        out[c] = s;
       }
-      return s;
     }
 
     private void backward(int e, double g, float[] rows, int r, float[] rowGrad, int gr) {

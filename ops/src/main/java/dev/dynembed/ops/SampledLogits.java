@@ -193,28 +193,39 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   private void logits(Activations a, double[] mask, int[] posIdx, float[] posRows,
       double[] posProb, int[] sampIdx, float[] sampRows, double[] drawProb, boolean[] hit,
       int b, int p, int s, int d, double[] logits, double[] labels) {
+    // each example's live candidates (slot, row) in one call; dead slots keep MASKED
+    float[][] cRows = new float[p + s][];
+    int[] cOff = new int[p + s];
+    int[] cSlot = new int[p + s];
+    double[] dot = new double[p + s];
     for (int e = 0; e < b; e++) {
+      int m = 0;
       for (int q = 0; q < p; q++) {
         int i = e * p + q;
-        double v = MASKED;
         if (mask[i] != 0) {
-          v = a.dot(e, posRows, posIdx[i] * d);
-          if (subtractLogQ) {
-            v -= Math.log(s * Math.max(posProb[posIdx[i]], 1e-12));
-          }
+          cRows[m] = posRows;
+          cOff[m] = posIdx[i] * d;
+          cSlot[m++] = q;
           labels[e * (p + s) + q] = 1;
         }
-        logits[e * (p + s) + q] = v;
       }
       for (int k = 0; k < s; k++) {
-        double v = MASKED;
         if (!hit[e * s + k]) {
-          v = a.dot(e, sampRows, sampIdx[e * s + k] * d);
-          if (subtractLogQ) {
-            v -= Math.log(s * Math.max(drawProb[e * s + k], 1e-12));
-          }
+          cRows[m] = sampRows;
+          cOff[m] = sampIdx[e * s + k] * d;
+          cSlot[m++] = p + k;
         }
-        logits[e * (p + s) + p + k] = v;
+      }
+      Arrays.fill(logits, e * (p + s), (e + 1) * (p + s), MASKED);
+      a.dots(e, m, cRows, cOff, dot);
+      for (int c = 0; c < m; c++) {
+        int slot = cSlot[c];
+        double v = dot[c];
+        if (subtractLogQ) {
+          double q = slot < p ? posProb[posIdx[e * p + slot]] : drawProb[e * s + slot - p];
+          v -= Math.log(s * Math.max(q, 1e-12));
+        }
+        logits[e * (p + s) + slot] = v;
       }
     }
   }

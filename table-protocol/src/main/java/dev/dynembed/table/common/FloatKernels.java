@@ -45,6 +45,23 @@ public final class FloatKernels {
   }
 
   /**
+   * m dot products of one vector with m rows: {@code out[c] = x[xo..xo+n) . rows[c][rowOffs[c]
+   * ..]} for c in [0, m). The vector path takes the rows four at a time, so that each chunk of x
+   * is loaded once per four rows; every result equals {@link #dot} of that row exactly (the same
+   * sums in the same order).
+   */
+  public static void dots(float[] x, int xo, int n, int m, float[][] rows, int[] rowOffs,
+      float[] out) {
+    if (VECTOR) {
+      VectorKernels.dots(x, xo, n, m, rows, rowOffs, out);
+    } else {
+      for (int c = 0; c < m; c++) {
+        out[c] = scalarDot(x, xo, rows[c], rowOffs[c], n);
+      }
+    }
+  }
+
+  /**
    * The backward of m dot products {@code x . rows[c]} (c in [0, m)) with incoming gradients
    * {@code g[c]}, over n columns: {@code xGrad += g[c] rows[c]} and {@code rowGrad[rowGradOffs[c]
    * ..] += g[c] x}, in one pass over the columns, so that x and xGrad are read and written once

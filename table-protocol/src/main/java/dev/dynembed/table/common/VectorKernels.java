@@ -58,6 +58,50 @@ final class VectorKernels {
     }
   }
 
+  static void dots(float[] x, int xo, int n, int m, float[][] rows, int[] rowOffs, float[] out) {
+    int c = 0;
+    for (; c + 3 < m; c += 4) {
+      float[] r0 = rows[c];
+      float[] r1 = rows[c + 1];
+      float[] r2 = rows[c + 2];
+      float[] r3 = rows[c + 3];
+      int o0 = rowOffs[c];
+      int o1 = rowOffs[c + 1];
+      int o2 = rowOffs[c + 2];
+      int o3 = rowOffs[c + 3];
+      FloatVector a0 = FloatVector.zero(S);
+      FloatVector a1 = FloatVector.zero(S);
+      FloatVector a2 = FloatVector.zero(S);
+      FloatVector a3 = FloatVector.zero(S);
+      int j = 0;
+      for (int up = S.loopBound(n); j < up; j += S.length()) {
+        FloatVector xv = FloatVector.fromArray(S, x, xo + j);
+        a0 = a0.add(xv.mul(FloatVector.fromArray(S, r0, o0 + j)));
+        a1 = a1.add(xv.mul(FloatVector.fromArray(S, r1, o1 + j)));
+        a2 = a2.add(xv.mul(FloatVector.fromArray(S, r2, o2 + j)));
+        a3 = a3.add(xv.mul(FloatVector.fromArray(S, r3, o3 + j)));
+      }
+      float s0 = a0.reduceLanes(VectorOperators.ADD);
+      float s1 = a1.reduceLanes(VectorOperators.ADD);
+      float s2 = a2.reduceLanes(VectorOperators.ADD);
+      float s3 = a3.reduceLanes(VectorOperators.ADD);
+      for (; j < n; j++) {
+        float xj = x[xo + j];
+        s0 += xj * r0[o0 + j];
+        s1 += xj * r1[o1 + j];
+        s2 += xj * r2[o2 + j];
+        s3 += xj * r3[o3 + j];
+      }
+      out[c] = s0;
+      out[c + 1] = s1;
+      out[c + 2] = s2;
+      out[c + 3] = s3;
+    }
+    for (; c < m; c++) {
+      out[c] = dot(x, xo, rows[c], rowOffs[c], n);
+    }
+  }
+
   static void dotBackward(float[] x, int xo, float[] xGrad, int xgo, int n, int m, float[] g,
       float[][] rows, int[] rowOffs, float[] rowGrad, int[] rowGradOffs) {
     int j = 0;

@@ -39,6 +39,30 @@ class FloatKernelsTest {
     }
   }
 
+  /** m dot products at once equal m calls of dot exactly, for every group size (4, 2+1, ...). */
+  @ParameterizedTest
+  @ValueSource(ints = {1, 7, 16, 17, 100, 129})
+  void dots_equalDotExactly(int n) {
+    Random r = new Random(n);
+    float[] x = random(r, n + 3);
+    float[] rowsA = random(r, 6 * n + 1);
+    float[] rowsB = random(r, 3 * n);
+    for (int m = 0; m <= 9; m++) {
+      float[][] rows = new float[m][];
+      int[] offs = new int[m];
+      for (int c = 0; c < m; c++) {
+        rows[c] = c % 3 == 1 ? rowsB : rowsA;
+        offs[c] = c % 3 == 1 ? r.nextInt(2 * n + 1) : r.nextInt(5 * n + 2);
+      }
+      float[] got = new float[m];
+      FloatKernels.dots(x, 3, n, m, rows, offs, got);
+      for (int c = 0; c < m; c++) {
+        assertEquals(FloatKernels.dot(x, 3, rows[c], offs[c], n), got[c], 0f,
+            "row " + c + " of " + m);
+      }
+    }
+  }
+
   /**
    * The fused backward of m dot products equals m pairs of axpy calls exactly (same operations in
    * the same order per element), on both paths, with two candidates sharing a row-gradient range
