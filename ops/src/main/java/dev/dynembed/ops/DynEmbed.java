@@ -27,7 +27,8 @@ public final class DynEmbed {
   /**
    * Rows of string keys from a table, FLOAT.
    *
-   * @param keys UTF8 [n] or [b, s]
+   * @param keys UTF8 [n] or [b, s]; make the fed arrays with {@link KeyArrays#of} (ND4J M2.1's
+   *     own string arrays corrupt non-ASCII keys)
    * @param training true: missing keys get rows, the backward pass sends gradients to the table;
    *     false: unknown keys read as zero rows and nothing is created or sent
    * @return FLOAT [n, dim] or [b, s, dim]

@@ -97,10 +97,20 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
       throw new IllegalArgumentException(op + ": keys must be UTF8 of rank 1 or 2 but were "
           + keys.dataType() + " " + Arrays.toString(keys.shape()));
     }
-    String[] k = new String[(int) keys.length()];
+    String[] k = KeyArrays.remembered(keys);
+    if (k != null) {
+      return k;
+    }
+    k = new String[(int) keys.length()];
     INDArray flat = keys.rank() == 1 ? keys : keys.reshape(k.length);
     for (int i = 0; i < k.length; i++) {
       k[i] = flat.getString(i);
+      if (k[i].indexOf('\uFFFD') >= 0) {
+        throw new IllegalArgumentException(op + ": key " + i + " ('" + k[i] + "') is not valid"
+            + " UTF-8. Make key arrays with KeyArrays.of: ND4J 1.0.0-M2.1's"
+            + " Nd4j.create(List<String>) stores each char as one byte and corrupts every"
+            + " non-ASCII key");
+      }
     }
     return k;
   }

@@ -67,7 +67,7 @@ public final class TopK extends DynamicCustomOp implements JavaOp {
         scores[i * k + j] = has ? r.scores()[i][j] : Float.NEGATIVE_INFINITY;
       }
     }
-    oc.setOutputArray(0, Nd4j.create(keys, new long[] {b, k}, 'c'));
+    oc.setOutputArray(0, KeyArrays.of(keys, b, k)); // UTF-8 intact (see KeyArrays)
     oc.setOutputArray(1, Nd4j.create(scores, new long[] {b, k}, 'c'));
   }
 

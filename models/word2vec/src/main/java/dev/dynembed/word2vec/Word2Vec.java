@@ -4,6 +4,7 @@ import dev.dynembed.layers.AsyncExecutor;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
 import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.ops.KeyArrays;
 import dev.dynembed.ops.StringIndex;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.KeyCounts;
@@ -519,9 +520,9 @@ public final class Word2Vec {
         centerOf[i] = distinct.add(c.get(i));
       }
       Map<String, INDArray> batch = Map.of(
-          "centers", Nd4j.create(java.util.Arrays.asList(distinct.keys()), distinct.size()),
+          "centers", KeyArrays.of(distinct.keys()),
           "center_of", Nd4j.createFromArray(centerOf),
-          "context", Nd4j.create(new ArrayList<>(x), b, 1),
+          "context", KeyArrays.of(x, b, 1),
           "mask", Nd4j.ones(DataType.FLOAT, b, 1));
       c.clear();
       x.clear();

@@ -28,8 +28,11 @@ class Word2VecTest {
   @TempDir static Path shared;
   static Path corpus;
 
-  static final String[] ANIMALS = {"cat", "dog", "horse", "cow", "sheep", "goat", "pig", "mouse"};
-  static final String[] METALS = {"iron", "gold", "silver", "copper", "tin", "lead", "zinc",
+  // non-ASCII words in both topics: keys must survive UTF-8 end to end (ND4J's own string arrays
+  // corrupt them; see KeyArrays)
+  static final String[] ANIMALS = {"cat", "dog", "horse", "cow", "sheep", "chèvre", "pig",
+      "mouse"};
+  static final String[] METALS = {"iron", "gold", "silver", "copper", "étain", "lead", "亜鉛",
       "nickel"};
   static final String[] FUNCTION = {"the", "a", "of", "and", "is"};
 
@@ -132,6 +135,10 @@ class Word2VecTest {
       // nearest neighbours of a topic word come from its topic (through the topK op)
       List<String> near = q.nearest("cat", 3).stream().map(Queries.Hit::word).toList();
       assertTrue(List.of(ANIMALS).containsAll(near), "nearest to cat: " + near);
+      for (String w : new String[] {"étain", "亜鉛"}) {
+        List<String> n = q.nearest(w, 3).stream().map(Queries.Hit::word).toList();
+        assertTrue(List.of(METALS).containsAll(n), "nearest to " + w + ": " + n);
+      }
       CorpusException e = assertThrows(CorpusException.class, () -> q.nearest("rareword7", 3));
       assertTrue(e.getMessage().contains("not in the model"), e.getMessage());
     }
