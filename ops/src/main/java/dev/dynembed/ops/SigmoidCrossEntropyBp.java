@@ -54,10 +54,7 @@ public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements Java
     double[] dx = new double[b * c];
     for (int e = 0; e < b; e++) {
       for (int j = e * c; j < (e + 1) * c; j++) {
-        double v = x[j];
-        double t = Math.exp(-Math.abs(v)); // one exp, never overflowing
-        double sigmoid = v >= 0 ? 1 / (1 + t) : t / (1 + t);
-        dx[j] = (sigmoid - y[j]) * g[e];
+        dx[j] = (SigmoidKernels.sigmoid(x[j]) - y[j]) * g[e];
       }
     }
     NdArrays.output(oc, 0, dx, xs.dataType(), b, c);

@@ -3,7 +3,9 @@ package dev.dynembed.ops;
 import dev.dynembed.table.common.FloatKernels;
 
 /**
- * The elementwise float loops of {@link SigmoidCrossEntropy} and its backward. With the JDK's
+ * The elementwise arithmetic of {@link SigmoidCrossEntropy} and its backward: the float loops,
+ * and the one-logit double formulas ({@link #lossTerm}, {@link #sigmoid}) that the scalar loops
+ * and the ops' DOUBLE path share. With the JDK's
  * vector module (whenever {@link FloatKernels#VECTOR} is on) they run on SIMD lanes through
  * {@link VectorSigmoid}, whose {@code exp} and {@code log} are the JDK's SVML stubs; otherwise
  * plain loops. Measured on this project's 2-core AVX-512 VM, 49,152 logits (one word2vec step):
@@ -37,16 +39,29 @@ final class SigmoidKernels {
 
   static void scalarLossTerms(float[] x, float[] y, float[] out, int from, int n) {
     for (int i = from; i < n; i++) {
-      double v = x[i];
-      out[i] = (float) (Math.max(v, 0) - v * y[i] + SigmoidCrossEntropy.softplusOfMinusAbs(v));
+      out[i] = (float) lossTerm(x[i], y[i]);
     }
   }
 
   static void scalarSigmoidMinus(float[] x, float[] y, float[] out, int from, int n) {
     for (int i = from; i < n; i++) {
-      double v = x[i];
-      double t = Math.exp(-Math.abs(v));
-      out[i] = (float) ((v >= 0 ? 1 / (1 + t) : t / (1 + t)) - y[i]);
+      out[i] = (float) (sigmoid(x[i]) - y[i]);
     }
+  }
+
+  /**
+   * One logit's loss term in double: {@code max(v, 0) - v y + log(1 + exp(-|v|))}, with the
+   * intrinsic {@code Math.log}: {@code Math.log1p} is StrictMath's software routine in JDK 17 (445
+   * of the op's 1,085 profile samples). With t = exp(-|v|) in (0, 1], 1 + t loses t's bits below
+   * 2^-53, an absolute error under 1.2e-16.
+   */
+  static double lossTerm(double v, double y) {
+    return Math.max(v, 0) - v * y + Math.log(1 + Math.exp(-Math.abs(v)));
+  }
+
+  /** {@code sigmoid(v)} in double with one {@code exp}, never overflowing. */
+  static double sigmoid(double v) {
+    double t = Math.exp(-Math.abs(v));
+    return v >= 0 ? 1 / (1 + t) : t / (1 + t);
   }
 }
