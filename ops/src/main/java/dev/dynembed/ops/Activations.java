@@ -49,14 +49,13 @@ abstract class Activations {
   private static final class Floats extends Activations {
     private final float[] a;
     private float[] grad;
-    private float[] gf = new float[0];
+    private float[] gf = new float[0]; // one example's logit gradients, as floats
+    private float[] dotsOut = new float[0]; // one example's logits, as floats
 
     Floats(float[] a, int b, int d) {
       super(b, d);
       this.a = a;
     }
-
-    private float[] dotsOut = new float[0];
 
     @Override
     void dots(int e, int m, float[][] rows, int[] rowOffs, double[] out) {

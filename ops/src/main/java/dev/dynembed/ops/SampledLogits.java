@@ -193,33 +193,21 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
   private void logits(Activations a, double[] mask, int[] posIdx, float[] posRows,
       double[] posProb, int[] sampIdx, float[] sampRows, double[] drawProb, boolean[] hit,
       int b, int p, int s, int d, double[] logits, double[] labels) {
-    // each example's live candidates (slot, row) in one call; dead slots keep MASKED
+    // each example's live candidates in one call; dead slots keep MASKED
     float[][] cRows = new float[p + s][];
     int[] cOff = new int[p + s];
     int[] cSlot = new int[p + s];
     double[] dot = new double[p + s];
     for (int e = 0; e < b; e++) {
-      int m = 0;
-      for (int q = 0; q < p; q++) {
-        int i = e * p + q;
-        if (mask[i] != 0) {
-          cRows[m] = posRows;
-          cOff[m] = posIdx[i] * d;
-          cSlot[m++] = q;
-          labels[e * (p + s) + q] = 1;
-        }
-      }
-      for (int k = 0; k < s; k++) {
-        if (!hit[e * s + k]) {
-          cRows[m] = sampRows;
-          cOff[m] = sampIdx[e * s + k] * d;
-          cSlot[m++] = p + k;
-        }
-      }
+      int m = candidates(e, mask, posIdx, posRows, sampIdx, sampRows, hit, p, s, d, cRows, cOff,
+          cSlot);
       Arrays.fill(logits, e * (p + s), (e + 1) * (p + s), MASKED);
       a.dots(e, m, cRows, cOff, dot);
       for (int c = 0; c < m; c++) {
         int slot = cSlot[c];
+        if (slot < p) {
+          labels[e * (p + s) + slot] = 1;
+        }
         double v = dot[c];
         if (subtractLogQ) {
           double q = slot < p ? posProb[posIdx[e * p + slot]] : drawProb[e * s + slot - p];
@@ -228,6 +216,36 @@ public final class SampledLogits extends DynamicCustomOp implements JavaOp {
         logits[e * (p + s) + slot] = v;
       }
     }
+  }
+
+  /**
+   * Example e's live candidates, the logits the forward computes and the backward differentiates:
+   * its real positives (mask != 0), then its draws that are not accidental hits. For candidate c,
+   * {@code rows[c]} is the row array ({@code posRows} or {@code sampRows}), {@code offs[c]} the
+   * row's offset in it and {@code slots[c]} the logit's column (q, or p + k).
+   *
+   * @return how many candidates were written
+   */
+  static int candidates(int e, double[] mask, int[] posIdx, float[] posRows, int[] sampIdx,
+      float[] sampRows, boolean[] hit, int p, int s, int d, float[][] rows, int[] offs,
+      int[] slots) {
+    int m = 0;
+    for (int q = 0; q < p; q++) {
+      int i = e * p + q;
+      if (mask[i] != 0) {
+        rows[m] = posRows;
+        offs[m] = posIdx[i] * d;
+        slots[m++] = q;
+      }
+    }
+    for (int k = 0; k < s; k++) {
+      if (!hit[e * s + k]) {
+        rows[m] = sampRows;
+        offs[m] = sampIdx[e * s + k] * d;
+        slots[m++] = p + k;
+      }
+    }
+    return m;
   }
 
   /**

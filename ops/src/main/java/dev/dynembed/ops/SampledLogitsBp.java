@@ -57,29 +57,18 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
     float[] sampRows = f.sampRows();
     int[] sampIdx = f.sampIdx();
     boolean[] hit = f.hit();
-    // each example's live logits in one pass over its activation row
+    // each example's live logits (the forward's candidates) in one pass over its activation row
     double[] cg = new double[p + s];
     float[][] cRows = new float[p + s][];
     int[] cOff = new int[p + s];
+    int[] cSlot = new int[p + s];
     int[] cGradOff = new int[p + s];
     for (int e = 0; e < b; e++) {
-      int m = 0;
-      for (int q = 0; q < p; q++) {
-        int i = e * p + q;
-        if (mask[i] != 0) {
-          cg[m] = g[e * (p + s) + q];
-          cRows[m] = posRows;
-          cOff[m] = posIdx[i] * d;
-          cGradOff[m++] = posIdx[i] * d;
-        }
-      }
-      for (int k = 0; k < s; k++) {
-        if (!hit[e * s + k]) {
-          cg[m] = g[e * (p + s) + p + k];
-          cRows[m] = sampRows;
-          cOff[m] = sampIdx[e * s + k] * d;
-          cGradOff[m++] = np * d + sampIdx[e * s + k] * d;
-        }
+      int m = SampledLogits.candidates(e, mask, posIdx, posRows, sampIdx, sampRows, hit, p, s, d,
+          cRows, cOff, cSlot);
+      for (int c = 0; c < m; c++) {
+        cg[c] = g[e * (p + s) + cSlot[c]];
+        cGradOff[c] = cSlot[c] < p ? cOff[c] : np * d + cOff[c]; // sampled rows follow positives
       }
       a.backward(e, m, cg, cRows, cOff, rowGrads, cGradOff);
     }
