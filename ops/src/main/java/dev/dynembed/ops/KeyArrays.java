@@ -42,6 +42,16 @@ public final class KeyArrays {
 
   /** A UTF8 array of {@code keys} in row-major order with the given shape ([n] when omitted). */
   public static INDArray of(String[] keys, long... shape) {
+    return make(keys.clone(), shape); // the caller may change its array afterwards
+  }
+
+  /** {@link #of} for a list. */
+  public static INDArray of(List<String> keys, long... shape) {
+    return make(keys.toArray(new String[0]), shape);
+  }
+
+  /** Builds the array of {@code keys} and remembers them; the array is not copied again. */
+  private static INDArray make(String[] keys, long... shape) {
     long[] s = shape.length == 0 ? new long[] {keys.length} : shape;
     long product = 1;
     for (long d : s) {
@@ -80,15 +90,10 @@ public final class KeyArrays {
     INDArray a = Nd4j.create(Nd4j.getDataBufferFactory().createUtf8Buffer(buf, n), s);
     synchronized (LOCK) {
       BUFFERS[next] = new WeakReference<>(a.data());
-      KEYS[next] = keys.clone();
+      KEYS[next] = keys;
       next = (next + 1) % SLOTS;
     }
     return a;
-  }
-
-  /** {@link #of} for a list. */
-  public static INDArray of(List<String> keys, long... shape) {
-    return of(keys.toArray(new String[0]), shape);
   }
 
   /**
