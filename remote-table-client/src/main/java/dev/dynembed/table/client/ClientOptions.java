@@ -1,33 +1,138 @@
 package dev.dynembed.table.client;
 
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.v1.RowEncoding;
+import io.grpc.ClientInterceptor;
 import java.time.Duration;
+import java.util.List;
 
 /**
- * Options of the sharded gRPC client. Defaults: deadline 30 s per data call, 10 min for
- * save/restore, up to 4 attempts for idempotent calls on UNAVAILABLE (backoff 0.1 s .. 2 s).
+ * Options of the sharded gRPC client, immutable; {@link #builder()} documents each default:
+ *
+ * <ul>
+ *   <li>deadline 30 s per data call, 10 min for save/restore;
+ *   <li>up to 4 attempts for idempotent calls on UNAVAILABLE (backoff 0.1 s .. 2 s);
+ *   <li>rows of lookups and samples as FLOAT32 (BFLOAT16 or FLOAT16 halve their bytes:
+ *       docs/design/0007-pipelined-steps.md);
+ *   <li>no extra client interceptors.
+ * </ul>
  */
-public record ClientOptions(Duration deadline, Duration checkpointDeadline, int maxAttempts) {
-  public static final ClientOptions DEFAULTS =
-      new ClientOptions(Duration.ofSeconds(30), Duration.ofMinutes(10), 4);
+public final class ClientOptions {
+  public static final ClientOptions DEFAULTS = builder().build();
 
-  public ClientOptions {
-    if (deadline.isNegative() || deadline.isZero()) {
-      throw new IllegalArgumentException("deadline must be > 0 but was " + deadline);
-    }
-    if (checkpointDeadline.isNegative() || checkpointDeadline.isZero()) {
-      throw new IllegalArgumentException(
-          "checkpointDeadline must be > 0 but was " + checkpointDeadline);
-    }
-    if (maxAttempts < 1 || maxAttempts > 5) {
-      throw new IllegalArgumentException("maxAttempts must be in [1, 5] but was " + maxAttempts);
-    }
+  private final Duration deadline;
+  private final Duration checkpointDeadline;
+  private final int maxAttempts;
+  private final RowEncoding rowEncoding;
+  private final List<ClientInterceptor> interceptors;
+
+  private ClientOptions(Builder b) {
+    this.deadline = b.deadline;
+    this.checkpointDeadline = b.checkpointDeadline;
+    this.maxAttempts = b.maxAttempts;
+    this.rowEncoding = b.rowEncoding;
+    this.interceptors = List.copyOf(b.interceptors);
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** A builder holding these options. */
+  public Builder toBuilder() {
+    return new Builder().deadline(deadline).checkpointDeadline(checkpointDeadline)
+        .maxAttempts(maxAttempts).rowEncoding(rowEncoding).interceptors(interceptors);
+  }
+
+  public Duration deadline() {
+    return deadline;
+  }
+
+  public Duration checkpointDeadline() {
+    return checkpointDeadline;
+  }
+
+  public int maxAttempts() {
+    return maxAttempts;
+  }
+
+  public RowEncoding rowEncoding() {
+    return rowEncoding;
+  }
+
+  public List<ClientInterceptor> interceptors() {
+    return interceptors;
   }
 
   public ClientOptions withDeadline(Duration d) {
-    return new ClientOptions(d, checkpointDeadline, maxAttempts);
+    return toBuilder().deadline(d).build();
   }
 
   public ClientOptions withMaxAttempts(int n) {
-    return new ClientOptions(deadline, checkpointDeadline, n);
+    return toBuilder().maxAttempts(n).build();
+  }
+
+  @Override
+  public String toString() {
+    return "ClientOptions[deadline=" + deadline + ", checkpointDeadline=" + checkpointDeadline
+        + ", maxAttempts=" + maxAttempts + ", rowEncoding=" + rowEncoding + ", interceptors="
+        + interceptors.size() + "]";
+  }
+
+  /** Builds {@link ClientOptions}; every setter validates its value at once. */
+  public static final class Builder {
+    private Duration deadline = Duration.ofSeconds(30);
+    private Duration checkpointDeadline = Duration.ofMinutes(10);
+    private int maxAttempts = 4;
+    private RowEncoding rowEncoding = RowEncoding.FLOAT32;
+    private List<ClientInterceptor> interceptors = List.of();
+
+    private Builder() {}
+
+    /** Deadline of every data call (default 30 s); must be &gt; 0. */
+    public Builder deadline(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("deadline must be > 0 but was " + d);
+      }
+      this.deadline = d;
+      return this;
+    }
+
+    /** Deadline of save and restore (default 10 min); must be &gt; 0. */
+    public Builder checkpointDeadline(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("checkpointDeadline must be > 0 but was " + d);
+      }
+      this.checkpointDeadline = d;
+      return this;
+    }
+
+    /** Attempts of an idempotent call that fails with UNAVAILABLE (default 4); 1..5. */
+    public Builder maxAttempts(int n) {
+      if (n < 1 || n > 5) {
+        throw new IllegalArgumentException("maxAttempts must be in [1, 5] but was " + n);
+      }
+      this.maxAttempts = n;
+      return this;
+    }
+
+    /** How rows of lookups and samples travel (default FLOAT32). */
+    public Builder rowEncoding(RowEncoding e) {
+      this.rowEncoding = Rows.normalize(e);
+      return this;
+    }
+
+    /**
+     * Interceptors of every shard channel, first one outermost: credentials, tracing, or the
+     * benchmarks' simulated network delay.
+     */
+    public Builder interceptors(List<ClientInterceptor> list) {
+      this.interceptors = List.copyOf(list);
+      return this;
+    }
+
+    public ClientOptions build() {
+      return new ClientOptions(this);
+    }
   }
 }

@@ -74,7 +74,7 @@ public final class TableClients {
   public static dev.dynembed.table.server.TableStore loadCheckpoint(Path directory, String table) {
     Path dir = directory.toAbsolutePath().normalize();
     dev.dynembed.table.v1.CheckpointManifest m =
-        dev.dynembed.table.client.internal.ShardedTable.readManifest(dir, table);
+        dev.dynembed.table.client.internal.Manifests.read(dir, table);
     dev.dynembed.table.server.ShardEngine engine =
         new dev.dynembed.table.server.ShardEngine(0, 1, dir);
     engine.restore(table, dir.toString(), m.getFilesList());

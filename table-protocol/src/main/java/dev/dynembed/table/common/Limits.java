@@ -20,6 +20,8 @@ public final class Limits {
   public static final int MAX_TOP_K = 10_000;
   /** Most queries in one top-k call. */
   public static final int MAX_TOP_K_QUERIES = 4096;
+  /** Most items in one Read or Write call. */
+  public static final int MAX_ITEMS_PER_CALL = 4096;
   /** Largest gRPC message either side accepts. */
   public static final int MAX_MESSAGE_BYTES = 512 << 20;
   /**

@@ -1,6 +1,7 @@
 package dev.dynembed.table.server;
 
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.RowSink;
 
 /**
  * The candidates of one sample call on one shard: the positives first, then the drawn keys.
@@ -10,14 +11,26 @@ import dev.dynembed.table.common.PackedKeys;
  * @param probability candidate i's probability per draw under this shard's distribution
  * @param mass the shard's sampler mass (key count, or sum of frequency^alpha)
  * @param numKeys keys the sampler snapshot covers
- * @param rows with distinct draws: FLOAT [u, dim], the rows of the distinct drawn keys (which
- *     follow the positives in {@code keys}); else null
+ * @param distinctRows with distinct draws: the store's row ids of the distinct drawn keys (which
+ *     follow the positives in {@code keys}), for {@link #copyRows}; else null
  * @param drawIndex with distinct draws: INT [numSampled], which distinct key draw j drew; else null
  */
 public record SampleCandidates(PackedKeys keys, boolean[] positive, double[] probability,
-    double mass, int numKeys, float[] rows, int[] drawIndex) {
+    double mass, int numKeys, int[] distinctRows, int[] drawIndex) {
   public SampleCandidates(PackedKeys keys, boolean[] positive, double[] probability, double mass,
       int numKeys) {
     this(keys, positive, probability, mass, numKeys, null, null);
+  }
+
+  /** Number of distinct drawn keys (0 without distinct draws). */
+  public int distinctCount() {
+    return distinctRows == null ? 0 : distinctRows.length;
+  }
+
+  /** Writes the rows of the distinct drawn keys of {@code table} (the store that drew them). */
+  public void copyRows(TableStore table, RowSink out) {
+    for (int i = 0; i < distinctCount(); i++) {
+      table.copyRow(distinctRows[i], out, i);
+    }
   }
 }

@@ -112,13 +112,12 @@ final class Samplers {
     }
     double[] p = java.util.Arrays.copyOf(prob, np + u);
     boolean[] isPos = java.util.Arrays.copyOf(pos, np + u);
-    float[] rows = new float[u * table.dim];
     for (int i = 0; i < u; i++) {
       table.appendKey(distinctRows[i], keys);
       p[np + i] = s.prob[distinctRows[i]];
-      table.copyRow(distinctRows[i], rows, i * table.dim);
     }
-    return new SampleCandidates(keys.build(), isPos, p, s.mass, s.n, rows, drawIndex);
+    return new SampleCandidates(keys.build(), isPos, p, s.mass, s.n,
+        java.util.Arrays.copyOf(distinctRows, u), drawIndex);
   }
 
   private Snapshot snapshot(SamplerKind kind, float alpha) {

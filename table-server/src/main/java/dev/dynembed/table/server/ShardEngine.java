@@ -6,6 +6,7 @@ import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.Metric;
 import dev.dynembed.table.v1.SamplerKind;
+import dev.dynembed.table.v1.StatsResponse;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableInfo;
 import java.io.IOException;
@@ -90,15 +91,29 @@ public final class ShardEngine {
         .build();
   }
 
+  /** Candidate sampling over this shard's keys of {@code table} (draws with replacement). */
   public SampleCandidates sample(String table, PackedKeys positives, int numSampled,
       SamplerKind kind, float alpha, long seed) {
-    return get(table).samplers().sample(positives, numSampled, kind, alpha, seed);
+    return sample(get(table), positives, numSampled, kind, alpha, seed, false);
   }
 
-  /** As above; with {@code distinct}, drawn keys come once each, with their rows. */
-  public SampleCandidates sample(String table, PackedKeys positives, int numSampled,
+  /**
+   * Candidate sampling over this shard's keys of {@code table}; with {@code distinct}, drawn keys
+   * come once each ({@link SampleCandidates#copyRows} writes their rows).
+   */
+  public SampleCandidates sample(TableStore table, PackedKeys positives, int numSampled,
       SamplerKind kind, float alpha, long seed, boolean distinct) {
-    return get(table).samplers().sample(positives, numSampled, kind, alpha, seed, distinct);
+    return table.samplers().sample(positives, numSampled, kind, alpha, seed, distinct);
+  }
+
+  /** Every table's config and counters. */
+  public StatsResponse stats() {
+    StatsResponse.Builder b = StatsResponse.newBuilder()
+        .setShardIndex(shardIndex).setNumShards(numShards);
+    for (TableStore t : tables()) {
+      b.addTables(info(t));
+    }
+    return b.build();
   }
 
   public TopKHits topK(String table, float[] queries, int q, int k, boolean biasLastDim,

@@ -2,17 +2,24 @@ package dev.dynembed.table.server;
 
 import com.google.protobuf.ByteString;
 import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.Rows;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.*;
 import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
-/** The gRPC face of a {@link ShardEngine}: decode, call the engine, encode, map errors. */
+/**
+ * The gRPC face of a {@link ShardEngine}: decode, call the engine, encode, map errors. Rows are
+ * written by the store straight into the bytes of the reply ({@link Rows.Writer}), in the
+ * encoding the request asks for.
+ */
 final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableServiceImplBase {
   private static final Logger log = Logger.getLogger(TableGrpcService.class.getName());
   private final ShardEngine engine;
@@ -41,48 +48,12 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void find(FindRequest req, StreamObserver<FindResponse> out) {
-    run(out, req.getTable(), () -> {
-      TableStore t = engine.get(req.getTable());
-      PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
-      float[] rows = new float[keys.size() * t.dim];
-      byte[] found = new byte[(keys.size() + 7) >>> 3];
-      t.find(keys, rows, found);
-      return FindResponse.newBuilder()
-          .setDim(t.dim)
-          .setRows(Rows.encode(rows))
-          .setFound(ByteString.copyFrom(found))
-          .build();
-    });
+    run(out, req.getTable(), () -> find(req));
   }
 
   @Override
   public void findOrInsert(FindOrInsertRequest req, StreamObserver<FindResponse> out) {
-    run(out, req.getTable(), () -> {
-      TableStore t = engine.get(req.getTable());
-      PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
-      float[] rows = req.getOmitRows() ? null : new float[keys.size() * t.dim];
-      byte[] found = new byte[(keys.size() + 7) >>> 3];
-      long[] freqs = req.getWithFrequencies() ? new long[keys.size()] : null;
-      int[] occ = null;
-      if (req.getOccurrencesCount() > 0) {
-        occ = new int[req.getOccurrencesCount()];
-        for (int i = 0; i < occ.length; i++) {
-          occ[i] = req.getOccurrences(i);
-        }
-      }
-      t.findOrInsert(keys, occ, !req.getNoCount(), rows, found, freqs);
-      FindResponse.Builder b = FindResponse.newBuilder().setDim(t.dim)
-          .setFound(ByteString.copyFrom(found));
-      if (rows != null) {
-        b.setRows(Rows.encode(rows));
-      }
-      if (freqs != null) {
-        for (long f : freqs) {
-          b.addFrequencies(f);
-        }
-      }
-      return b.build();
-    });
+    run(out, req.getTable(), () -> findOrInsert(req));
   }
 
   @Override
@@ -90,34 +61,136 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
       StreamObserver<ApplyGradientsResponse> out) {
     run(out, req.getTable(), () -> {
       TableStore t = engine.get(req.getTable());
-      PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
-      Rows.floatCount(req.getGradients(), "gradients");
-      float[] g = Rows.decode(req.getGradients());
-      int n = t.applyGradients(keys, g, req.getLearningRate(), req.getStep());
+      int n = t.apply(check(t, req), req.getStep());
       return ApplyGradientsResponse.newBuilder().setRowsUpdated(n).build();
     });
   }
 
   @Override
   public void sample(SampleRequest req, StreamObserver<SampleResponse> out) {
-    run(out, req.getTable(), () -> {
-      TableStore t = engine.get(req.getTable());
-      PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
-      SampleCandidates r = engine.sample(req.getTable(), pos, req.getNumSampled(),
-          req.getSampler(), req.getAlpha(), req.getSeed(), req.getDistinctWithRows());
-      SampleResponse.Builder b = SampleResponse.newBuilder()
-          .setKeys(r.keys().toProto()).setMass(r.mass()).setNumKeys(r.numKeys());
-      if (r.rows() != null) {
-        b.setRows(Rows.encode(r.rows()));
-        for (int d : r.drawIndex()) {
-          b.addDrawIndex(d);
-        }
-      }
-      for (int i = 0; i < r.positive().length; i++) {
-        b.addIsPositive(r.positive()[i]).addProbability(r.probability()[i]);
+    run(out, req.getTable(), () -> sample(req));
+  }
+
+  @Override
+  public void read(ReadRequest req, StreamObserver<ReadResponse> out) {
+    run(out, req.getItemsCount() > 0 ? itemTable(req.getItems(0)) : "", () -> {
+      checkItems(req.getItemsCount(), "read");
+      ReadResponse.Builder b = ReadResponse.newBuilder();
+      for (ReadItem item : req.getItemsList()) {
+        b.addResults(switch (item.getItemCase()) {
+          case FIND -> ReadResult.newBuilder().setRows(find(item.getFind()));
+          case FIND_OR_INSERT ->
+              ReadResult.newBuilder().setRows(findOrInsert(item.getFindOrInsert()));
+          case SAMPLE -> ReadResult.newBuilder().setSample(sample(item.getSample()));
+          default -> throw TableException.invalid("read item %d is empty", b.getResultsCount());
+        });
       }
       return b.build();
     });
+  }
+
+  @Override
+  public void write(WriteRequest req, StreamObserver<WriteResponse> out) {
+    run(out, req.getItemsCount() > 0 ? req.getItems(0).getTable() : "", () -> {
+      checkItems(req.getItemsCount(), "write");
+      // every item is checked before any is applied: a bad item changes nothing
+      List<TableStore.CheckedGradients> checked = new ArrayList<>(req.getItemsCount());
+      for (ApplyGradientsRequest item : req.getItemsList()) {
+        checked.add(check(engine.get(item.getTable()), item));
+      }
+      WriteResponse.Builder b = WriteResponse.newBuilder();
+      for (int i = 0; i < checked.size(); i++) {
+        TableStore.CheckedGradients c = checked.get(i);
+        b.addRowsUpdated(c.table.apply(c, req.getItems(i).getStep()));
+      }
+      return b.build();
+    });
+  }
+
+  private static void checkItems(int n, String call) {
+    if (n < 1 || n > Limits.MAX_ITEMS_PER_CALL) {
+      throw TableException.invalid("a %s call must hold 1..%d items but had %d", call,
+          Limits.MAX_ITEMS_PER_CALL, n);
+    }
+  }
+
+  private static String itemTable(ReadItem item) {
+    return switch (item.getItemCase()) {
+      case FIND -> item.getFind().getTable();
+      case FIND_OR_INSERT -> item.getFindOrInsert().getTable();
+      case SAMPLE -> item.getSample().getTable();
+      default -> "";
+    };
+  }
+
+  private FindResponse find(FindRequest req) {
+    TableStore t = engine.get(req.getTable());
+    PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    Rows.Writer rows = new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
+    byte[] found = new byte[(keys.size() + 7) >>> 3];
+    t.find(keys, rows, found);
+    return FindResponse.newBuilder()
+        .setDim(t.dim)
+        .setRows(rows.toByteString())
+        .setRowEncoding(rows.encoding())
+        .setFound(ByteString.copyFrom(found))
+        .build();
+  }
+
+  private FindResponse findOrInsert(FindOrInsertRequest req) {
+    TableStore t = engine.get(req.getTable());
+    PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    Rows.Writer rows = req.getOmitRows() ? null
+        : new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
+    byte[] found = new byte[(keys.size() + 7) >>> 3];
+    long[] freqs = req.getWithFrequencies() ? new long[keys.size()] : null;
+    int[] occ = null;
+    if (req.getOccurrencesCount() > 0) {
+      occ = new int[req.getOccurrencesCount()];
+      for (int i = 0; i < occ.length; i++) {
+        occ[i] = req.getOccurrences(i);
+      }
+    }
+    t.findOrInsert(keys, occ, !req.getNoCount(), rows, found, freqs);
+    FindResponse.Builder b = FindResponse.newBuilder().setDim(t.dim)
+        .setFound(ByteString.copyFrom(found));
+    if (rows != null) {
+      b.setRows(rows.toByteString()).setRowEncoding(rows.encoding());
+    }
+    if (freqs != null) {
+      for (long f : freqs) {
+        b.addFrequencies(f);
+      }
+    }
+    return b.build();
+  }
+
+  private SampleResponse sample(SampleRequest req) {
+    TableStore t = engine.get(req.getTable());
+    PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
+    Rows.normalize(req.getRowEncoding()); // refuse an unknown encoding before drawing
+    SampleCandidates r = engine.sample(t, pos, req.getNumSampled(), req.getSampler(),
+        req.getAlpha(), req.getSeed(), req.getDistinctWithRows());
+    SampleResponse.Builder b = SampleResponse.newBuilder()
+        .setKeys(r.keys().toProto()).setMass(r.mass()).setNumKeys(r.numKeys());
+    if (r.drawIndex() != null) {
+      Rows.Writer rows = new Rows.Writer(r.distinctCount() * t.dim, req.getRowEncoding());
+      r.copyRows(t, rows);
+      b.setRows(rows.toByteString()).setRowEncoding(rows.encoding());
+      for (int d : r.drawIndex()) {
+        b.addDrawIndex(d);
+      }
+    }
+    for (int i = 0; i < r.positive().length; i++) {
+      b.addIsPositive(r.positive()[i]).addProbability(r.probability()[i]);
+    }
+    return b.build();
+  }
+
+  private static TableStore.CheckedGradients check(TableStore t, ApplyGradientsRequest req) {
+    PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    Rows.floatCount(req.getGradients(), "gradients");
+    return t.checkGradients(keys, Rows.decode(req.getGradients()), req.getLearningRate());
   }
 
   @Override
@@ -153,14 +226,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void stats(StatsRequest req, StreamObserver<StatsResponse> out) {
-    run(out, "", () -> {
-      StatsResponse.Builder b = StatsResponse.newBuilder()
-          .setShardIndex(engine.shardIndex()).setNumShards(engine.numShards());
-      for (TableStore t : engine.tables()) {
-        b.addTables(engine.info(t));
-      }
-      return b.build();
-    });
+    run(out, "", engine::stats);
   }
 
   private static <T> void run(StreamObserver<T> out, String table, Callable<T> call) {

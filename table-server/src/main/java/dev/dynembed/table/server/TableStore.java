@@ -5,6 +5,7 @@ import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.TableConfig;
@@ -145,15 +146,20 @@ public final class TableStore {
    * @param found bitmap, bit i = key i found (LSB first), at least ceil(n/8) bytes
    */
   public void find(PackedKeys keys, float[] out, byte[] found) {
+    find(keys, RowSink.of(out), found);
+  }
+
+  /** As {@link #find(PackedKeys, float[], byte[])}, writing rows to {@code out}. */
+  public void find(PackedKeys keys, RowSink out, byte[] found) {
     checkKeys(keys, "keys");
     int n = keys.size();
     for (int i = 0; i < n; i++) {
       int row = lookup(keys, i);
       if (row >= 0) {
-        copyRow(row, out, i * dim);
+        copyRow(row, out, i);
         found[i >>> 3] |= (byte) (1 << (i & 7));
       } else {
-        Arrays.fill(out, i * dim, (i + 1) * dim, 0f);
+        out.zeros(i, dim);
       }
     }
   }
@@ -184,6 +190,13 @@ public final class TableStore {
    * @param frequencies LONG [n] each key's count after the call, or null
    */
   public void findOrInsert(PackedKeys keys, int[] occurrences, boolean count, float[] out,
+      byte[] found, long[] frequencies) {
+    findOrInsert(keys, occurrences, count, out == null ? null : RowSink.of(out), found,
+        frequencies);
+  }
+
+  /** As above, writing rows to {@code out} (null: no rows). */
+  public void findOrInsert(PackedKeys keys, int[] occurrences, boolean count, RowSink out,
       byte[] found, long[] frequencies) {
     checkKeys(keys, "keys");
     int n = keys.size();
@@ -224,13 +237,13 @@ public final class TableStore {
         }
         if (row >= 0) {
           if (out != null) {
-            copyRow(row, out, i * dim);
+            copyRow(row, out, i);
           }
           if (found != null) {
             found[i >>> 3] |= (byte) (1 << (i & 7));
           }
         } else if (out != null) {
-          Arrays.fill(out, i * dim, (i + 1) * dim, 0f);
+          out.zeros(i, dim);
         }
         if (rows != null) {
           rows[i] = row;
@@ -300,6 +313,32 @@ public final class TableStore {
    * @return number of distinct keys updated
    */
   public int applyGradients(PackedKeys keys, float[] gradients, float learningRate, long step) {
+    return apply(checkGradients(keys, gradients, learningRate), step);
+  }
+
+  /** A gradient batch that passed {@link #checkGradients}: it can be applied without failing. */
+  public static final class CheckedGradients {
+    final TableStore table;
+    final PackedKeys keys;
+    final BatchDedup dedup;
+    final float[] summed; // one row per distinct key
+    final float lr;
+
+    private CheckedGradients(TableStore table, PackedKeys keys, BatchDedup dedup, float[] summed,
+        float lr) {
+      this.table = table;
+      this.keys = keys;
+      this.dedup = dedup;
+      this.summed = summed;
+      this.lr = lr;
+    }
+  }
+
+  /**
+   * Checks a gradient batch whole (keys, width, NaN/Inf, learning rate) and sums duplicate keys,
+   * changing nothing: a multi-table write checks every batch before applying any.
+   */
+  public CheckedGradients checkGradients(PackedKeys keys, float[] gradients, float learningRate) {
     checkKeys(keys, "keys");
     int n = keys.size();
     if ((long) n * dim != gradients.length) {
@@ -327,12 +366,30 @@ public final class TableStore {
       g = new float[dedup.uniqueCount() * dim];
       for (int i = 0; i < n; i++) {
         int u = dedup.uniqueOf(i) * dim;
-        int src = i * dim;
-        for (int j = 0; j < dim; j++) {
-          g[u + j] += gradients[src + j];
+        if (dedup.firstPosition(dedup.uniqueOf(i)) == i) {
+          System.arraycopy(gradients, i * dim, g, u, dim);
+        } else {
+          FloatKernels.axpy(1f, gradients, i * dim, g, u, dim);
         }
       }
     }
+    return new CheckedGradients(this, keys, dedup, g, lr);
+  }
+
+  /**
+   * Applies a checked batch of this table.
+   *
+   * @param step recorded as each updated key's last-update step
+   * @return number of distinct keys updated
+   */
+  public int apply(CheckedGradients c, long step) {
+    if (c.table != this) {
+      throw new IllegalArgumentException("gradients checked by table '" + c.table.name()
+          + "' cannot be applied to another store");
+    }
+    BatchDedup dedup = c.dedup;
+    PackedKeys keys = c.keys;
+    float[] g = c.summed;
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
     try {
@@ -352,7 +409,7 @@ public final class TableStore {
           long t = meta[m + M_UPDATES] + 1;
           meta[m + M_UPDATES] = t;
           meta[m + M_STEP] = step;
-          optimizer.apply(page, base, g, u * dim, lr, t);
+          optimizer.apply(page, base, g, u * dim, c.lr, t);
         }
       }
       updates.add(applied);
@@ -603,6 +660,11 @@ public final class TableStore {
 
   void copyRow(int row, float[] out, int outOff) {
     System.arraycopy(rowPages[row >>> pageShift], (row & pageMask) * rowFloats, out, outOff, dim);
+  }
+
+  /** Writes a row's weights as row {@code i} of {@code out}. */
+  void copyRow(int row, RowSink out, int i) {
+    out.row(i, rowPages[row >>> pageShift], (row & pageMask) * rowFloats, dim);
   }
 
   /** Appends the key of a row to a builder. */

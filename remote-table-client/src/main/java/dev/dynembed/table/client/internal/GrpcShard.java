@@ -10,16 +10,14 @@ import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.Rows;
 import dev.dynembed.table.common.TableException;
-import dev.dynembed.table.server.SampleCandidates;
-import dev.dynembed.table.server.TopKHits;
 import dev.dynembed.table.v1.*;
+import io.grpc.ClientInterceptor;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
-import java.nio.ByteOrder;
-import java.nio.FloatBuffer;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -27,29 +25,35 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
- * A remote shard over gRPC. Idempotent calls are retried on UNAVAILABLE by gRPC's own retry
- * policy (service config); ApplyGradients never is. Every call has a deadline.
+ * A remote shard over gRPC. Reads and writes of a step go out as one {@code Read} and one {@code
+ * Write} call; rows arrive in the client's {@link ClientOptions#rowEncoding()} and are decoded
+ * straight from the reply's bytes when the caller copies them out. Idempotent calls are retried on
+ * UNAVAILABLE by gRPC's own retry policy (service config); Write and ApplyGradients never are.
+ * Every call has a deadline.
  */
 public final class GrpcShard implements Shard {
   private static final String SERVICE = "dynembed.table.v1.EmbeddingTableService";
   private static final List<String> IDEMPOTENT = List.of("CreateTable", "DescribeTable",
-      "DropTable", "Find", "FindOrInsert", "Sample", "TopK", "Save", "Restore", "Stats");
+      "DropTable", "Find", "FindOrInsert", "Sample", "TopK", "Save", "Restore", "Stats", "Read");
 
   private final int index;
   private final String endpoint;
   private final ManagedChannel channel;
   private final EmbeddingTableServiceGrpc.EmbeddingTableServiceFutureStub stub;
   private final ClientOptions options;
+  private final RowEncoding encoding;
 
   public GrpcShard(int index, String endpoint, ClientOptions options) {
     this.index = index;
     this.endpoint = endpoint;
     this.options = options;
+    this.encoding = options.rowEncoding();
     this.channel = NettyChannelBuilder.forTarget(endpoint)
         .usePlaintext()
         // replies are handed to the caller's future straight from the event loop (no hop
         // through a callback executor); nothing blocking runs in those callbacks
         .directExecutor()
+        .intercept(options.interceptors().toArray(new ClientInterceptor[0]))
         .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)
         .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
         .defaultServiceConfig(serviceConfig(options.maxAttempts()))
@@ -94,6 +98,9 @@ public final class GrpcShard implements Shard {
       public void onSuccess(R r) {
         try {
           out.complete(convert.apply(r));
+        } catch (TableException e) {
+          out.completeExceptionally(
+              TableException.of(e.code(), "bad reply: " + e.getMessage(), table, index, call, e));
         } catch (RuntimeException e) {
           out.completeExceptionally(
               TableException.of(ErrorCode.INTERNAL, "bad reply: " + e.getMessage(), table, index,
@@ -125,6 +132,122 @@ public final class GrpcShard implements Shard {
         t instanceof StatusRuntimeException ? t : new StatusRuntimeException(s));
   }
 
+  // ------------------------------------------------------------------ data path
+
+  @Override
+  public CompletableFuture<List<Object>> read(List<Read> items) {
+    ReadRequest.Builder b = ReadRequest.newBuilder();
+    for (Read r : items) {
+      b.addItems(toProto(r));
+    }
+    String call = items.size() == 1 ? LocalShard.name(items.get(0)) : "read";
+    return call(call, items.get(0).table(), data().read(b.build()), reply -> {
+      if (reply.getResultsCount() != items.size()) {
+        throw new IllegalStateException(reply.getResultsCount() + " results for " + items.size()
+            + " read items");
+      }
+      List<Object> out = new ArrayList<>(items.size());
+      for (int i = 0; i < items.size(); i++) {
+        ReadResult r = reply.getResults(i);
+        out.add(items.get(i) instanceof Sample s ? sample(r.getSample(), s)
+            : rows(r.getRows(), items.get(i)));
+      }
+      return out;
+    });
+  }
+
+  private ReadItem toProto(Read r) {
+    if (r instanceof Find f) {
+      return ReadItem.newBuilder().setFind(FindRequest.newBuilder().setTable(f.table())
+          .setKeys(f.keys().toProto()).setRowEncoding(encoding)).build();
+    }
+    if (r instanceof FindOrInsert f) {
+      FindOrInsertRequest.Builder b = FindOrInsertRequest.newBuilder().setTable(f.table())
+          .setKeys(f.keys().toProto()).setNoCount(!f.mode().count())
+          .setOmitRows(!f.mode().rows()).setWithFrequencies(f.mode().frequencies())
+          .setRowEncoding(encoding);
+      if (f.occurrences() != null) {
+        for (int o : f.occurrences()) {
+          b.addOccurrences(o);
+        }
+      }
+      return ReadItem.newBuilder().setFindOrInsert(b).build();
+    }
+    Sample s = (Sample) r;
+    return ReadItem.newBuilder().setSample(SampleRequest.newBuilder().setTable(s.table())
+        .setPositives(s.positives().toProto()).setNumSampled(s.numSampled())
+        .setSampler(s.sampler()).setAlpha(s.alpha()).setSeed(s.seed())
+        .setDistinctWithRows(s.distinct()).setRowEncoding(encoding)).build();
+  }
+
+  private static RowsReply rows(FindResponse r, Read item) {
+    int n = item instanceof Find f ? f.keys().size() : ((FindOrInsert) item).keys().size();
+    ReplyRows rows = null;
+    if (!r.getRows().isEmpty()) {
+      int dim = r.getDim();
+      if (dim < 1 || Rows.valueCount(r.getRows(), r.getRowEncoding(), "rows") != n * dim) {
+        throw new IllegalStateException("reply holds " + r.getRows().size() + " bytes of "
+            + r.getRowEncoding() + " rows for " + n + " keys of dim " + dim);
+      }
+      rows = ReplyRows.of(r.getRows().asReadOnlyByteBuffer(), r.getRowEncoding(), dim);
+    }
+    long[] freqs = null;
+    if (r.getFrequenciesCount() > 0) {
+      freqs = new long[r.getFrequenciesCount()];
+      for (int i = 0; i < freqs.length; i++) {
+        freqs[i] = r.getFrequencies(i);
+      }
+    }
+    return new RowsReply(rows, r.getFound().isEmpty() ? null : r.getFound().toByteArray(), freqs);
+  }
+
+  private static SampleReply sample(SampleResponse r, Sample s) {
+    int n = r.getIsPositiveCount();
+    boolean[] pos = new boolean[n];
+    double[] prob = new double[n];
+    for (int i = 0; i < n; i++) {
+      pos[i] = r.getIsPositive(i);
+      prob[i] = r.getProbability(i);
+    }
+    PackedKeys keys = PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES, "sampled keys");
+    ReplyRows rows = null;
+    int[] drawIndex = null;
+    if (s.distinct()) {
+      int u = keys.size() - s.positives().size();
+      if (u > 0) {
+        int values = Rows.valueCount(r.getRows(), r.getRowEncoding(), "sampled rows");
+        if (values % u != 0) {
+          throw new IllegalStateException("sampled rows: " + values + " values for " + u + " keys");
+        }
+        rows = ReplyRows.of(r.getRows().asReadOnlyByteBuffer(), r.getRowEncoding(), values / u);
+      }
+      drawIndex = new int[r.getDrawIndexCount()];
+      for (int j = 0; j < drawIndex.length; j++) {
+        drawIndex[j] = r.getDrawIndex(j);
+      }
+    }
+    return new SampleReply(keys, pos, prob, r.getMass(), (int) r.getNumKeys(), rows, drawIndex);
+  }
+
+  @Override
+  public CompletableFuture<int[]> write(List<Write> items) {
+    WriteRequest.Builder b = WriteRequest.newBuilder();
+    for (Write w : items) {
+      b.addItems(ApplyGradientsRequest.newBuilder().setTable(w.table())
+          .setKeys(w.keys().toProto()).setGradients(Rows.encode(w.gradients()))
+          .setLearningRate(w.learningRate()).setStep(w.step()));
+    }
+    return call("applyGradients", items.get(0).table(), data().write(b.build()), r -> {
+      int[] out = new int[r.getRowsUpdatedCount()];
+      for (int i = 0; i < out.length; i++) {
+        out[i] = r.getRowsUpdated(i);
+      }
+      return out;
+    });
+  }
+
+  // ------------------------------------------------------------------ the rest
+
   @Override
   public CompletableFuture<TableInfo> create(TableConfig config) {
     return call("createTable", config.getName(),
@@ -143,82 +266,9 @@ public final class GrpcShard implements Shard {
         data().dropTable(DropTableRequest.newBuilder().setTable(table).build()), r -> null);
   }
 
-  private static Shard.RowsReply rows(FindResponse r) {
-    FloatBuffer fb = r.getRows().isEmpty() ? null
-        : r.getRows().asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
-    long[] freqs = null;
-    if (r.getFrequenciesCount() > 0) {
-      freqs = new long[r.getFrequenciesCount()];
-      for (int i = 0; i < freqs.length; i++) {
-        freqs[i] = r.getFrequencies(i);
-      }
-    }
-    return new Shard.RowsReply(fb, r.getFound().isEmpty() ? null : r.getFound().toByteArray(),
-        freqs);
-  }
-
   @Override
-  public CompletableFuture<Shard.RowsReply> find(String table, PackedKeys keys) {
-    return call("find", table, data().find(
-        FindRequest.newBuilder().setTable(table).setKeys(keys.toProto()).build()),
-        GrpcShard::rows);
-  }
-
-  @Override
-  public CompletableFuture<Shard.RowsReply> findOrInsert(String table, PackedKeys keys,
-      int[] occurrences, InsertMode mode) {
-    FindOrInsertRequest.Builder b =
-        FindOrInsertRequest.newBuilder().setTable(table).setKeys(keys.toProto())
-            .setNoCount(!mode.count()).setOmitRows(!mode.rows())
-            .setWithFrequencies(mode.frequencies());
-    if (occurrences != null) {
-      for (int o : occurrences) {
-        b.addOccurrences(o);
-      }
-    }
-    return call("findOrInsert", table, data().findOrInsert(b.build()), GrpcShard::rows);
-  }
-
-  @Override
-  public CompletableFuture<Integer> applyGradients(String table, PackedKeys keys,
-      float[] gradients, float learningRate, long step) {
-    return call("applyGradients", table, data().applyGradients(ApplyGradientsRequest.newBuilder()
-        .setTable(table).setKeys(keys.toProto()).setGradients(Rows.encode(gradients))
-        .setLearningRate(learningRate).setStep(step).build()),
-        ApplyGradientsResponse::getRowsUpdated);
-  }
-
-  @Override
-  public CompletableFuture<SampleCandidates> sample(String table, PackedKeys positives,
-      int numSampled, SamplerKind sampler, float alpha, long seed, boolean distinct) {
-    return call("sample", table, data().sample(SampleRequest.newBuilder()
-        .setTable(table).setPositives(positives.toProto()).setNumSampled(numSampled)
-        .setSampler(sampler).setAlpha(alpha).setSeed(seed).setDistinctWithRows(distinct)
-        .build()), r -> {
-          int n = r.getIsPositiveCount();
-          boolean[] pos = new boolean[n];
-          double[] prob = new double[n];
-          for (int i = 0; i < n; i++) {
-            pos[i] = r.getIsPositive(i);
-            prob[i] = r.getProbability(i);
-          }
-          float[] rows = null;
-          int[] drawIndex = null;
-          if (distinct) {
-            rows = Rows.decode(r.getRows());
-            drawIndex = new int[r.getDrawIndexCount()];
-            for (int j = 0; j < drawIndex.length; j++) {
-              drawIndex[j] = r.getDrawIndex(j);
-            }
-          }
-          return new SampleCandidates(PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES,
-              "sampled keys"), pos, prob, r.getMass(), (int) r.getNumKeys(), rows, drawIndex);
-        });
-  }
-
-  @Override
-  public CompletableFuture<TopKHits> topK(String table, float[] queries, int numQueries, int k,
-      boolean biasLastDim, Metric metric, PackedKeys exclude) {
+  public CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
+      int k, boolean biasLastDim, Metric metric, PackedKeys exclude) {
     return call("topK", table, data().topK(TopKRequest.newBuilder()
         .setTable(table).setQueries(Rows.encode(queries)).setNumQueries(numQueries).setK(k)
         .setBiasLastDim(biasLastDim).setMetric(metric).setExclude(exclude.toProto()).build()),
@@ -231,8 +281,8 @@ public final class GrpcShard implements Shard {
           for (int i = 0; i < counts.length; i++) {
             counts[i] = r.getCounts(i);
           }
-          return new TopKHits(PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES, "top-k keys"),
-              scores, counts);
+          return new TopKHitsReply(PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES,
+              "top-k keys"), scores, counts);
         });
   }
 

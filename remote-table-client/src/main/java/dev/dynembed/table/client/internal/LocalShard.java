@@ -1,6 +1,6 @@
 package dev.dynembed.table.client.internal;
 
-import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.server.SampleCandidates;
 import dev.dynembed.table.server.ShardEngine;
@@ -8,11 +8,10 @@ import dev.dynembed.table.server.TableStore;
 import dev.dynembed.table.server.TopKHits;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.Metric;
-import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.StatsResponse;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableInfo;
-import java.nio.FloatBuffer;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
@@ -34,13 +33,91 @@ public final class LocalShard implements Shard {
     return engine.shardIndex();
   }
 
-  private <T> CompletableFuture<T> call(String call, String table, Supplier<T> body) {
+  private static <T> CompletableFuture<T> call(String call, String table, Supplier<T> body) {
     try {
       return CompletableFuture.completedFuture(body.get());
     } catch (TableException e) {
       return CompletableFuture.failedFuture(
           TableException.of(e.code(), e.getMessage(), table, -1, call, e));
     }
+  }
+
+  @Override
+  public CompletableFuture<List<Object>> read(List<Read> items) {
+    String table = items.isEmpty() ? null : items.get(0).table();
+    return call(items.size() == 1 ? name(items.get(0)) : "read", table, () -> {
+      List<Object> out = new ArrayList<>(items.size());
+      for (Read r : items) {
+        if (r instanceof Find f) {
+          out.add(find(f));
+        } else if (r instanceof FindOrInsert f) {
+          out.add(findOrInsert(f));
+        } else {
+          out.add(sample((Sample) r));
+        }
+      }
+      return out;
+    });
+  }
+
+  /** The call an item stands for, in error messages. */
+  static String name(Read r) {
+    if (r instanceof FindOrInsert f) {
+      return f.mode().rows() ? "findOrInsert" : "count";
+    }
+    return r instanceof Find ? "find" : "sample";
+  }
+
+  private RowsReply find(Find f) {
+    TableStore t = engine.get(f.table());
+    float[] rows = new float[f.keys().size() * t.dim()];
+    byte[] found = new byte[(f.keys().size() + 7) >>> 3];
+    t.find(f.keys(), rows, found);
+    return new RowsReply(ReplyRows.of(rows, t.dim()), found, null);
+  }
+
+  private RowsReply findOrInsert(FindOrInsert f) {
+    TableStore t = engine.get(f.table());
+    int n = f.keys().size();
+    float[] rows = f.mode().rows() ? new float[n * t.dim()] : null;
+    byte[] found = new byte[(n + 7) >>> 3];
+    long[] freqs = f.mode().frequencies() ? new long[n] : null;
+    t.findOrInsert(f.keys(), f.occurrences(), f.mode().count(), rows, found, freqs);
+    return new RowsReply(rows == null ? null : ReplyRows.of(rows, t.dim()), found, freqs);
+  }
+
+  private SampleReply sample(Sample s) {
+    TableStore t = engine.get(s.table());
+    SampleCandidates c = engine.sample(t, s.positives(), s.numSampled(), s.sampler(), s.alpha(),
+        s.seed(), s.distinct());
+    ReplyRows rows = null;
+    if (c.drawIndex() != null) {
+      float[] r = new float[c.distinctCount() * t.dim()];
+      c.copyRows(t, RowSink.of(r));
+      rows = ReplyRows.of(r, t.dim());
+    }
+    return new SampleReply(c.keys(), c.positive(), c.probability(), c.mass(), c.numKeys(), rows,
+        c.drawIndex());
+  }
+
+  @Override
+  public CompletableFuture<int[]> write(List<Write> items) {
+    String table = items.isEmpty() ? null : items.get(0).table();
+    return call("applyGradients", table, () -> {
+      // every batch is checked before any is applied, as a remote shard does
+      List<TableStore.CheckedGradients> checked = new ArrayList<>(items.size());
+      List<TableStore> stores = new ArrayList<>(items.size());
+      for (Write w : items) {
+        TableStore t = engine.get(w.table());
+        stores.add(t);
+        checked.add(t.checkGradients(w.keys(), w.gradients(), w.learningRate()));
+      }
+      int[] updated = new int[items.size()];
+      for (int i = 0; i < updated.length; i++) {
+        updated[i] = stores.get(i).apply(checked.get(i), items.get(i).step());
+      }
+      return updated;
+    });
   }
 
   @Override
@@ -62,48 +139,12 @@ public final class LocalShard implements Shard {
   }
 
   @Override
-  public CompletableFuture<RowsReply> find(String table, PackedKeys keys) {
-    return call("find", table, () -> {
-      TableStore t = engine.get(table);
-      float[] rows = new float[keys.size() * t.dim()];
-      byte[] found = new byte[(keys.size() + 7) >>> 3];
-      t.find(keys, rows, found);
-      return new RowsReply(FloatBuffer.wrap(rows), found, null);
+  public CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
+      int k, boolean biasLastDim, Metric metric, dev.dynembed.table.common.PackedKeys exclude) {
+    return call("topK", table, () -> {
+      TopKHits h = engine.topK(table, queries, numQueries, k, biasLastDim, metric, exclude);
+      return new TopKHitsReply(h.keys(), h.scores(), h.counts());
     });
-  }
-
-  @Override
-  public CompletableFuture<RowsReply> findOrInsert(String table, PackedKeys keys, int[] occurrences,
-      InsertMode mode) {
-    return call("findOrInsert", table, () -> {
-      TableStore t = engine.get(table);
-      float[] rows = mode.rows() ? new float[keys.size() * t.dim()] : null;
-      byte[] found = new byte[(keys.size() + 7) >>> 3];
-      long[] freqs = mode.frequencies() ? new long[keys.size()] : null;
-      t.findOrInsert(keys, occurrences, mode.count(), rows, found, freqs);
-      return new RowsReply(rows == null ? null : FloatBuffer.wrap(rows), found, freqs);
-    });
-  }
-
-  @Override
-  public CompletableFuture<Integer> applyGradients(String table, PackedKeys keys,
-      float[] gradients, float learningRate, long step) {
-    return call("applyGradients", table,
-        () -> engine.get(table).applyGradients(keys, gradients, learningRate, step));
-  }
-
-  @Override
-  public CompletableFuture<SampleCandidates> sample(String table, PackedKeys positives,
-      int numSampled, SamplerKind sampler, float alpha, long seed, boolean distinct) {
-    return call("sample", table,
-        () -> engine.sample(table, positives, numSampled, sampler, alpha, seed, distinct));
-  }
-
-  @Override
-  public CompletableFuture<TopKHits> topK(String table, float[] queries, int numQueries, int k,
-      boolean biasLastDim, Metric metric, PackedKeys exclude) {
-    return call("topK", table,
-        () -> engine.topK(table, queries, numQueries, k, biasLastDim, metric, exclude));
   }
 
   @Override
@@ -119,14 +160,7 @@ public final class LocalShard implements Shard {
 
   @Override
   public CompletableFuture<StatsResponse> stats() {
-    return call("stats", null, () -> {
-      StatsResponse.Builder b = StatsResponse.newBuilder()
-          .setShardIndex(engine.shardIndex()).setNumShards(engine.numShards());
-      for (TableStore t : engine.tables()) {
-        b.addTables(engine.info(t));
-      }
-      return b.build();
-    });
+    return call("stats", null, engine::stats);
   }
 
   @Override

@@ -1,15 +1,12 @@
 package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.PackedKeys;
-import dev.dynembed.table.server.SampleCandidates;
-import dev.dynembed.table.server.TopKHits;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.Metric;
 import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.StatsResponse;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableInfo;
-import java.nio.FloatBuffer;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
@@ -17,15 +14,36 @@ import java.util.concurrent.CompletableFuture;
  * One shard as the client sees it: in-process ({@link LocalShard}) or remote ({@link GrpcShard}).
  * Futures fail with {@link dev.dynembed.table.common.TableException}s that already name the
  * table, shard and call.
+ *
+ * <p>The data path is {@link #read} and {@link #write}: several items, for any tables of the
+ * shard, in one call (one RPC for a remote shard). Items run in order.
  */
 public interface Shard extends AutoCloseable {
   int index();
 
+  /** One read of a {@link #read} call. */
+  sealed interface Read permits Find, FindOrInsert, Sample {
+    String table();
+  }
+
+  /** Rows of existing keys; replied with a {@link RowsReply}. */
+  record Find(String table, PackedKeys keys) implements Read {}
+
   /**
-   * Reply of a find/findOrInsert: rows FLOAT [n, dim] readable by absolute bulk get (null when
-   * omitted), the found/admitted bitmap (null: all found) and frequencies (null unless asked).
+   * Rows of keys, creating admitted ones; replied with a {@link RowsReply}.
+   *
+   * @param occurrences per-key counts, or null for 1 each
    */
-  record RowsReply(FloatBuffer rows, byte[] found, long[] frequencies) {}
+  record FindOrInsert(String table, PackedKeys keys, int[] occurrences, InsertMode mode)
+      implements Read {}
+
+  /**
+   * Candidate draws from this shard; replied with a {@link SampleReply}.
+   *
+   * @param distinct drawn keys once each, with their rows
+   */
+  record Sample(String table, PackedKeys positives, int numSampled, SamplerKind sampler,
+      float alpha, long seed, boolean distinct) implements Read {}
 
   /**
    * What a findOrInsert does besides creating admitted keys.
@@ -36,27 +54,50 @@ public interface Shard extends AutoCloseable {
    */
   record InsertMode(boolean count, boolean rows, boolean frequencies) {}
 
+  /**
+   * Reply of a find/findOrInsert: the rows (null when omitted), the found/admitted bitmap (null:
+   * all found) and the frequencies (null unless asked).
+   */
+  record RowsReply(ReplyRows rows, byte[] found, long[] frequencies) {
+    boolean found(int i) {
+      return found == null || (found[i >>> 3] & (1 << (i & 7))) != 0;
+    }
+  }
+
+  /**
+   * Reply of a sample: positives then drawn keys (or, with distinct draws, the distinct drawn
+   * keys, their rows and each draw's index among them), each with its probability under this
+   * shard's distribution.
+   */
+  record SampleReply(PackedKeys keys, boolean[] positive, double[] probability, double mass,
+      int numKeys, ReplyRows rows, int[] drawIndex) {}
+
+  /** One gradient batch of a {@link #write} call, keys distinct, gradients summed per key. */
+  record Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {}
+
+  /**
+   * Runs the reads in order; the reply list answers them in order ({@link RowsReply} or {@link
+   * SampleReply}).
+   */
+  CompletableFuture<List<Object>> read(List<Read> items);
+
+  /** Applies the gradient batches (all checked before any is applied); rows updated per item. */
+  CompletableFuture<int[]> write(List<Write> items);
+
   CompletableFuture<TableInfo> create(TableConfig config);
 
   CompletableFuture<TableInfo> describe(String table);
 
   CompletableFuture<Void> drop(String table);
 
-  CompletableFuture<RowsReply> find(String table, PackedKeys keys);
-
-  /** @param occurrences per-key counts, or null for 1 each */
-  CompletableFuture<RowsReply> findOrInsert(String table, PackedKeys keys, int[] occurrences,
-      InsertMode mode);
-
-  CompletableFuture<Integer> applyGradients(String table, PackedKeys keys, float[] gradients,
-      float learningRate, long step);
-
-  /** @param distinct drawn keys once each with their rows (see {@link SampleCandidates}) */
-  CompletableFuture<SampleCandidates> sample(String table, PackedKeys positives, int numSampled,
-      SamplerKind sampler, float alpha, long seed, boolean distinct);
-
-  CompletableFuture<TopKHits> topK(String table, float[] queries, int numQueries, int k,
+  CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries, int k,
       boolean biasLastDim, Metric metric, PackedKeys exclude);
+
+  /**
+   * Top-k hits of a batch of queries on one shard: query i owns {@code counts[i]} consecutive
+   * entries of keys/scores, by descending score.
+   */
+  record TopKHitsReply(PackedKeys keys, float[] scores, int[] counts) {}
 
   CompletableFuture<CheckpointFile> save(String table, String directory, long step);
 

@@ -49,7 +49,7 @@ public final class ShardedTableClient implements TableClient {
     for (Shard s : shards) {
       futures.add(s.create(config));
     }
-    return open(config.getName(), ShardedTable.awaitAll(futures));
+    return open(config.getName(), Futures.awaitAll(futures));
   }
 
   @Override
@@ -58,7 +58,7 @@ public final class ShardedTableClient implements TableClient {
     for (Shard s : shards) {
       futures.add(s.describe(name));
     }
-    return open(name, ShardedTable.awaitAll(futures));
+    return open(name, Futures.awaitAll(futures));
   }
 
   private EmbeddingTable open(String name, List<TableInfo> infos) {
@@ -88,7 +88,7 @@ public final class ShardedTableClient implements TableClient {
     int notFound = 0;
     for (CompletableFuture<Void> f : futures) {
       try {
-        ShardedTable.await(f);
+        Futures.await(f);
       } catch (TableException e) {
         if (e.code() != ErrorCode.NOT_FOUND) {
           throw e;
@@ -108,7 +108,7 @@ public final class ShardedTableClient implements TableClient {
     for (Shard s : shards) {
       futures.add(s.stats());
     }
-    return ShardedTable.awaitAll(futures);
+    return Futures.awaitAll(futures);
   }
 
   @Override

@@ -1,0 +1,69 @@
+package dev.dynembed.table.client.internal;
+
+import com.google.protobuf.util.JsonFormat;
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.server.CheckpointIo;
+import dev.dynembed.table.v1.CheckpointManifest;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+
+/**
+ * The manifest of a table's checkpoint, {@code <dir>/<table>.manifest.json} (protobuf's JSON
+ * mapping of {@link CheckpointManifest}; docs/design/0004-checkpoint-format.md): written after
+ * every shard has written its file, read and checked before a restore.
+ */
+public final class Manifests {
+  private Manifests() {}
+
+  static Path path(Path dir, String table) {
+    return dir.resolve(table + ".manifest.json");
+  }
+
+  /** Writes the manifest beside a temporary name and renames it into place. */
+  static void write(Path dir, CheckpointManifest m) {
+    Path target = path(dir, m.getTable());
+    Path tmp = dir.resolve(target.getFileName() + ".tmp");
+    try {
+      Files.writeString(tmp, JsonFormat.printer().print(m) + "\n", StandardCharsets.UTF_8);
+      Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING,
+          StandardCopyOption.ATOMIC_MOVE);
+    } catch (IOException e) {
+      throw TableException.of(ErrorCode.INTERNAL, "writing manifest " + target + " failed: " + e,
+          m.getTable(), -1, "save", e);
+    }
+  }
+
+  /** The manifest of a table's checkpoint in {@code dir}, checked for consistency. */
+  public static CheckpointManifest read(Path dir, String table) {
+    Path p = path(dir, table);
+    try {
+      CheckpointManifest.Builder b = CheckpointManifest.newBuilder();
+      JsonFormat.parser().merge(Files.readString(p, StandardCharsets.UTF_8), b);
+      CheckpointManifest m = b.build();
+      if (m.getFormatVersion() != CheckpointIo.FORMAT_VERSION) {
+        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
+            "manifest %s has format version %d; this build reads %d", p, m.getFormatVersion(),
+            CheckpointIo.FORMAT_VERSION), table, -1, "restore", null);
+      }
+      if (!m.getTable().equals(table) || m.getFilesCount() != m.getNumShards()
+          || m.getFilesCount() == 0) {
+        throw TableException.of(ErrorCode.DATA_LOSS, String.format(
+            "manifest %s is inconsistent (table '%s', %d files for %d shards)", p, m.getTable(),
+            m.getFilesCount(), m.getNumShards()), table, -1, "restore", null);
+      }
+      return m;
+    } catch (NoSuchFileException e) {
+      throw TableException.of(ErrorCode.DATA_LOSS, "no checkpoint manifest " + p
+          + " (not a checkpoint directory of this table, or its save did not finish)", table, -1,
+          "restore", e);
+    } catch (IOException e) {
+      throw TableException.of(ErrorCode.DATA_LOSS, "manifest " + p + " cannot be read: "
+          + e.getMessage(), table, -1, "restore", e);
+    }
+  }
+}

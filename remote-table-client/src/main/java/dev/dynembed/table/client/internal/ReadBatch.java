@@ -1,0 +1,88 @@
+package dev.dynembed.table.client.internal;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.FindResult;
+import dev.dynembed.table.client.SampledRows;
+import dev.dynembed.table.v1.SamplerKind;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
+
+/**
+ * Reads of several tables gathered into one call per shard (the implementation of {@link
+ * dev.dynembed.table.client.TableReads}). Tables of one sharded client share their shards' calls;
+ * any other {@link EmbeddingTable} is read through its own methods when the batch is submitted.
+ */
+public final class ReadBatch {
+  private final Map<List<Shard>, List<ShardCalls.ReadItem<?>>> groups = new IdentityHashMap<>();
+  private final List<Runnable> others = new ArrayList<>();
+  private boolean submitted;
+
+  private void checkOpen() {
+    if (submitted) {
+      throw new IllegalStateException("this batch of reads was already submitted");
+    }
+  }
+
+  private <T> CompletableFuture<T> add(ShardedTable t, ShardCalls.ReadItem<T> item) {
+    checkOpen();
+    groups.computeIfAbsent(t.shards(), k -> new ArrayList<>()).add(item);
+    return item.result;
+  }
+
+  /** A read of a table of another implementation, made when the batch is submitted. */
+  private <T> CompletableFuture<T> other(Supplier<T> read) {
+    checkOpen();
+    CompletableFuture<T> f = new CompletableFuture<>();
+    others.add(() -> {
+      try {
+        f.complete(read.get());
+      } catch (RuntimeException e) {
+        f.completeExceptionally(e);
+      }
+    });
+    return f;
+  }
+
+  public CompletableFuture<float[]> findOrInsert(EmbeddingTable t, String[] keys, boolean count) {
+    if (t instanceof ShardedTable st) {
+      return add(st, st.rowsItem(keys, new Shard.InsertMode(count, true, false)))
+          .thenApply(RowsRead.Result::rows);
+    }
+    return other(() -> t.findOrInsert(keys, count));
+  }
+
+  public CompletableFuture<FindResult> find(EmbeddingTable t, String[] keys) {
+    if (t instanceof ShardedTable st) {
+      return add(st, st.rowsItem(keys, null)).thenApply(r -> new FindResult(r.rows(), r.found()));
+    }
+    return other(() -> t.find(keys));
+  }
+
+  public CompletableFuture<SampledRows> sampleDistinct(EmbeddingTable t, String[] positives,
+      int numSampled, SamplerKind sampler, float alpha, long seed) {
+    if (t instanceof ShardedTable st) {
+      return add(st, st.<SampledRows>sampleItem(positives, numSampled, sampler, alpha, seed,
+          true));
+    }
+    return other(() -> t.sampleDistinct(positives, numSampled, sampler, alpha, seed));
+  }
+
+  /** Sends every read: one call per shard per client. Completes when every read has. */
+  public CompletableFuture<Void> submit() {
+    checkOpen();
+    submitted = true;
+    List<CompletableFuture<?>> all = new ArrayList<>();
+    groups.forEach((shards, items) -> {
+      ShardCalls.read(shards, items);
+      for (ShardCalls.ReadItem<?> it : items) {
+        all.add(it.result);
+      }
+    });
+    others.forEach(Runnable::run);
+    return CompletableFuture.allOf(all.toArray(new CompletableFuture[0]));
+  }
+}

@@ -1,0 +1,137 @@
+package dev.dynembed.table.client.internal;
+
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.v1.RowEncoding;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+
+/**
+ * The rows of one reply, read where they arrived: a float array (in process) or the reply's bytes
+ * in their wire encoding, decoded straight into the caller's array when a row is copied out (no
+ * intermediate float array for remote replies).
+ */
+abstract class ReplyRows {
+  final int dim;
+
+  private ReplyRows(int dim) {
+    this.dim = dim;
+  }
+
+  /** Number of rows. */
+  abstract int size();
+
+  /** Copies row {@code row} into {@code dst} at {@code off}. */
+  abstract void get(int row, float[] dst, int off);
+
+  /** Copies every row into {@code dst} from {@code off}. */
+  abstract void getAll(float[] dst, int off);
+
+  /** All rows as an array of [size, dim] (not copied when they already are one). */
+  abstract float[] toArray();
+
+  static ReplyRows of(float[] rows, int dim) {
+    return new Floats(rows, dim);
+  }
+
+  /** Rows of a reply's bytes (little-endian, {@code encoding}). */
+  static ReplyRows of(ByteBuffer bytes, RowEncoding encoding, int dim) {
+    RowEncoding e = Rows.normalize(encoding);
+    ByteBuffer le = bytes.slice().order(ByteOrder.LITTLE_ENDIAN);
+    return e == RowEncoding.FLOAT32 ? new Float32(le.asFloatBuffer(), dim)
+        : new Encoded16(le, e, dim);
+  }
+
+  private static final class Floats extends ReplyRows {
+    private final float[] rows;
+
+    Floats(float[] rows, int dim) {
+      super(dim);
+      this.rows = rows;
+    }
+
+    @Override
+    int size() {
+      return rows.length / dim;
+    }
+
+    @Override
+    void get(int row, float[] dst, int off) {
+      System.arraycopy(rows, row * dim, dst, off, dim);
+    }
+
+    @Override
+    void getAll(float[] dst, int off) {
+      System.arraycopy(rows, 0, dst, off, rows.length);
+    }
+
+    @Override
+    float[] toArray() {
+      return rows;
+    }
+  }
+
+  private static final class Float32 extends ReplyRows {
+    private final FloatBuffer rows;
+
+    Float32(FloatBuffer rows, int dim) {
+      super(dim);
+      this.rows = rows;
+    }
+
+    @Override
+    int size() {
+      return rows.limit() / dim;
+    }
+
+    @Override
+    void get(int row, float[] dst, int off) {
+      rows.get(row * dim, dst, off, dim);
+    }
+
+    @Override
+    void getAll(float[] dst, int off) {
+      rows.get(0, dst, off, rows.limit());
+    }
+
+    @Override
+    float[] toArray() {
+      float[] out = new float[rows.limit()];
+      getAll(out, 0);
+      return out;
+    }
+  }
+
+  private static final class Encoded16 extends ReplyRows {
+    private final ByteBuffer bytes;
+    private final RowEncoding encoding;
+
+    Encoded16(ByteBuffer bytes, RowEncoding encoding, int dim) {
+      super(dim);
+      this.bytes = bytes;
+      this.encoding = encoding;
+    }
+
+    @Override
+    int size() {
+      return bytes.limit() / 2 / dim;
+    }
+
+    @Override
+    void get(int row, float[] dst, int off) {
+      Rows.decode(bytes.duplicate().position(2 * row * dim), encoding, dst, off, dim);
+    }
+
+    @Override
+    void getAll(float[] dst, int off) {
+      Rows.decode(bytes, encoding, dst, off, bytes.limit() / 2);
+    }
+
+    @Override
+    float[] toArray() {
+      float[] out = new float[bytes.limit() / 2];
+      getAll(out, 0);
+      return out;
+    }
+  }
+}

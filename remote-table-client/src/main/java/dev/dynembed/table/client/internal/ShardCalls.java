@@ -1,0 +1,115 @@
+package dev.dynembed.table.client.internal;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * Reads and writes of any number of tables of one deployment, as one call per shard.
+ *
+ * <p>Each {@link ReadItem} is one table read split over the shards (a routed lookup, the draws of
+ * a sampler); {@link #read} gathers every item's part for shard s into one {@link Shard#read}
+ * call, sends the calls to all shards at once, and when every shard has answered lets each item
+ * merge its parts into its result, in the thread that completed the last reply. A failing shard
+ * fails every item, with the first failure by shard order. Writes go the same way.
+ */
+final class ShardCalls {
+  private ShardCalls() {}
+
+  /** One table read, split over shards. */
+  abstract static class ReadItem<T> {
+    final CompletableFuture<T> result = new CompletableFuture<>();
+    private int[] slot;
+
+    /** This item's request to shard s, or null when it has nothing there. */
+    abstract Shard.Read request(int shard);
+
+    /** The result from each shard's reply (null for a shard that got no request). */
+    abstract T merge(Object[] replies);
+  }
+
+  /** One table's gradients, split over shards. */
+  abstract static class WriteItem {
+    final CompletableFuture<Integer> result = new CompletableFuture<>();
+    private int[] slot;
+
+    abstract Shard.Write request(int shard);
+  }
+
+  /** Sends the items' parts, one read call per shard, and completes each item's result. */
+  static CompletableFuture<Void> read(List<Shard> shards, List<? extends ReadItem<?>> items) {
+    int n = shards.size();
+    List<CompletableFuture<List<Object>>> calls = new ArrayList<>(n);
+    for (ReadItem<?> it : items) {
+      it.slot = new int[n];
+    }
+    for (int s = 0; s < n; s++) {
+      List<Shard.Read> reqs = new ArrayList<>();
+      for (ReadItem<?> it : items) {
+        Shard.Read r = it.request(s);
+        it.slot[s] = r == null ? -1 : reqs.size();
+        if (r != null) {
+          reqs.add(r);
+        }
+      }
+      calls.add(reqs.isEmpty() ? null : shards.get(s).read(reqs));
+    }
+    return Futures.all(calls).handle((replies, failure) -> {
+      for (ReadItem<?> it : items) {
+        complete(it, replies, failure);
+      }
+      return null;
+    });
+  }
+
+  private static <T> void complete(ReadItem<T> it, List<List<Object>> replies,
+      Throwable failure) {
+    if (failure != null) {
+      it.result.completeExceptionally(Futures.unwrap(failure));
+      return;
+    }
+    Object[] parts = new Object[replies.size()];
+    for (int s = 0; s < parts.length; s++) {
+      parts[s] = it.slot[s] < 0 ? null : replies.get(s).get(it.slot[s]);
+    }
+    try {
+      it.result.complete(it.merge(parts));
+    } catch (RuntimeException e) {
+      it.result.completeExceptionally(Futures.unwrap(e));
+    }
+  }
+
+  /** Sends the items' parts, one write call per shard, and completes each item's result. */
+  static CompletableFuture<Void> write(List<Shard> shards, List<? extends WriteItem> items) {
+    int n = shards.size();
+    List<CompletableFuture<int[]>> calls = new ArrayList<>(n);
+    for (WriteItem it : items) {
+      it.slot = new int[n];
+    }
+    for (int s = 0; s < n; s++) {
+      List<Shard.Write> reqs = new ArrayList<>();
+      for (WriteItem it : items) {
+        Shard.Write w = it.request(s);
+        it.slot[s] = w == null ? -1 : reqs.size();
+        if (w != null) {
+          reqs.add(w);
+        }
+      }
+      calls.add(reqs.isEmpty() ? null : shards.get(s).write(reqs));
+    }
+    return Futures.all(calls).handle((replies, failure) -> {
+      for (WriteItem it : items) {
+        if (failure != null) {
+          it.result.completeExceptionally(Futures.unwrap(failure));
+          continue;
+        }
+        int total = 0;
+        for (int s = 0; s < n; s++) {
+          total += it.slot[s] < 0 ? 0 : replies.get(s)[it.slot[s]];
+        }
+        it.result.complete(total);
+      }
+      return null;
+    });
+  }
+}
