@@ -101,6 +101,35 @@ public final class LocalShardProcesses implements AutoCloseable {
     return sum("VmHWM");
   }
 
+  /**
+   * CPU seconds (user + system) the shard processes used so far, from /proc (Linux); -1 if
+   * unreadable.
+   */
+  public double cpuSeconds() {
+    double total = 0;
+    for (Process p : processes) {
+      double c = cpuSeconds(p.pid());
+      if (c < 0) {
+        return -1;
+      }
+      total += c;
+    }
+    return total;
+  }
+
+  /** User + system CPU seconds of a process from {@code /proc/<pid>/stat}; -1 if unreadable. */
+  public static double cpuSeconds(long pid) {
+    try {
+      String stat = Files.readString(Path.of("/proc", String.valueOf(pid), "stat"));
+      // fields after the command (which may hold spaces) start after its closing parenthesis
+      String[] f = stat.substring(stat.lastIndexOf(')') + 2).trim().split("\\s+");
+      long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]); // utime, stime
+      return ticks / 100.0; // USER_HZ: 100 on Linux
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
+  }
+
   private long sum(String field) {
     long total = 0;
     for (Process p : processes) {

@@ -9,6 +9,15 @@ package dev.dynembed.table.client;
  * @param rows FLOAT [u, dim]: their rows
  * @param probability FLOAT64 [u]: each one's probability per draw over the whole table
  * @param drawIndex INT [numSampled]: draw j drew {@code keys[drawIndex[j]]}
+ * @param slots FLOAT [u, slots x dim]: their optimizer slots, when asked for ({@link
+ *     TableReads#sampleDistinct(EmbeddingTable, String[], int,
+ *     dev.dynembed.table.v1.SamplerKind, float, long, boolean)}); else null
+ * @param updateCounts LONG [u]: their update counts, when asked for; else null
  */
 public record SampledRows(double[] positiveProbability, String[] keys, float[] rows,
-    double[] probability, int[] drawIndex) {}
+    double[] probability, int[] drawIndex, float[] slots, long[] updateCounts) {
+  public SampledRows(double[] positiveProbability, String[] keys, float[] rows,
+      double[] probability, int[] drawIndex) {
+    this(positiveProbability, keys, rows, probability, drawIndex, null, null);
+  }
+}

@@ -25,6 +25,21 @@ public final class TableReads {
     return batch.findOrInsert(table, keys, count);
   }
 
+  /**
+   * As {@link EmbeddingTable#findOrInsert(String[], boolean)}, also returning each key's
+   * optimizer slots and update count: with them a caller can replay an update it has in flight
+   * exactly as the table will apply it ({@link dev.dynembed.table.common.RowOptimizer}). Only
+   * tables of {@link TableClients} return optimizer state ({@link #returnsState}).
+   */
+  public CompletableFuture<TableRows> lookup(EmbeddingTable table, String[] keys, boolean count) {
+    return batch.lookupWithState(table, keys, count);
+  }
+
+  /** Whether {@link #lookup} and the optimizer state of sampled rows work for this table. */
+  public static boolean returnsState(EmbeddingTable table) {
+    return table instanceof dev.dynembed.table.client.internal.ShardedTable;
+  }
+
   /** As {@link EmbeddingTable#find(String...)}. */
   public CompletableFuture<FindResult> find(EmbeddingTable table, String[] keys) {
     return batch.find(table, keys);
@@ -33,7 +48,16 @@ public final class TableReads {
   /** As {@link EmbeddingTable#sampleDistinct}. */
   public CompletableFuture<SampledRows> sampleDistinct(EmbeddingTable table, String[] positives,
       int numSampled, SamplerKind sampler, float alpha, long seed) {
-    return batch.sampleDistinct(table, positives, numSampled, sampler, alpha, seed);
+    return batch.sampleDistinct(table, positives, numSampled, sampler, alpha, seed, false);
+  }
+
+  /**
+   * As above; with {@code withState} the drawn keys' optimizer slots and update counts come too
+   * ({@link SampledRows#slots()}; see {@link #lookup}).
+   */
+  public CompletableFuture<SampledRows> sampleDistinct(EmbeddingTable table, String[] positives,
+      int numSampled, SamplerKind sampler, float alpha, long seed, boolean withState) {
+    return batch.sampleDistinct(table, positives, numSampled, sampler, alpha, seed, withState);
   }
 
   /** Sends every read; the returned future completes when all have. */

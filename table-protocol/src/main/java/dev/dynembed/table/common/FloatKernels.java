@@ -84,10 +84,16 @@ public final class FloatKernels {
    */
   public static void adagrad(float[] p, int w, int acc, float[] g, int go, int n, float lr,
       float eps) {
+    adagrad(p, w, p, acc, g, go, n, lr, eps);
+  }
+
+  /** As above, with the weights in {@code wa} and the accumulators in {@code aa}. */
+  public static void adagrad(float[] wa, int w, float[] aa, int acc, float[] g, int go, int n,
+      float lr, float eps) {
     if (VECTOR) {
-      VectorKernels.adagrad(p, w, acc, g, go, n, lr, eps);
+      VectorKernels.adagrad(wa, w, aa, acc, g, go, n, lr, eps);
     } else {
-      scalarAdagrad(p, w, acc, g, go, n, lr, eps, 0);
+      scalarAdagrad(wa, w, aa, acc, g, go, n, lr, eps, 0);
     }
   }
 
@@ -154,13 +160,13 @@ public final class FloatKernels {
   }
 
   /** The Adagrad update from column {@code from} on (the vector kernel's tail). */
-  public static void scalarAdagrad(float[] p, int w, int acc, float[] g, int go, int n, float lr,
-      float eps, int from) {
+  public static void scalarAdagrad(float[] wa, int w, float[] aa, int acc, float[] g, int go,
+      int n, float lr, float eps, int from) {
     for (int j = from; j < n; j++) {
       float gj = g[go + j];
-      float aj = p[acc + j] + gj * gj;
-      p[acc + j] = aj;
-      p[w + j] -= lr * gj / ((float) Math.sqrt(aj) + eps);
+      float aj = aa[acc + j] + gj * gj;
+      aa[acc + j] = aj;
+      wa[w + j] -= lr * gj / ((float) Math.sqrt(aj) + eps);
     }
   }
 }

@@ -120,15 +120,16 @@ final class VectorKernels {
         rowGradOffs, j);
   }
 
-  static void adagrad(float[] p, int w, int acc, float[] g, int go, int n, float lr, float eps) {
+  static void adagrad(float[] wa, int w, float[] aa, int acc, float[] g, int go, int n,
+      float lr, float eps) {
     int j = 0;
     for (int up = S.loopBound(n); j < up; j += S.length()) {
       FloatVector gv = FloatVector.fromArray(S, g, go + j);
-      FloatVector av = FloatVector.fromArray(S, p, acc + j).add(gv.mul(gv));
-      av.intoArray(p, acc + j);
+      FloatVector av = FloatVector.fromArray(S, aa, acc + j).add(gv.mul(gv));
+      av.intoArray(aa, acc + j);
       FloatVector step = gv.mul(lr).div(av.lanewise(VectorOperators.SQRT).add(eps));
-      FloatVector.fromArray(S, p, w + j).sub(step).intoArray(p, w + j);
+      FloatVector.fromArray(S, wa, w + j).sub(step).intoArray(wa, w + j);
     }
-    FloatKernels.scalarAdagrad(p, w, acc, g, go, n, lr, eps, j);
+    FloatKernels.scalarAdagrad(wa, w, aa, acc, g, go, n, lr, eps, j);
   }
 }

@@ -113,7 +113,7 @@ class FloatKernelsTest {
     }
     float[] g = random(r, n + 1);
     float[] scalar = p.clone();
-    FloatKernels.scalarAdagrad(scalar, 2, 2 + n, g, 1, n, 0.3f, 1e-8f, 0);
+    FloatKernels.scalarAdagrad(scalar, 2, scalar, 2 + n, g, 1, n, 0.3f, 1e-8f, 0);
     float[] kernel = p.clone();
     FloatKernels.adagrad(kernel, 2, 2 + n, g, 1, n, 0.3f, 1e-8f);
     // every lane computes the same IEEE operations (sqrt and division are correctly rounded)

@@ -27,6 +27,14 @@ public record SampleCandidates(PackedKeys keys, boolean[] positive, double[] pro
     return distinctRows == null ? 0 : distinctRows.length;
   }
 
+  /** Writes the optimizer slots and update counts of the distinct drawn keys. */
+  public void copySlots(TableStore table, RowSink out, long[] updateCounts) {
+    for (int i = 0; i < distinctCount(); i++) {
+      table.copySlots(distinctRows[i], out, i);
+      updateCounts[i] = table.meta(distinctRows[i], TableStore.M_UPDATES);
+    }
+  }
+
   /** Writes the rows of the distinct drawn keys of {@code table} (the store that drew them). */
   public void copyRows(TableStore table, RowSink out) {
     for (int i = 0; i < distinctCount(); i++) {

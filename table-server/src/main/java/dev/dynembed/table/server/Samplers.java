@@ -36,15 +36,17 @@ final class Samplers {
   }
 
   SampleCandidates sample(PackedKeys positives, int numSampled, SamplerKind kind, float alpha, long seed) {
-    return sample(positives, numSampled, kind, alpha, seed, false);
+    return sample(positives, numSampled, kind, alpha, seed, false, false);
   }
 
   /**
    * @param distinct return each distinct drawn key once, with its row, and each draw's index
    *     into them (see {@link SampleCandidates}); the draws are the same as without
+   * @param noneIfEmpty a shard without any key of sampling weight draws nothing (instead of
+   *     failing)
    */
   SampleCandidates sample(PackedKeys positives, int numSampled, SamplerKind kind, float alpha,
-      long seed, boolean distinct) {
+      long seed, boolean distinct, boolean noneIfEmpty) {
     if (numSampled < 0 || numSampled > Limits.MAX_NUM_SAMPLED) {
       throw TableException.invalid(
           "table '%s': num_sampled must be in [0, %d] but was %d",
@@ -69,6 +71,11 @@ final class Samplers {
       pos[i] = true;
       int row = table.lookup(positives, i);
       prob[i] = row >= 0 ? s.probability(row) : 0.0;
+    }
+    if (numSampled > 0 && s.n == 0 && noneIfEmpty) {
+      numSampled = 0;
+      pos = java.util.Arrays.copyOf(pos, np);
+      prob = java.util.Arrays.copyOf(prob, np);
     }
     if (numSampled > 0 && s.n == 0) {
       throw TableException.precondition(

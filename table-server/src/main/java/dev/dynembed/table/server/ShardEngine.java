@@ -94,16 +94,18 @@ public final class ShardEngine {
   /** Candidate sampling over this shard's keys of {@code table} (draws with replacement). */
   public SampleCandidates sample(String table, PackedKeys positives, int numSampled,
       SamplerKind kind, float alpha, long seed) {
-    return sample(get(table), positives, numSampled, kind, alpha, seed, false);
+    return sample(get(table), positives, numSampled, kind, alpha, seed, false, false);
   }
 
   /**
    * Candidate sampling over this shard's keys of {@code table}; with {@code distinct}, drawn keys
-   * come once each ({@link SampleCandidates#copyRows} writes their rows).
+   * come once each ({@link SampleCandidates#copyRows} writes their rows); with {@code
+   * noneIfEmpty} a shard without any key of sampling weight draws nothing instead of failing.
    */
   public SampleCandidates sample(TableStore table, PackedKeys positives, int numSampled,
-      SamplerKind kind, float alpha, long seed, boolean distinct) {
-    return table.samplers().sample(positives, numSampled, kind, alpha, seed, distinct);
+      SamplerKind kind, float alpha, long seed, boolean distinct, boolean noneIfEmpty) {
+    return table.samplers().sample(positives, numSampled, kind, alpha, seed, distinct,
+        noneIfEmpty);
   }
 
   /** Every table's config and counters. */

@@ -151,9 +151,18 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         occ[i] = req.getOccurrences(i);
       }
     }
-    t.findOrInsert(keys, occ, !req.getNoCount(), rows, found, freqs);
+    Rows.Writer slots = req.getWithSlots()
+        ? new Rows.Writer(keys.size() * t.slotFloats(), req.getRowEncoding()) : null;
+    long[] counts = req.getWithSlots() ? new long[keys.size()] : null;
+    t.findOrInsert(keys, occ, !req.getNoCount(), rows, found, freqs, slots, counts);
     FindResponse.Builder b = FindResponse.newBuilder().setDim(t.dim)
         .setFound(ByteString.copyFrom(found));
+    if (slots != null) {
+      b.setSlots(slots.toByteString());
+      for (long c : counts) {
+        b.addUpdateCounts(c);
+      }
+    }
     if (rows != null) {
       b.setRows(rows.toByteString()).setRowEncoding(rows.encoding());
     }
@@ -170,13 +179,23 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
     Rows.normalize(req.getRowEncoding()); // refuse an unknown encoding before drawing
     SampleCandidates r = engine.sample(t, pos, req.getNumSampled(), req.getSampler(),
-        req.getAlpha(), req.getSeed(), req.getDistinctWithRows());
+        req.getAlpha(), req.getSeed(), req.getDistinctWithRows(), req.getNoneIfEmpty());
     SampleResponse.Builder b = SampleResponse.newBuilder()
         .setKeys(r.keys().toProto()).setMass(r.mass()).setNumKeys(r.numKeys());
     if (r.drawIndex() != null) {
       Rows.Writer rows = new Rows.Writer(r.distinctCount() * t.dim, req.getRowEncoding());
       r.copyRows(t, rows);
       b.setRows(rows.toByteString()).setRowEncoding(rows.encoding());
+      if (req.getWithSlots()) {
+        Rows.Writer slots = new Rows.Writer(r.distinctCount() * t.slotFloats(),
+            req.getRowEncoding());
+        long[] counts = new long[r.distinctCount()];
+        r.copySlots(t, slots, counts);
+        b.setSlots(slots.toByteString());
+        for (long c : counts) {
+          b.addUpdateCounts(c);
+        }
+      }
       for (int d : r.drawIndex()) {
         b.addDrawIndex(d);
       }

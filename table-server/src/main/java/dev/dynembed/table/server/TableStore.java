@@ -5,6 +5,7 @@ import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.RowOptimizer;
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
@@ -198,6 +199,16 @@ public final class TableStore {
   /** As above, writing rows to {@code out} (null: no rows). */
   public void findOrInsert(PackedKeys keys, int[] occurrences, boolean count, RowSink out,
       byte[] found, long[] frequencies) {
+    findOrInsert(keys, occurrences, count, out, found, frequencies, null, null);
+  }
+
+  /**
+   * As above; also writes each key's optimizer slots as row i of {@code slots} (rows of {@link
+   * #slotFloats()} values, zeros for a key without a row) and its update count, when those are
+   * not null. A reader of the slots can replay an update exactly as this store applies it.
+   */
+  public void findOrInsert(PackedKeys keys, int[] occurrences, boolean count, RowSink out,
+      byte[] found, long[] frequencies, RowSink slots, long[] updateCounts) {
     checkKeys(keys, "keys");
     int n = keys.size();
     if (occurrences != null) {
@@ -239,11 +250,22 @@ public final class TableStore {
           if (out != null) {
             copyRow(row, out, i);
           }
+          if (slots != null) {
+            copySlots(row, slots, i);
+          }
+          if (updateCounts != null) {
+            updateCounts[i] = meta(row, M_UPDATES);
+          }
           if (found != null) {
             found[i >>> 3] |= (byte) (1 << (i & 7));
           }
-        } else if (out != null) {
-          out.zeros(i, dim);
+        } else {
+          if (out != null) {
+            out.zeros(i, dim);
+          }
+          if (slots != null) {
+            slots.zeros(i, slotFloats());
+          }
         }
         if (rows != null) {
           rows[i] = row;
@@ -409,7 +431,7 @@ public final class TableStore {
           long t = meta[m + M_UPDATES] + 1;
           meta[m + M_UPDATES] = t;
           meta[m + M_STEP] = step;
-          optimizer.apply(page, base, g, u * dim, c.lr, t);
+          optimizer.apply(page, base, page, base + dim, g, u * dim, c.lr, t);
         }
       }
       updates.add(applied);
@@ -516,7 +538,7 @@ public final class TableStore {
       float[] page = rowPages[row >>> pageShift];
       int base = (row & pageMask) * rowFloats;
       initializer.fill(h, page, base, dim);
-      optimizer.initSlots(page, base);
+      optimizer.initSlots(page, base + dim);
       publish(row);
       insert(s, tagOf(m), row);
       return row;
@@ -665,6 +687,22 @@ public final class TableStore {
   /** Writes a row's weights as row {@code i} of {@code out}. */
   void copyRow(int row, RowSink out, int i) {
     out.row(i, rowPages[row >>> pageShift], (row & pageMask) * rowFloats, dim);
+  }
+
+  /** Floats of optimizer slots beside each row's weights (slots x dim). */
+  public int slotFloats() {
+    return rowFloats - dim;
+  }
+
+  /**
+   * Writes a row's optimizer slots as row {@code i} of {@code out} (rows of {@link
+   * #slotFloats()}). Read without the row's stripe lock, as weights are: a slot row may mix the
+   * values before and after a concurrent update.
+   */
+  void copySlots(int row, RowSink out, int i) {
+    if (rowFloats > dim) {
+      out.row(i, rowPages[row >>> pageShift], (row & pageMask) * rowFloats + dim, rowFloats - dim);
+    }
   }
 
   /** Appends the key of a row to a builder. */

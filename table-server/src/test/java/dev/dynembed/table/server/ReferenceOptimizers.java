@@ -6,7 +6,7 @@ import java.util.Map;
 
 /**
  * A plain-Java reference: {@code HashMap<String, double[]>} rows and the textbook optimizer
- * formulas in double precision, written independently of {@link RowOptimizer}.
+ * formulas in double precision, written independently of {@link dev.dynembed.table.common.RowOptimizer}.
  */
 final class ReferenceOptimizers {
   final OptimizerConfig c;

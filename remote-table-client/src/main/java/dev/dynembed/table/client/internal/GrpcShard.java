@@ -165,7 +165,7 @@ public final class GrpcShard implements Shard {
       FindOrInsertRequest.Builder b = FindOrInsertRequest.newBuilder().setTable(f.table())
           .setKeys(f.keys().toProto()).setNoCount(!f.mode().count())
           .setOmitRows(!f.mode().rows()).setWithFrequencies(f.mode().frequencies())
-          .setRowEncoding(encoding);
+          .setWithSlots(f.mode().slots()).setRowEncoding(encoding);
       if (f.occurrences() != null) {
         for (int o : f.occurrences()) {
           b.addOccurrences(o);
@@ -177,7 +177,8 @@ public final class GrpcShard implements Shard {
     return ReadItem.newBuilder().setSample(SampleRequest.newBuilder().setTable(s.table())
         .setPositives(s.positives().toProto()).setNumSampled(s.numSampled())
         .setSampler(s.sampler()).setAlpha(s.alpha()).setSeed(s.seed())
-        .setDistinctWithRows(s.distinct()).setRowEncoding(encoding)).build();
+        .setDistinctWithRows(s.distinct()).setNoneIfEmpty(s.noneIfEmpty())
+        .setWithSlots(s.withSlots()).setRowEncoding(encoding)).build();
   }
 
   private static RowsReply rows(FindResponse r, Read item) {
@@ -198,7 +199,9 @@ public final class GrpcShard implements Shard {
         freqs[i] = r.getFrequencies(i);
       }
     }
-    return new RowsReply(rows, r.getFound().isEmpty() ? null : r.getFound().toByteArray(), freqs);
+    long[] counts = counts(r.getUpdateCountsList(), n, "update counts");
+    return new RowsReply(rows, r.getFound().isEmpty() ? null : r.getFound().toByteArray(), freqs,
+        slots(r.getSlots(), r.getRowEncoding(), n), counts);
   }
 
   private static SampleReply sample(SampleResponse r, Sample s) {
@@ -212,8 +215,8 @@ public final class GrpcShard implements Shard {
     PackedKeys keys = PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES, "sampled keys");
     ReplyRows rows = null;
     int[] drawIndex = null;
+    int u = keys.size() - s.positives().size();
     if (s.distinct()) {
-      int u = keys.size() - s.positives().size();
       if (u > 0) {
         int values = Rows.valueCount(r.getRows(), r.getRowEncoding(), "sampled rows");
         if (values % u != 0) {
@@ -226,7 +229,35 @@ public final class GrpcShard implements Shard {
         drawIndex[j] = r.getDrawIndex(j);
       }
     }
-    return new SampleReply(keys, pos, prob, r.getMass(), (int) r.getNumKeys(), rows, drawIndex);
+    return new SampleReply(keys, pos, prob, r.getMass(), (int) r.getNumKeys(), rows, drawIndex,
+        slots(r.getSlots(), r.getRowEncoding(), u),
+        s.withSlots() && u > 0 ? counts(r.getUpdateCountsList(), u, "update counts") : null);
+  }
+
+  /** Slot rows of {@code n} keys, or null when none came (not asked, or no slots). */
+  private static ReplyRows slots(com.google.protobuf.ByteString bytes, RowEncoding e, int n) {
+    if (bytes.isEmpty() || n == 0) {
+      return null;
+    }
+    int values = Rows.valueCount(bytes, e, "slots");
+    if (values % n != 0) {
+      throw new IllegalStateException("slots: " + values + " values for " + n + " keys");
+    }
+    return ReplyRows.of(bytes.asReadOnlyByteBuffer(), e, values / n);
+  }
+
+  private static long[] counts(List<Long> list, int n, String what) {
+    if (list.isEmpty()) {
+      return null;
+    }
+    if (list.size() != n) {
+      throw new IllegalStateException(what + ": " + list.size() + " for " + n + " keys");
+    }
+    long[] out = new long[n];
+    for (int i = 0; i < n; i++) {
+      out[i] = list.get(i);
+    }
+    return out;
   }
 
   @Override

@@ -82,22 +82,37 @@ public final class LocalShard implements Shard {
     float[] rows = f.mode().rows() ? new float[n * t.dim()] : null;
     byte[] found = new byte[(n + 7) >>> 3];
     long[] freqs = f.mode().frequencies() ? new long[n] : null;
-    t.findOrInsert(f.keys(), f.occurrences(), f.mode().count(), rows, found, freqs);
-    return new RowsReply(rows == null ? null : ReplyRows.of(rows, t.dim()), found, freqs);
+    boolean withSlots = f.mode().slots();
+    float[] slots = withSlots ? new float[n * t.slotFloats()] : null;
+    long[] counts = withSlots ? new long[n] : null;
+    t.findOrInsert(f.keys(), f.occurrences(), f.mode().count(),
+        rows == null ? null : RowSink.of(rows), found, freqs,
+        slots == null ? null : RowSink.of(slots), counts);
+    return new RowsReply(rows == null ? null : ReplyRows.of(rows, t.dim()), found, freqs,
+        slots == null || t.slotFloats() == 0 ? null : ReplyRows.of(slots, t.slotFloats()),
+        counts);
   }
 
   private SampleReply sample(Sample s) {
     TableStore t = engine.get(s.table());
     SampleCandidates c = engine.sample(t, s.positives(), s.numSampled(), s.sampler(), s.alpha(),
-        s.seed(), s.distinct());
+        s.seed(), s.distinct(), s.noneIfEmpty());
     ReplyRows rows = null;
+    ReplyRows slots = null;
+    long[] counts = null;
     if (c.drawIndex() != null) {
       float[] r = new float[c.distinctCount() * t.dim()];
       c.copyRows(t, RowSink.of(r));
       rows = ReplyRows.of(r, t.dim());
+      if (s.withSlots()) {
+        float[] sl = new float[c.distinctCount() * t.slotFloats()];
+        counts = new long[c.distinctCount()];
+        c.copySlots(t, RowSink.of(sl), counts);
+        slots = t.slotFloats() == 0 ? null : ReplyRows.of(sl, t.slotFloats());
+      }
     }
     return new SampleReply(c.keys(), c.positive(), c.probability(), c.mass(), c.numKeys(), rows,
-        c.drawIndex());
+        c.drawIndex(), slots, counts);
   }
 
   @Override

@@ -3,6 +3,7 @@ package dev.dynembed.table.client.internal;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.FindResult;
 import dev.dynembed.table.client.SampledRows;
+import dev.dynembed.table.client.TableRows;
 import dev.dynembed.table.v1.SamplerKind;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
@@ -55,6 +56,17 @@ public final class ReadBatch {
     return other(() -> t.findOrInsert(keys, count));
   }
 
+  /** A findOrInsert that also returns each key's optimizer slots and update count. */
+  public CompletableFuture<TableRows> lookupWithState(EmbeddingTable t, String[] keys,
+      boolean count) {
+    if (!(t instanceof ShardedTable st)) {
+      throw new IllegalArgumentException("table '" + t.name() + "' (" + t.getClass().getName()
+          + ") cannot return optimizer state");
+    }
+    return add(st, st.rowsItem(keys, new Shard.InsertMode(count, true, false, true)))
+        .thenApply(r -> new TableRows(r.rows(), r.found(), r.slots(), r.updateCounts()));
+  }
+
   public CompletableFuture<FindResult> find(EmbeddingTable t, String[] keys) {
     if (t instanceof ShardedTable st) {
       return add(st, st.rowsItem(keys, null)).thenApply(r -> new FindResult(r.rows(), r.found()));
@@ -63,10 +75,14 @@ public final class ReadBatch {
   }
 
   public CompletableFuture<SampledRows> sampleDistinct(EmbeddingTable t, String[] positives,
-      int numSampled, SamplerKind sampler, float alpha, long seed) {
+      int numSampled, SamplerKind sampler, float alpha, long seed, boolean withSlots) {
     if (t instanceof ShardedTable st) {
       return add(st, st.<SampledRows>sampleItem(positives, numSampled, sampler, alpha, seed,
-          true));
+          true, withSlots));
+    }
+    if (withSlots) {
+      throw new IllegalArgumentException("table '" + t.name() + "' (" + t.getClass().getName()
+          + ") cannot return optimizer state");
     }
     return other(() -> t.sampleDistinct(positives, numSampled, sampler, alpha, seed));
   }

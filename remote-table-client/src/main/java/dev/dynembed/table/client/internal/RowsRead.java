@@ -13,11 +13,15 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
    * @param rows FLOAT [n, dim] in request order, or null when not asked for
    * @param found per key: has a row (find) or is admitted (findOrInsert, count)
    * @param frequencies per key, or null when not asked for
+   * @param slots FLOAT [n, slotFloats], or null when not asked for (or no slots)
+   * @param updateCounts per key, or null when not asked for
    */
-  record Result(float[] rows, boolean[] found, long[] frequencies) {}
+  record Result(float[] rows, boolean[] found, long[] frequencies, float[] slots,
+      long[] updateCounts) {}
 
   private final String table;
   private final int dim;
+  private final int slotFloats;
   private final PackedKeys keys;
   private final Shard.InsertMode mode; // null: find
   private final Routing route; // null: the batch goes to shard 0 unchanged
@@ -26,10 +30,11 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
    * @param mode null for a find
    * @param direct the batch goes unchanged to a single in-process shard
    */
-  RowsRead(String table, int dim, PackedKeys keys, Shard.InsertMode mode, int numShards,
-      boolean direct) {
+  RowsRead(String table, int dim, int slotFloats, PackedKeys keys, Shard.InsertMode mode,
+      int numShards, boolean direct) {
     this.table = table;
     this.dim = dim;
+    this.slotFloats = slotFloats;
     this.keys = keys;
     this.mode = mode;
     this.route = direct || keys.size() == 0 ? null : new Routing(keys, numShards);
@@ -54,20 +59,26 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     int n = keys.size();
     boolean wantRows = mode == null || mode.rows();
     boolean wantFreqs = mode != null && mode.frequencies();
+    boolean wantSlots = mode != null && mode.slots();
     boolean[] found = new boolean[n];
     long[] freqs = wantFreqs ? new long[n] : null;
+    long[] counts = wantSlots ? new long[n] : null;
+    float[] slots = wantSlots && slotFloats > 0 ? new float[n * slotFloats] : null;
     if (route == null) {
       Shard.RowsReply r = (Shard.RowsReply) replies[0];
-      if (r == null) { // an empty batch
-        return new Result(wantRows ? new float[0] : null, found, freqs);
-      }
       for (int i = 0; i < n; i++) {
         found[i] = r.found(i);
       }
       if (wantFreqs) {
         System.arraycopy(r.frequencies(), 0, freqs, 0, n);
       }
-      return new Result(wantRows ? r.rows().toArray() : null, found, freqs);
+      if (wantSlots) {
+        System.arraycopy(r.updateCounts(), 0, counts, 0, n);
+        if (slots != null) {
+          r.slots().getAll(slots, 0);
+        }
+      }
+      return new Result(wantRows ? r.rows().toArray() : null, found, freqs, slots, counts);
     }
     float[] rows = wantRows ? new float[n * dim] : null;
     for (int i = 0; i < n; i++) {
@@ -81,7 +92,13 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
       if (freqs != null) {
         freqs[i] = r.frequencies()[p];
       }
+      if (wantSlots) {
+        counts[i] = r.updateCounts()[p];
+        if (slots != null) {
+          r.slots().get(p, slots, i * slotFloats);
+        }
+      }
     }
-    return new Result(rows, found, freqs);
+    return new Result(rows, found, freqs, slots, counts);
   }
 }

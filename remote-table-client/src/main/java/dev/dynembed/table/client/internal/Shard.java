@@ -41,9 +41,12 @@ public interface Shard extends AutoCloseable {
    * Candidate draws from this shard; replied with a {@link SampleReply}.
    *
    * @param distinct drawn keys once each, with their rows
+   * @param noneIfEmpty a shard without any key of sampling weight draws nothing (mass 0)
+   * @param withSlots with distinct draws: also the drawn keys' optimizer slots and update counts
    */
   record Sample(String table, PackedKeys positives, int numSampled, SamplerKind sampler,
-      float alpha, long seed, boolean distinct) implements Read {}
+      float alpha, long seed, boolean distinct, boolean noneIfEmpty, boolean withSlots)
+      implements Read {}
 
   /**
    * What a findOrInsert does besides creating admitted keys.
@@ -51,14 +54,25 @@ public interface Shard extends AutoCloseable {
    * @param count add occurrences to frequencies and admission counts
    * @param rows return the rows
    * @param frequencies return each key's count after the call
+   * @param slots return each key's optimizer slots and update count
    */
-  record InsertMode(boolean count, boolean rows, boolean frequencies) {}
+  record InsertMode(boolean count, boolean rows, boolean frequencies, boolean slots) {
+    InsertMode(boolean count, boolean rows, boolean frequencies) {
+      this(count, rows, frequencies, false);
+    }
+  }
 
   /**
    * Reply of a find/findOrInsert: the rows (null when omitted), the found/admitted bitmap (null:
-   * all found) and the frequencies (null unless asked).
+   * all found), the frequencies (null unless asked), and the optimizer slots (rows of slots x dim)
+   * and update counts (null unless asked; slots also null for an optimizer without slots).
    */
-  record RowsReply(ReplyRows rows, byte[] found, long[] frequencies) {
+  record RowsReply(ReplyRows rows, byte[] found, long[] frequencies, ReplyRows slots,
+      long[] updateCounts) {
+    RowsReply(ReplyRows rows, byte[] found, long[] frequencies) {
+      this(rows, found, frequencies, null, null);
+    }
+
     boolean found(int i) {
       return found == null || (found[i >>> 3] & (1 << (i & 7))) != 0;
     }
@@ -70,7 +84,7 @@ public interface Shard extends AutoCloseable {
    * shard's distribution.
    */
   record SampleReply(PackedKeys keys, boolean[] positive, double[] probability, double mass,
-      int numKeys, ReplyRows rows, int[] drawIndex) {}
+      int numKeys, ReplyRows rows, int[] drawIndex, ReplyRows slots, long[] updateCounts) {}
 
   /** One gradient batch of a {@link #write} call, keys distinct, gradients summed per key. */
   record Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {}

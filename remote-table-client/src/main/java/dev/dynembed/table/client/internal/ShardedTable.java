@@ -10,6 +10,7 @@ import dev.dynembed.table.client.TopKResult;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.server.CheckpointIo;
 import dev.dynembed.table.v1.CheckpointFile;
@@ -21,7 +22,6 @@ import dev.dynembed.table.v1.TableInfo;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -93,48 +93,39 @@ public final class ShardedTable implements EmbeddingTable {
   /** A find (mode null), findOrInsert or count of these keys. */
   RowsRead rowsItem(String[] keys, Shard.InsertMode mode) {
     String call = mode == null ? "find" : mode.rows() ? "findOrInsert" : "count";
-    return new RowsRead(name(), dim, pack(keys, call), mode, n, direct);
+    return new RowsRead(name(), dim, slotFloats(), pack(keys, call), mode, n, direct);
+  }
+
+  /** Floats of optimizer slots beside each row (slots x dim). */
+  int slotFloats() {
+    return dim * TableConfigs.slots(config.getOptimizer().getKind());
   }
 
   <T> SampleRead<T> sampleItem(String[] positives, int numSampled, SamplerKind sampler,
       float alpha, long seed, boolean distinct) {
+    return sampleItem(positives, numSampled, sampler, alpha, seed, distinct, false);
+  }
+
+  /** @param withSlots with distinct draws, also the drawn keys' slots and update counts */
+  <T> SampleRead<T> sampleItem(String[] positives, int numSampled, SamplerKind sampler,
+      float alpha, long seed, boolean distinct, boolean withSlots) {
     PackedKeys pos = pack(positives, "sample");
     if (numSampled < 0 || numSampled > Limits.MAX_NUM_SAMPLED) {
       throw invalid("sample", "num_sampled must be in [0, %d] but was %d",
           Limits.MAX_NUM_SAMPLED, numSampled);
     }
     String id = sampler + "/" + alpha;
-    double[] mass = masses.computeIfAbsent(id, k -> probeMasses(sampler, alpha, seed));
-    double total = Arrays.stream(mass).sum();
-    if (numSampled > 0 && !(total > 0)) {
-      throw TableException.of(ErrorCode.FAILED_PRECONDITION,
-          "no key has sampling weight, so nothing can be drawn", name(), -1, "sample", null);
-    }
-    return new SampleRead<>(name(), dim, pos, numSampled, sampler, alpha, seed, distinct, mass,
-        fresh -> {
-          double[] m = masses.getOrDefault(id, mass).clone();
+    return new SampleRead<>(name(), dim, slotFloats(), pos, numSampled, sampler, alpha, seed,
+        distinct, withSlots, n,
+        masses.get(id), reported -> masses.compute(id, (k, old) -> {
+          double[] m = old == null ? new double[n] : old.clone();
           for (int s = 0; s < n; s++) {
-            if (!Double.isNaN(fresh[s])) {
-              m[s] = fresh[s];
+            if (!Double.isNaN(reported[s])) {
+              m[s] = reported[s];
             }
           }
-          masses.put(id, m);
-        });
-  }
-
-  /** Every shard's sampler mass, asked with draws of nothing (the first sample call only). */
-  private double[] probeMasses(SamplerKind sampler, float alpha, long seed) {
-    List<CompletableFuture<List<Object>>> probes = new ArrayList<>(n);
-    for (Shard s : shards) {
-      probes.add(s.read(List.of(
-          new Shard.Sample(name(), PackedKeys.of(), 0, sampler, alpha, seed, false))));
-    }
-    double[] mass = new double[n];
-    List<List<Object>> r = Futures.awaitAll(probes);
-    for (int s = 0; s < n; s++) {
-      mass[s] = ((Shard.SampleReply) r.get(s).get(0)).mass();
-    }
-    return mass;
+          return m;
+        }));
   }
 
   GradientWrite gradientItem(String[] keys, float[] gradients, float learningRate, long step) {

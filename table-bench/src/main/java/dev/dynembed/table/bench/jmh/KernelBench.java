@@ -125,7 +125,8 @@ public class KernelBench {
   @Benchmark
   public float[] adagradScalar() {
     for (int i = 0; i < UPDATED; i++) {
-      FloatKernels.scalarAdagrad(adagradRows, i * 2 * dim, i * 2 * dim + dim, rows, i * dim, dim,
+      FloatKernels.scalarAdagrad(adagradRows, i * 2 * dim, adagradRows, i * 2 * dim + dim, rows,
+          i * dim, dim,
           1e-6f, 1e-8f, 0);
     }
     return adagradRows;

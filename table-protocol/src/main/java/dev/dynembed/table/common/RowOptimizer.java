@@ -1,13 +1,14 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.common;
 
-import dev.dynembed.table.common.FloatKernels;
-import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.v1.OptimizerConfig;
 
 /**
- * The optimizers, as pure functions of (weight row, slot rows, gradient row, hyperparameters).
- * A row record is {@code [w (dim) | slot 0 (dim) | slot 1 (dim)]} at {@code base} in a float page;
- * slot state lives beside the row on the owning shard. Formulas (textbook forms):
+ * The optimizers, as pure functions of (weight row, slot rows, gradient row, hyperparameters):
+ * the weights are {@code dim} floats at {@code w[wOff]}, the slots {@code slots() x dim} floats
+ * at {@code s[sOff]} (slot 0, then slot 1). A shard keeps a row's record as {@code [w | slot 0 |
+ * slot 1]} in one page; a pipelined trainer replays its own in-flight update on a row it read
+ * with its slots (docs/design/0007-pipelined-steps.md), with the same code, so both get the same
+ * floats. Formulas (textbook forms):
  *
  * <ul>
  *   <li>SGD: {@code w -= lr g}
@@ -21,24 +22,27 @@ import dev.dynembed.table.v1.OptimizerConfig;
  *       w = |z| <= l1 ? 0 : -(z - sign(z) l1) / ((beta + sqrt(n)) / lr + l2)}
  * </ul>
  */
-abstract class RowOptimizer {
+public abstract class RowOptimizer {
   final int dim;
 
   RowOptimizer(int dim) {
     this.dim = dim;
   }
 
-  abstract int slots();
+  /** Slot rows beside each weight row. */
+  public abstract int slots();
 
-  /** Writes the initial slot values of a new row. */
-  void initSlots(float[] page, int base) {}
+  /** Writes the initial slot values of a new row at {@code s[sOff]}. */
+  public void initSlots(float[] s, int sOff) {}
 
   /**
    * Applies one gradient row. {@code t} is the row's update count including this one (1-based).
    */
-  abstract void apply(float[] page, int base, float[] g, int gOff, float lr, long t);
+  public abstract void apply(float[] w, int wOff, float[] s, int sOff, float[] g, int gOff,
+      float lr, long t);
 
-  static RowOptimizer create(OptimizerConfig c, int dim) {
+  /** The optimizer of a normalized config ({@link TableConfigs#normalize}). */
+  public static RowOptimizer create(OptimizerConfig c, int dim) {
     return switch (c.getKind()) {
       case SGD -> new Sgd(dim);
       case MOMENTUM -> new Momentum(dim, c.getMomentum());
@@ -49,24 +53,21 @@ abstract class RowOptimizer {
     };
   }
 
-  static int slotsOf(OptimizerConfig c) {
-    return TableConfigs.slots(c.getKind());
-  }
-
   static final class Sgd extends RowOptimizer {
     Sgd(int dim) {
       super(dim);
     }
 
     @Override
-    int slots() {
+    public int slots() {
       return 0;
     }
 
     @Override
-    void apply(float[] p, int base, float[] g, int gOff, float lr, long t) {
+    public void apply(float[] w, int wOff, float[] s, int sOff, float[] g, int gOff, float lr,
+        long t) {
       for (int j = 0; j < dim; j++) {
-        p[base + j] -= lr * g[gOff + j];
+        w[wOff + j] -= lr * g[gOff + j];
       }
     }
   }
@@ -80,17 +81,17 @@ abstract class RowOptimizer {
     }
 
     @Override
-    int slots() {
+    public int slots() {
       return 1;
     }
 
     @Override
-    void apply(float[] p, int base, float[] g, int gOff, float lr, long t) {
-      int m = base + dim;
+    public void apply(float[] w, int wOff, float[] s, int sOff, float[] g, int gOff, float lr,
+        long t) {
       for (int j = 0; j < dim; j++) {
-        float mj = mu * p[m + j] + g[gOff + j];
-        p[m + j] = mj;
-        p[base + j] -= lr * mj;
+        float mj = mu * s[sOff + j] + g[gOff + j];
+        s[sOff + j] = mj;
+        w[wOff + j] -= lr * mj;
       }
     }
   }
@@ -106,18 +107,19 @@ abstract class RowOptimizer {
     }
 
     @Override
-    int slots() {
+    public int slots() {
       return 1;
     }
 
     @Override
-    void initSlots(float[] p, int base) {
-      java.util.Arrays.fill(p, base + dim, base + 2 * dim, init);
+    public void initSlots(float[] s, int sOff) {
+      java.util.Arrays.fill(s, sOff, sOff + dim, init);
     }
 
     @Override
-    void apply(float[] p, int base, float[] g, int gOff, float lr, long t) {
-      FloatKernels.adagrad(p, base, base + dim, g, gOff, dim, lr, eps);
+    public void apply(float[] w, int wOff, float[] s, int sOff, float[] g, int gOff, float lr,
+        long t) {
+      FloatKernels.adagrad(w, wOff, s, sOff, g, gOff, dim, lr, eps);
     }
   }
 
@@ -134,23 +136,24 @@ abstract class RowOptimizer {
     }
 
     @Override
-    int slots() {
+    public int slots() {
       return 2;
     }
 
     @Override
-    void apply(float[] p, int base, float[] g, int gOff, float lr, long t) {
-      int m = base + dim;
-      int v = base + 2 * dim;
+    public void apply(float[] w, int wOff, float[] s, int sOff, float[] g, int gOff, float lr,
+        long t) {
+      int m = sOff;
+      int v = sOff + dim;
       float c1 = (float) (1.0 - Math.pow(b1, t));
       float c2 = (float) (1.0 - Math.pow(b2, t));
       for (int j = 0; j < dim; j++) {
         float gj = g[gOff + j];
-        float mj = b1 * p[m + j] + (1f - b1) * gj;
-        float vj = b2 * p[v + j] + (1f - b2) * gj * gj;
-        p[m + j] = mj;
-        p[v + j] = vj;
-        p[base + j] -= lr * (mj / c1) / ((float) Math.sqrt(vj / c2) + eps);
+        float mj = b1 * s[m + j] + (1f - b1) * gj;
+        float vj = b2 * s[v + j] + (1f - b2) * gj * gj;
+        s[m + j] = mj;
+        s[v + j] = vj;
+        w[wOff + j] -= lr * (mj / c1) / ((float) Math.sqrt(vj / c2) + eps);
       }
     }
   }
@@ -170,32 +173,34 @@ abstract class RowOptimizer {
     }
 
     @Override
-    int slots() {
+    public int slots() {
       return 2;
     }
 
     @Override
-    void initSlots(float[] p, int base) {
+    public void initSlots(float[] s, int sOff) {
       // slot 0: z = 0; slot 1: n = initial accumulator
-      java.util.Arrays.fill(p, base + 2 * dim, base + 3 * dim, init);
+      java.util.Arrays.fill(s, sOff + dim, sOff + 2 * dim, init);
     }
 
     @Override
-    void apply(float[] p, int base, float[] g, int gOff, float lr, long t) {
-      int z = base + dim;
-      int n = base + 2 * dim;
+    public void apply(float[] w, int wOff, float[] s, int sOff, float[] g, int gOff, float lr,
+        long t) {
+      int z = sOff;
+      int n = sOff + dim;
       for (int j = 0; j < dim; j++) {
         float gj = g[gOff + j];
-        float nOld = p[n + j];
+        float nOld = s[n + j];
         float nNew = nOld + gj * gj;
         float sigma = ((float) Math.sqrt(nNew) - (float) Math.sqrt(nOld)) / lr;
-        float zj = p[z + j] + gj - sigma * p[base + j];
-        p[z + j] = zj;
-        p[n + j] = nNew;
+        float zj = s[z + j] + gj - sigma * w[wOff + j];
+        s[z + j] = zj;
+        s[n + j] = nNew;
         if (Math.abs(zj) <= l1) {
-          p[base + j] = 0f;
+          w[wOff + j] = 0f;
         } else {
-          p[base + j] = -(zj - Math.signum(zj) * l1) / ((beta + (float) Math.sqrt(nNew)) / lr + l2);
+          w[wOff + j] = -(zj - Math.signum(zj) * l1)
+              / ((beta + (float) Math.sqrt(nNew)) / lr + l2);
         }
       }
     }
