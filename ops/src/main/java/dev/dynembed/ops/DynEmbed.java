@@ -5,11 +5,15 @@ import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.factory.Nd4j;
-import dev.dynembed.table.v1.SamplerKind;
 
-/** The namespace that creates the ops, in the style of SameDiff's {@code SDNN}. */
+/**
+ * The namespace that creates the table ops of one graph, in the style of SameDiff's {@code SDNN}:
+ * validate the inputs, bind the table to the graph ({@link GraphTables}), build the op, name its
+ * outputs.
+ */
 public final class DynEmbed {
   private final SameDiff sd;
+  private final GraphTables tables;
 
   public DynEmbed(SameDiff sd) {
     JavaOps.install();
@@ -17,11 +21,27 @@ public final class DynEmbed {
     // factory, which cannot run Java ops: drop them, they are recreated through the bound factory
     sd.getSessions().values().removeIf(s -> !(s instanceof JavaOpSession));
     this.sd = sd;
+    this.tables = GraphTables.of(sd);
   }
 
-  /** The trainable scalar whose gradient path carries a table's backward pass. */
-  public static String handleName(EmbeddingTable table) {
-    return "dynembed_handle_" + table.name();
+  /** The table state of this graph (bindings, steps). */
+  public GraphTables tables() {
+    return tables;
+  }
+
+  /**
+   * The name of the trainable scalar whose gradient path carries {@code table}'s backward pass
+   * in {@code sd}: request its gradient to make the graph's backward send the table's gradients.
+   */
+  public static String handleName(SameDiff sd, EmbeddingTable table) {
+    return GraphTables.of(sd).handleName(table);
+  }
+
+  /** The table's handle variable, created with its first op in this graph. */
+  private SDVariable handle(EmbeddingTable table, DataType type) {
+    String id = tables.bind(table);
+    String name = GraphTables.HANDLE_PREFIX + id;
+    return sd.hasVariable(name) ? sd.getVariable(name) : sd.var(name, Nd4j.zeros(type));
   }
 
   /**
@@ -71,22 +91,19 @@ public final class DynEmbed {
       throw new IllegalArgumentException(
           "dynamicEmbeddingLookup: dataType must be FLOAT or DOUBLE but was " + dataType);
     }
-    Tables.register(table);
-    String handleName = handleName(table);
-    SDVariable handle = sd.hasVariable(handleName) ? sd.getVariable(handleName)
-        : sd.var(handleName, Nd4j.zeros(dataType));
     if (index != null && !index.dataType().isIntType()) {
       throw new IllegalArgumentException("dynamicEmbeddingLookup: index must be an integer type"
           + " but '" + index.name() + "' is " + index.dataType());
     }
-    SDVariable out = new DynamicEmbeddingLookup(sd, keys, handle, index, table.name(),
+    SDVariable handle = handle(table, dataType);
+    SDVariable out = new DynamicEmbeddingLookup(sd, keys, handle, index, tables.bind(table),
         table.dim(), training, count).outputVariable();
     return sd.updateVariableNameAndReference(out, name);
   }
 
   /**
    * Logits of each example's positives and of keys sampled from the output table (see {@link
-   * SampledLogits}).
+   * SampledLogits}), drawn as {@code sampling} says.
    *
    * @param activations FLOAT or DOUBLE [b, dim of {@code table}]
    * @param positives UTF8 [b, P], padded
@@ -94,64 +111,14 @@ public final class DynEmbed {
    * @return {logits [b, P + S], labels [b, P + S]}
    */
   public SDVariable[] sampledLogits(String name, SDVariable activations, SDVariable positives,
-      SDVariable mask, EmbeddingTable table, int numSampled, SamplerKind sampler, float alpha,
-      boolean removeAccidentalHits, boolean subtractLogQ, long seed) {
-    return sampledLogits(name, activations, positives, mask, table, new Sampling(numSampled,
-        sampler, alpha, removeAccidentalHits, subtractLogQ, seed, false, true));
-  }
-
-  /**
-   * How {@link #sampledLogits(String, SDVariable, SDVariable, SDVariable, EmbeddingTable,
-   * Sampling)} draws its candidates.
-   *
-   * @param numSampled S candidates per example
-   * @param alpha unigram exponent (0 = 0.75)
-   * @param perExample draw S keys for every example (b * S draws) instead of S shared ones
-   * @param countPositives count each positive occurrence toward its frequency
-   * @param pool with {@code perExample}, 0 for b * S independent draws; P &gt; 0 draws only
-   *     min(P, b * S) keys per step and gives each example S picks among them, uniformly and
-   *     with replacement. Each candidate is still distributed as the sampler's q (a uniform pick
-   *     of an i.i.d. draw is a draw), but examples share keys: fewer distinct rows to read and
-   *     update per step (word2vec on 2 shards: see docs/benchmarks.md)
-   */
-  public record Sampling(int numSampled, SamplerKind sampler, float alpha,
-      boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
-      boolean countPositives, int pool) {
-    public Sampling {
-      if (pool < 0) {
-        throw new IllegalArgumentException("sampledLogits: pool must be >= 0 but was " + pool);
-      }
-    }
-
-    /** Independent draws for every example (no pool). */
-    public Sampling(int numSampled, SamplerKind sampler, float alpha,
-        boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
-        boolean countPositives) {
-      this(numSampled, sampler, alpha, removeAccidentalHits, subtractLogQ, seed, perExample,
-          countPositives, 0);
-    }
-  }
-
-  /** As above, with every sampling option (see {@link Sampling}). */
-  public SDVariable[] sampledLogits(String name, SDVariable activations, SDVariable positives,
       SDVariable mask, EmbeddingTable table, Sampling sampling) {
-    int numSampled = sampling.numSampled();
     if (positives.dataType() != DataType.UTF8) {
       throw new IllegalArgumentException("sampledLogits: positives must be UTF8 but '"
           + positives.name() + "' is " + positives.dataType());
     }
-    if (numSampled < 0) {
-      throw new IllegalArgumentException("sampledLogits: numSampled must be >= 0 but was "
-          + numSampled);
-    }
-    Tables.register(table);
-    String handleName = handleName(table);
-    SDVariable handle = sd.hasVariable(handleName) ? sd.getVariable(handleName)
-        : sd.var(handleName, Nd4j.zeros(activations.dataType()));
-    SDVariable[] out = new SampledLogits(sd, activations, positives, mask, handle, table.name(),
-        table.dim(), numSampled, sampling.sampler(), sampling.alpha(),
-        sampling.removeAccidentalHits(), sampling.subtractLogQ(), sampling.seed(),
-        sampling.perExample(), sampling.countPositives(), sampling.pool()).outputVariables();
+    SDVariable handle = handle(table, activations.dataType());
+    SDVariable[] out = new SampledLogits(sd, activations, positives, mask, handle,
+        tables.bind(table), table.dim(), sampling).outputVariables();
     return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_logits"),
         sd.updateVariableNameAndReference(out[1], name + "_labels")};
   }
@@ -183,8 +150,8 @@ public final class DynEmbed {
     if (k < 1) {
       throw new IllegalArgumentException("topK: k must be >= 1 but was " + k);
     }
-    Tables.register(table);
-    SDVariable[] out = new TopK(sd, query, table.name(), k, biasLastDim, cosine).outputVariables();
+    SDVariable[] out = new TopK(sd, query, tables.bind(table), k, biasLastDim, cosine)
+        .outputVariables();
     return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_keys"),
         sd.updateVariableNameAndReference(out[1], name + "_scores")};
   }

@@ -1,18 +1,19 @@
 package dev.dynembed.ops;
 
 import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.TableReads;
+import dev.dynembed.table.client.TableRows;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataBuffer;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.DynamicCustomOp;
 import org.nd4j.linalg.api.ops.OpContext;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
-import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * {@code lookup(keys UTF8 [n] or [b, s], handle []) -> [n, dim] or [b, s, dim]} in the handle's
@@ -26,7 +27,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * The scalar {@code handle} is a trainable variable that puts the backward op on a gradient path;
  * its own gradient is always zero.
  */
-public final class DynamicEmbeddingLookup extends DynamicCustomOp implements JavaOp {
+public final class DynamicEmbeddingLookup extends TableOp {
   static final String OP_NAME = "dynembed_lookup";
 
   private String table;
@@ -38,8 +39,8 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
 
   DynamicEmbeddingLookup(SameDiff sd, SDVariable keys, SDVariable handle, SDVariable index,
       String table, int dim, boolean training, boolean count) {
-    super(null, sd, index == null ? new SDVariable[] {keys, handle}
-        : new SDVariable[] {keys, handle, index}, false);
+    super(sd, index == null ? new SDVariable[] {keys, handle}
+        : new SDVariable[] {keys, handle, index});
     this.count = count;
     this.table = table;
     this.dim = dim;
@@ -51,23 +52,60 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
     return OP_NAME;
   }
 
+  /** The keys and rows of a read, planned ahead or made now. */
+  private record Reads(DataBuffer keysBuffer, String[] keys, CompletableFuture<TableRows> rows) {}
+
+  /**
+   * The read of {@code keysArray}: with {@code withState} (a trainer's read made ahead) the rows
+   * come with their optimizer state, for the replay of the previous step's updates.
+   */
+  private Reads read(TableReads reads, EmbeddingTable t, INDArray keysArray, boolean withState) {
+    String[] k = keys(keysArray, OP_NAME);
+    CompletableFuture<TableRows> rows = !training
+        ? reads.find(t, k).thenApply(r -> new TableRows(r.rows(), r.found(), null, null))
+        : withState ? reads.lookup(t, k, count)
+        : reads.findOrInsert(t, k, count).thenApply(r -> new TableRows(r, null, null, null));
+    return new Reads(keysArray.data(), k, rows);
+  }
+
   @Override
-  public void exec(OpContext oc) {
-    INDArray keys = oc.getInputArray(0);
-    String[] k = keys(keys, OP_NAME);
-    EmbeddingTable t = Tables.get(table);
-    float[] rows = training ? t.findOrInsert(k, count) : t.find(k).rows();
-    INDArray index = gathered(oc) ? oc.getInputArray(2) : null;
-    if (index != null) {
-      int[] idx = index(index, k.length, OP_NAME);
-      float[] gathered = new float[idx.length * dim];
-      for (int i = 0; i < idx.length; i++) {
-        System.arraycopy(rows, idx[i] * dim, gathered, i * dim, dim);
-      }
-      rows = gathered;
+  boolean plan(GraphTables graph, TableStep step, Map<String, INDArray> feeds, TableReads reads) {
+    INDArray keys = fed(0, feeds);
+    EmbeddingTable t = graph.table(table);
+    if (keys == null || (training && !TableReads.returnsState(t))) {
+      return false; // not fed, or a table that cannot return what the replay needs
     }
-    NdArrays.output(oc, 0, rows, oc.getInputArray(1).dataType(),
-        outputShape(index != null ? index : keys));
+    step.putPlanned(getOwnName(), read(reads, t, keys, training && step.wantsState()));
+    return true;
+  }
+
+  @Override
+  void exec(OpContext oc, GraphTables graph) {
+    INDArray keys = oc.getInputArray(0);
+    TableStep step = graph.step();
+    EmbeddingTable t = graph.table(table);
+    Reads r = step.takePlanned(getOwnName(), Reads.class);
+    boolean usePlanned = r != null && r.keysBuffer() == keys.data();
+    graph.countPlanned(usePlanned);
+    if (!usePlanned) { // not planned, or planned for other keys: read now, after every update
+      step.awaitFreshReads();
+      TableReads now = TableStep.reads();
+      r = read(now, t, keys, false);
+      now.submit();
+    }
+    TableRows read = TableReads.join(r.rows());
+    float[] rows = read.rows();
+    if (read.updateCounts() != null) { // read ahead: replay the previous step's own updates
+      step.replayPrevious(t, r.keys(), read.found(), rows, read.slots(), read.updateCounts());
+    }
+    DataType type = oc.getInputArray(1).dataType();
+    if (gathered(oc)) {
+      INDArray index = oc.getInputArray(2);
+      NdArrays.outputGathered(oc, 0, rows, index(index, r.keys().length, OP_NAME), dim, type,
+          outputShape(index));
+    } else {
+      NdArrays.output(oc, 0, rows, type, outputShape(keys));
+    }
   }
 
   /** Whether the forward op was given an index (keys, handle, index). */
@@ -122,14 +160,14 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
   }
 
   @Override
-  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+  List<LongShapeDescriptor> outputShapes(OpContext oc) {
     INDArray shaped = gathered(oc) ? oc.getInputArray(2) : oc.getInputArray(0);
     return List.of(LongShapeDescriptor.fromShape(outputShape(shaped),
         oc.getInputArray(1).dataType()));
   }
 
   @Override
-  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+  List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(1));
   }
 
@@ -153,20 +191,18 @@ public final class DynamicEmbeddingLookup extends DynamicCustomOp implements Jav
   }
 
   @Override
-  public Map<String, Object> propertiesForFunction() {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("table", table);
-    m.put("dim", (long) dim);
-    m.put("training", training);
-    m.put("count", count);
-    return m;
+  void properties(Map<String, Object> out) {
+    out.put("table", table);
+    out.put("dim", (long) dim);
+    out.put("training", training);
+    out.put("count", count);
   }
 
   @Override
-  public void setPropertiesForFunction(Map<String, Object> properties) {
-    table = (String) properties.get("table");
-    dim = ((Number) properties.get("dim")).intValue();
-    training = (Boolean) properties.get("training");
-    count = !Boolean.FALSE.equals(properties.get("count"));
+  void readProperties(Props in) {
+    table = in.string("table");
+    dim = in.integer("dim");
+    training = in.bool("training");
+    count = in.bool("count");
   }
 }

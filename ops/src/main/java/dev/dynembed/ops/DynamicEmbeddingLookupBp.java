@@ -1,24 +1,24 @@
 package dev.dynembed.ops;
 
 import dev.dynembed.table.common.FloatKernels;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.DynamicCustomOp;
 import org.nd4j.linalg.api.ops.OpContext;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 import org.nd4j.linalg.factory.Nd4j;
 
 /**
- * Backward of {@link DynamicEmbeddingLookup}: {@code (keys, handle, dL/d(rows)) -> dL/d(handle)
- * = 0}, with the side effect the design needs: the gradient rows go to the table, whose optimizer
- * updates them (duplicate keys are summed by the table).
+ * Backward of {@link DynamicEmbeddingLookup}: {@code (keys, handle, dL/d(rows)[, index]) ->
+ * dL/d(handle) = 0}, with the side effect the design needs: the gradient rows go to the table,
+ * whose optimizer updates them (duplicate keys are summed by the table; the gathered form sums
+ * them here, one row per key). In a trainer's step the rows are sent with the step's other
+ * gradients when the graph has run ({@link TableStep#submitWrites}).
  */
-public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements JavaOp {
+public final class DynamicEmbeddingLookupBp extends JavaOp {
   static final String OP_NAME = "dynembed_lookup_bp";
 
   private String table;
@@ -28,8 +28,8 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
 
   DynamicEmbeddingLookupBp(SameDiff sd, SDVariable keys, SDVariable handle, SDVariable grad,
       SDVariable index, String table, int dim) {
-    super(null, sd, index == null ? new SDVariable[] {keys, handle, grad}
-        : new SDVariable[] {keys, handle, grad, index}, false);
+    super(sd, index == null ? new SDVariable[] {keys, handle, grad}
+        : new SDVariable[] {keys, handle, grad, index});
     this.table = table;
     this.dim = dim;
   }
@@ -40,7 +40,7 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
   }
 
   @Override
-  public void exec(OpContext oc) {
+  void exec(OpContext oc, GraphTables graph) {
     String[] k = DynamicEmbeddingLookup.keys(oc.getInputArray(0), OP_NAME);
     INDArray grad = oc.getInputArray(2);
     float[] g = NdArrays.floats(grad);
@@ -52,18 +52,17 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
       }
       g = summed;
     }
-    Tables.get(table).applyGradients(k, g, StepContext.learningRate(table),
-        StepContext.step(table));
+    graph.step().applyGradients(graph.table(table), k, g);
     oc.setOutputArray(0, Nd4j.zeros(oc.getInputArray(1).dataType()));
   }
 
   @Override
-  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+  List<LongShapeDescriptor> outputShapes(OpContext oc) {
     return List.of(LongShapeDescriptor.fromShape(new long[0], oc.getInputArray(1).dataType()));
   }
 
   @Override
-  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+  List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(1));
   }
 
@@ -73,21 +72,14 @@ public final class DynamicEmbeddingLookupBp extends DynamicCustomOp implements J
   }
 
   @Override
-  public List<SDVariable> doDiff(List<SDVariable> grads) {
-    throw new UnsupportedOperationException("second derivatives of a table lookup");
+  void properties(Map<String, Object> out) {
+    out.put("table", table);
+    out.put("dim", (long) dim);
   }
 
   @Override
-  public Map<String, Object> propertiesForFunction() {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("table", table);
-    m.put("dim", (long) dim);
-    return m;
-  }
-
-  @Override
-  public void setPropertiesForFunction(Map<String, Object> properties) {
-    table = (String) properties.get("table");
-    dim = ((Number) properties.get("dim")).intValue();
+  void readProperties(Props in) {
+    table = in.string("table");
+    dim = in.integer("dim");
   }
 }

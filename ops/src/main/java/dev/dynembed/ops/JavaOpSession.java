@@ -17,9 +17,21 @@ import org.nd4j.linalg.api.ops.OpContext;
  * Its op outputs are recycled between training steps ({@link StepArrays}).
  */
 final class JavaOpSession extends InferenceSession {
+  private GraphTables graph;
+
   JavaOpSession(SameDiff sd) {
     super(sd);
     setMmgr(StepArrays.memoryManager(getMmgr())); // arrays recycled between training steps
+  }
+
+  /** The table state of the graph this session runs (looked up once). */
+  private GraphTables graph() {
+    GraphTables g = graph;
+    if (g == null) {
+      g = GraphTables.of(sameDiff);
+      graph = g;
+    }
+    return g;
   }
 
   @Override
@@ -27,7 +39,7 @@ final class JavaOpSession extends InferenceSession {
       Set<AbstractSession.VarId> opInputs, Set<AbstractSession.VarId> allIterInputs,
       Set<String> constAndPhInputs, Map<String, SDValue> otherPlaceHolders) {
     if (op instanceof JavaOp j) {
-      j.exec(oc);
+      j.exec(oc, graph());
       return ExecutionResult.createFrom(op, oc);
     }
     return super.doExec(op, oc, frame, opInputs, allIterInputs, constAndPhInputs,

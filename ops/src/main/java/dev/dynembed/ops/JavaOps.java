@@ -5,7 +5,12 @@ import org.nd4j.autodiff.functions.DifferentialFunction;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.imports.converters.ImportClassMapping;
 
-/** One-time, idempotent registration of the Java ops and their session. */
+/**
+ * One-time, idempotent registration of the Java ops and their session. This is the one
+ * process-wide setting of the ops, and M2.1's API makes it one: {@code
+ * SameDiff.bindInferenceFactory} is static, and clones find op classes by name in a static map.
+ * The bound session runs every other op exactly as SameDiff's default session does.
+ */
 public final class JavaOps {
   private static volatile boolean installed;
 

@@ -71,6 +71,28 @@ final class NdArrays {
     }
   }
 
+  /**
+   * Sets output {@code i} to rows of {@code rows} picked by {@code index}: row {@code index[j]}
+   * (of {@code dim} values) at position j, as {@code type} [shape]. A pre-allocated FLOAT output
+   * is filled row by row straight from {@code rows} (no gathered copy in between).
+   */
+  static void outputGathered(OpContext oc, int i, float[] rows, int[] index, int dim,
+      DataType type, long... shape) {
+    INDArray pre = preallocated(oc, i, type, shape);
+    if (pre != null && type == DataType.FLOAT) {
+      java.nio.FloatBuffer out = pre.data().asNioFloat();
+      for (int j = 0; j < index.length; j++) {
+        out.put(j * dim, rows, index[j] * dim, dim);
+      }
+      return;
+    }
+    float[] gathered = new float[index.length * dim];
+    for (int j = 0; j < index.length; j++) {
+      System.arraycopy(rows, index[j] * dim, gathered, j * dim, dim);
+    }
+    output(oc, i, gathered, type, shape);
+  }
+
   /** As above, from doubles. */
   static void output(OpContext oc, int i, double[] v, DataType type, long... shape) {
     INDArray pre = preallocated(oc, i, type, shape);

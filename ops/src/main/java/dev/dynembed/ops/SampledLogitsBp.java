@@ -1,13 +1,11 @@
 package dev.dynembed.ops;
 
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.DynamicCustomOp;
 import org.nd4j.linalg.api.ops.OpContext;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 import org.nd4j.linalg.factory.Nd4j;
@@ -16,7 +14,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * Backward of {@link SampledLogits}: {@code (activations, handle, dL/d(logits)) ->
  * (dL/d(activations), dL/d(handle) = 0)}, and the candidate rows' gradients go to the table.
  */
-public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
+public final class SampledLogitsBp extends JavaOp {
   static final String OP_NAME = "dynembed_sampled_logits_bp";
 
   private String table;
@@ -26,7 +24,7 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
 
   SampledLogitsBp(SameDiff sd, SDVariable activations, SDVariable handle, SDVariable gradLogits,
       String table, String forward) {
-    super(null, sd, new SDVariable[] {activations, handle, gradLogits}, false);
+    super(sd, activations, handle, gradLogits);
     this.table = table;
     this.forward = forward;
   }
@@ -37,8 +35,8 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
   }
 
   @Override
-  public void exec(OpContext oc) {
-    SampledLogits.Forward f = SampledLogits.take(forward);
+  void exec(OpContext oc, GraphTables graph) {
+    SampledLogits.Forward f = graph.step().takeForward(forward, SampledLogits.Forward.class);
     INDArray act = oc.getInputArray(0);
     Activations a = f.activations(); // the forward's copy: the same array in the same step
     double[] g = NdArrays.doubles(oc.getInputArray(2));
@@ -76,22 +74,21 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
     System.arraycopy(f.uniq(), 0, keys, 0, np);
     System.arraycopy(f.sampled(), 0, keys, np, u);
     if (keys.length > 0) {
-      Tables.get(table).applyGradients(keys, rowGrads, StepContext.learningRate(table),
-          StepContext.step(table));
+      graph.step().applyGradients(graph.table(table), keys, rowGrads);
     }
     a.gradient(oc, 0, act.dataType());
     oc.setOutputArray(1, Nd4j.zeros(oc.getInputArray(1).dataType()));
   }
 
   @Override
-  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+  List<LongShapeDescriptor> outputShapes(OpContext oc) {
     INDArray act = oc.getInputArray(0);
     return List.of(LongShapeDescriptor.fromShape(act.shape(), act.dataType()),
         LongShapeDescriptor.fromShape(new long[0], oc.getInputArray(1).dataType()));
   }
 
   @Override
-  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+  List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(0), inputs.get(1));
   }
 
@@ -101,21 +98,14 @@ public final class SampledLogitsBp extends DynamicCustomOp implements JavaOp {
   }
 
   @Override
-  public List<SDVariable> doDiff(List<SDVariable> grads) {
-    throw new UnsupportedOperationException("second derivatives of sampled logits");
+  void properties(Map<String, Object> out) {
+    out.put("table", table);
+    out.put("forward", forward);
   }
 
   @Override
-  public Map<String, Object> propertiesForFunction() {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("table", table);
-    m.put("forward", forward);
-    return m;
-  }
-
-  @Override
-  public void setPropertiesForFunction(Map<String, Object> m) {
-    table = (String) m.get("table");
-    forward = (String) m.get("forward");
+  void readProperties(Props in) {
+    table = in.string("table");
+    forward = in.string("forward");
   }
 }

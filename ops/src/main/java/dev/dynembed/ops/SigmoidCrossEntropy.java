@@ -7,7 +7,6 @@ import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.DynamicCustomOp;
 import org.nd4j.linalg.api.ops.OpContext;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 
@@ -21,13 +20,13 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * FLOAT logits and labels run in float on {@link SigmoidKernels} (SIMD lanes); other types in
  * double.
  */
-public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp {
+public final class SigmoidCrossEntropy extends JavaOp {
   static final String OP_NAME = "dynembed_sigmoid_xent";
 
   public SigmoidCrossEntropy() {}
 
   SigmoidCrossEntropy(SameDiff sd, SDVariable logits, SDVariable labels) {
-    super(null, sd, new SDVariable[] {logits, labels}, false);
+    super(sd, logits, labels);
   }
 
   @Override
@@ -43,7 +42,7 @@ public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp
   }
 
   @Override
-  public void exec(OpContext oc) {
+  void exec(OpContext oc, GraphTables graph) {
     INDArray xs = oc.getInputArray(0);
     INDArray ys = oc.getInputArray(1);
     checkShapes(xs, ys, OP_NAME);
@@ -78,13 +77,13 @@ public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp
   }
 
   @Override
-  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+  List<LongShapeDescriptor> outputShapes(OpContext oc) {
     INDArray x = oc.getInputArray(0);
     return List.of(LongShapeDescriptor.fromShape(new long[] {x.size(0)}, x.dataType()));
   }
 
   @Override
-  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+  List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(0));
   }
 
@@ -101,10 +100,8 @@ public final class SigmoidCrossEntropy extends DynamicCustomOp implements JavaOp
   }
 
   @Override
-  public Map<String, Object> propertiesForFunction() {
-    return Map.of();
-  }
+  void properties(Map<String, Object> out) {}
 
   @Override
-  public void setPropertiesForFunction(Map<String, Object> properties) {}
+  void readProperties(Props in) {}
 }

@@ -6,18 +6,17 @@ import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.DynamicCustomOp;
 import org.nd4j.linalg.api.ops.OpContext;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 
 /** Backward of {@link SigmoidCrossEntropy}: {@code dL/dx = (sigmoid(x) - y) * dL/dloss[row]}. */
-public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements JavaOp {
+public final class SigmoidCrossEntropyBp extends JavaOp {
   static final String OP_NAME = "dynembed_sigmoid_xent_bp";
 
   public SigmoidCrossEntropyBp() {}
 
   SigmoidCrossEntropyBp(SameDiff sd, SDVariable logits, SDVariable labels, SDVariable grad) {
-    super(null, sd, new SDVariable[] {logits, labels, grad}, false);
+    super(sd, logits, labels, grad);
   }
 
   @Override
@@ -26,7 +25,7 @@ public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements Java
   }
 
   @Override
-  public void exec(OpContext oc) {
+  void exec(OpContext oc, GraphTables graph) {
     INDArray xs = oc.getInputArray(0);
     INDArray ys = oc.getInputArray(1);
     SigmoidCrossEntropy.checkShapes(xs, ys, OP_NAME);
@@ -61,13 +60,13 @@ public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements Java
   }
 
   @Override
-  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+  List<LongShapeDescriptor> outputShapes(OpContext oc) {
     INDArray x = oc.getInputArray(0);
     return List.of(LongShapeDescriptor.fromShape(x.shape(), x.dataType()));
   }
 
   @Override
-  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+  List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(0));
   }
 
@@ -77,15 +76,8 @@ public final class SigmoidCrossEntropyBp extends DynamicCustomOp implements Java
   }
 
   @Override
-  public List<SDVariable> doDiff(List<SDVariable> grads) {
-    throw new UnsupportedOperationException("second derivatives of sigmoid cross-entropy");
-  }
+  void properties(Map<String, Object> out) {}
 
   @Override
-  public Map<String, Object> propertiesForFunction() {
-    return Map.of();
-  }
-
-  @Override
-  public void setPropertiesForFunction(Map<String, Object> properties) {}
+  void readProperties(Props in) {}
 }

@@ -44,6 +44,23 @@ public final class StringIndex {
     return size - 1;
   }
 
+  /** The id of {@code key}, or -1 if it was never added. */
+  public int indexOf(String key) {
+    int mask = slots.length - 1;
+    int h = key.hashCode();
+    int i = (h ^ (h >>> 16)) & mask;
+    while (true) {
+      int id = slots[i] - 1;
+      if (id < 0) {
+        return -1;
+      }
+      if (keys[id].equals(key)) {
+        return id;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
   public int size() {
     return size;
   }

@@ -5,14 +5,12 @@ import dev.dynembed.table.client.TopKResult;
 import dev.dynembed.table.v1.Metric;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.api.ops.DynamicCustomOp;
 import org.nd4j.linalg.api.ops.OpContext;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 import org.nd4j.linalg.factory.Nd4j;
@@ -22,9 +20,9 @@ import org.nd4j.linalg.factory.Nd4j;
  * whole table (every shard) with the highest score per query, best first. {@code w = dim}, or
  * {@code dim - 1} with the "[c, 1]" bias option (rows' last column is a bias). Inference only (no
  * gradient). When the table holds fewer than k keys the tail is padded with key "" and score
- * -Infinity.
+ * -Infinity. It has no gradient.
  */
-public final class TopK extends DynamicCustomOp implements JavaOp {
+public final class TopK extends JavaOp {
   static final String OP_NAME = "dynembed_top_k";
 
   private String table;
@@ -35,7 +33,7 @@ public final class TopK extends DynamicCustomOp implements JavaOp {
   public TopK() {}
 
   TopK(SameDiff sd, SDVariable query, String table, int k, boolean biasLastDim, boolean cosine) {
-    super(null, sd, new SDVariable[] {query}, false);
+    super(sd, query);
     this.table = table;
     this.k = k;
     this.biasLastDim = biasLastDim;
@@ -48,7 +46,7 @@ public final class TopK extends DynamicCustomOp implements JavaOp {
   }
 
   @Override
-  public void exec(OpContext oc) {
+  void exec(OpContext oc, GraphTables graph) {
     INDArray q = oc.getInputArray(0);
     if (q.rank() != 2) {
       throw new IllegalArgumentException(OP_NAME + ": query must be [b, w] but was "
@@ -56,7 +54,7 @@ public final class TopK extends DynamicCustomOp implements JavaOp {
     }
     int b = (int) q.size(0);
     float[] queries = q.castTo(DataType.FLOAT).dup('c').data().asFloat();
-    TopKResult r = Tables.get(table).topK(queries, b, k,
+    TopKResult r = graph.table(table).topK(queries, b, k,
         new TopKOptions(biasLastDim, cosine ? Metric.COSINE : Metric.DOT, List.of()));
     List<String> keys = new ArrayList<>(b * k);
     float[] scores = new float[b * k];
@@ -72,14 +70,14 @@ public final class TopK extends DynamicCustomOp implements JavaOp {
   }
 
   @Override
-  public List<LongShapeDescriptor> calculateOutputShape(OpContext oc) {
+  List<LongShapeDescriptor> outputShapes(OpContext oc) {
     long b = oc.getInputArray(0).size(0);
     return List.of(LongShapeDescriptor.fromShape(new long[] {b, k}, DataType.UTF8),
         LongShapeDescriptor.fromShape(new long[] {b, k}, DataType.FLOAT));
   }
 
   @Override
-  public List<DataType> calculateOutputDataTypes(List<DataType> inputs) {
+  List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(DataType.UTF8, DataType.FLOAT);
   }
 
@@ -89,25 +87,18 @@ public final class TopK extends DynamicCustomOp implements JavaOp {
   }
 
   @Override
-  public List<SDVariable> doDiff(List<SDVariable> grads) {
-    throw new UnsupportedOperationException("topK is inference only: it has no gradient");
+  void properties(Map<String, Object> out) {
+    out.put("table", table);
+    out.put("k", (long) k);
+    out.put("biasLastDim", biasLastDim);
+    out.put("cosine", cosine);
   }
 
   @Override
-  public Map<String, Object> propertiesForFunction() {
-    Map<String, Object> m = new LinkedHashMap<>();
-    m.put("table", table);
-    m.put("k", (long) k);
-    m.put("biasLastDim", biasLastDim);
-    m.put("cosine", cosine);
-    return m;
-  }
-
-  @Override
-  public void setPropertiesForFunction(Map<String, Object> m) {
-    table = (String) m.get("table");
-    k = ((Number) m.get("k")).intValue();
-    biasLastDim = (Boolean) m.get("biasLastDim");
-    cosine = (Boolean) m.get("cosine");
+  void readProperties(Props in) {
+    table = in.string("table");
+    k = in.integer("k");
+    biasLastDim = in.bool("biasLastDim");
+    cosine = in.bool("cosine");
   }
 }

@@ -83,7 +83,7 @@ class DynamicEmbeddingLookupTest {
         }
       }
       long updates = emb.describe().getCounters().getUpdates();
-      sd.calculateGradients(ph, "w", DynEmbed.handleName(emb));
+      sd.calculateGradients(ph, "w", DynEmbed.handleName(sd, emb));
       // one gradient row per key: a's two uses summed (2 w), b and c once (w)
       assertEquals(updates + 3, emb.describe().getCounters().getUpdates());
       float[] after = emb.find("a", "b", "c").rows();
@@ -122,8 +122,8 @@ class DynamicEmbeddingLookupTest {
       Map<String, INDArray> ph = Map.of("keys", Nd4j.create("known", "never-seen"));
       INDArray out = sd.output(ph, "rows").get("rows");
       assertArrayEquals(new float[] {known[0], known[1], 0f, 0f}, out.data().asFloat());
-      Map<String, INDArray> g = sd.calculateGradients(ph, DynEmbed.handleName(emb));
-      assertEquals(0.0, g.get(DynEmbed.handleName(emb)).getDouble(0));
+      Map<String, INDArray> g = sd.calculateGradients(ph, DynEmbed.handleName(sd, emb));
+      assertEquals(0.0, g.get(DynEmbed.handleName(sd, emb)).getDouble(0));
       assertEquals(1, emb.describe().getCounters().getKeys());          // nothing created
       assertArrayEquals(known, emb.find("known").rows());               // nothing updated
       assertEquals(0, emb.describe().getCounters().getUpdates());

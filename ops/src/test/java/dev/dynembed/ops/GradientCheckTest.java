@@ -38,7 +38,7 @@ class GradientCheckTest {
     sd.setLossVariables(loss);
     Map<String, INDArray> ph = Map.of("keys", Strings.matrix(batch));
 
-    sd.calculateGradients(ph, DynEmbed.handleName(table));
+    sd.calculateGradients(ph, DynEmbed.handleName(sd, table));
     double eps = 1.0 / 1024; // exact in float for |row| < 2^13: the nudge itself is lossless
     for (String k : vocab) {
       for (int j = 0; j < dim; j++) {

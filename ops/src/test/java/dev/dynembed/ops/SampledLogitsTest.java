@@ -35,7 +35,7 @@ class SampledLogitsTest {
     final SDVariable act;
     final SDVariable[] out;
     final Map<String, INDArray> ph;
-    final String tableName;
+    final ProbeTable table;
 
     Graph(EmbeddingTableRef t, String[][] pos, double[][] mask, boolean hits, boolean logQ,
         DataType type) {
@@ -45,11 +45,17 @@ class SampledLogitsTest {
     Graph(EmbeddingTableRef t, String[][] pos, double[][] mask, boolean hits, boolean logQ,
         DataType type, int numSampled, boolean perExample) {
       act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, D).subi(0.5).castTo(type));
-      tableName = t.table.name();
+      table = t.table;
       SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
       SDVariable m = sd.placeHolder("mask", type, 2, 3);
-      out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t.table, new DynEmbed.Sampling(
-          numSampled, SamplerKind.UNIGRAM_SAMPLER, 0.75f, hits, logQ, 1, perExample, true));
+      Sampling.Builder sampling = Sampling.builder(numSampled).seed(1).logQCorrection(logQ);
+      if (!hits) {
+        sampling.keepAccidentalHits();
+      }
+      if (perExample) {
+        sampling.perExample(0);
+      }
+      out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t.table, sampling.build());
       SDVariable loss = sd.loss().sigmoidCrossEntropy("loss", out[1], out[0], null);
       sd.setLossVariables(loss);
       ph = Map.of("pos", Strings.matrix(pos), "mask", Nd4j.createFromArray(mask).castTo(type));
@@ -118,35 +124,34 @@ class SampledLogitsTest {
     SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
     SDVariable m = sd.placeHolder("mask", DataType.DOUBLE, 2, 3);
     // S = 3 per example from a pool of 2 draws: the probe draws a, x
-    SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t, new DynEmbed.Sampling(
-        3, SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false, 1, true, true, 2));
+    SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t,
+        Sampling.builder(3).seed(1).perExample(2).build());
+    GraphTables.of(sd).setDetachedSettings(0f, 5, 0, true); // draws of step 5, stream 0
+    long drawSeed = 1 + 0x9E3779B97F4A7C15L * 6;
     INDArray logits = sd.output(Map.of("pos", Strings.matrix(positives), "mask",
         Nd4j.createFromArray(mask)), out[0].name()).get(out[0].name());
     assertEquals(3 + 3, logits.columns());
+    String[] pool = {"a", "x"};
     java.util.Set<String> seen = new java.util.HashSet<>();
     for (int e = 0; e < 2; e++) {
       double[] a = act.getArr().getRow(e).toDoubleVector();
       for (int k = 0; k < 3; k++) {
+        // candidate (e, k) is the pooled draw its pick names, a function of (seed, position)
+        String key = pool[SampledLogits.pick(drawSeed, e * 3 + k, 2)];
+        seen.add(key);
         double v = logits.getDouble(e, 3 + k);
-        if (v == SampledLogits.MASKED) {
-          assertEquals(0, e, "only example 0 has 'a' among its positives");
-          seen.add("a");
+        if (e == 0 && key.equals("a")) {
+          assertEquals(SampledLogits.MASKED, v, "'a' is example 0's positive: an accidental hit");
           continue;
         }
-        String match = null;
-        for (String key : new String[] {"a", "x"}) {
-          double dot = 0;
-          for (int j = 0; j < D; j++) {
-            dot += a[j] * t.row(key)[j];
-          }
-          if (Math.abs(dot - v) < 1e-9) {
-            match = key;
-          }
+        double dot = 0;
+        for (int j = 0; j < D; j++) {
+          dot += a[j] * t.row(key)[j];
         }
-        assertTrue(match != null, "candidate " + e + "," + k + " is not one of the pooled draws");
-        seen.add(match);
+        assertEquals(dot, v, 1e-9, "candidate " + e + "," + k + " must be pooled draw " + key);
       }
     }
+    assertEquals(java.util.Set.of("a", "x"), seen, "the six picks use both pooled draws");
   }
 
   @Test
@@ -175,8 +180,9 @@ class SampledLogitsTest {
   }
 
   private void checkBackward(Graph g) {
-    ProbeTable t = (ProbeTable) Tables.get(g.tableName);
-    INDArray dAct = g.sd.calculateGradients(g.ph, "act", DynEmbed.handleName(t)).get("act").dup();
+    ProbeTable t = g.table;
+    INDArray dAct = g.sd.calculateGradients(g.ph, "act", DynEmbed.handleName(g.sd, t)).get("act")
+        .dup();
     double eps = 1.0 / 1024;
     INDArray act = g.act.getArr();
     for (int e = 0; e < 2; e++) {
@@ -229,13 +235,13 @@ class SampledLogitsTest {
     SDVariable act = sd.var("act", Nd4j.rand(DataType.DOUBLE, 2, dim).subi(0.5).castTo(type));
     SDVariable p = sd.placeHolder("pos", DataType.UTF8, 2, 3);
     SDVariable m = sd.placeHolder("mask", type, 2, 3);
-    SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t, 4,
-        SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false, 1);
+    SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t,
+        Sampling.builder(4).seed(1).build());
     sd.setLossVariables(out[0].sum().rename("loss"));
     Map<String, INDArray> ph = Map.of("pos", Strings.matrix(positives),
         "mask", Nd4j.createFromArray(mask).castTo(type));
     INDArray logits = sd.output(ph, out[0].name()).get(out[0].name());
-    INDArray dAct = sd.calculateGradients(ph, "act", DynEmbed.handleName(t)).get("act");
+    INDArray dAct = sd.calculateGradients(ph, "act", DynEmbed.handleName(sd, t)).get("act");
     String[][] live = {{"a", "b", "x", "y", "x"}, {"c", "a", "x", "y", "x"}}; // unmasked candidates
     double[][] a = {act.getArr().getRow(0).toDoubleVector(), act.getArr().getRow(1).toDoubleVector()};
     Map<String, double[]> expectedRows = new java.util.HashMap<>();

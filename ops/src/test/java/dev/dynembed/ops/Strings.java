@@ -14,6 +14,6 @@ final class Strings {
     for (String[] row : keys) {
       flat.addAll(List.of(row));
     }
-    return Nd4j.create(flat, keys.length, keys[0].length);
+    return KeyArrays.of(flat, keys.length, keys[0].length);
   }
 }
