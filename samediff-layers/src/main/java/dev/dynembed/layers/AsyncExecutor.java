@@ -43,6 +43,18 @@ public final class AsyncExecutor {
   private int prefetch = 2;
 
   /**
+   * Pipelined steps on every thread (default off; see {@link Trainer#setPipelining}): while a
+   * thread computes a step, the table reads of its next batch (when that batch is already
+   * prepared) are in flight, and the step's gradients are applied while the next step runs.
+   */
+  public AsyncExecutor setPipelining(boolean on) {
+    for (Trainer t : trainers) {
+      t.setPipelining(on);
+    }
+    return this;
+  }
+
+  /**
    * Batches each training thread has prepared ahead (default 2; 0 = read on the training thread).
    * A producer thread per training thread runs the reader: its work (parsing, and any table calls
    * it makes, such as word2vec's counting) overlaps the current step's compute and table calls.
@@ -126,14 +138,38 @@ public final class AsyncExecutor {
       for (int i = 0; i < threads; i++) {
         Trainer trainer = trainers.get(i);
         if (prefetch == 0) {
-          done.add(pool.submit(() -> {
-            T item;
-            while ((item = queue.poll()) != null) {
-              for (Map<String, INDArray> batch : reader.read(item)) {
-                step(trainer, batch, (float) tableLearningRate.getAsDouble(), fetchVariables,
-                    sums, steps);
+          done.add(pool.submit(() -> { // the reader runs on the training thread
+            java.util.Iterator<Map<String, INDArray>> batches = new java.util.Iterator<>() {
+              private java.util.Iterator<Map<String, INDArray>> current =
+                  java.util.Collections.emptyIterator();
+
+              @Override
+              public boolean hasNext() {
+                T item;
+                while (!current.hasNext() && (item = queue.poll()) != null) {
+                  current = reader.read(item).iterator();
+                }
+                return current.hasNext();
               }
+
+              @Override
+              public Map<String, INDArray> next() {
+                return current.next();
+              }
+            };
+            if (!batches.hasNext()) {
+              return null;
             }
+            Item cur = new Item(batches.next(), (float) tableLearningRate.getAsDouble(), null);
+            while (cur != null) {
+              Item next = !trainer.pipelining() || !batches.hasNext() ? null
+                  : new Item(batches.next(), (float) tableLearningRate.getAsDouble(), null);
+              step(trainer, cur, next, fetchVariables, sums, steps);
+              cur = next != null ? next : batches.hasNext()
+                  ? new Item(batches.next(), (float) tableLearningRate.getAsDouble(), null)
+                  : null;
+            }
+            trainer.flush();
             return null;
           }));
           continue;
@@ -165,15 +201,20 @@ public final class AsyncExecutor {
         });
         done.add(pool.submit(() -> { // consumer: trains on the prepared batches
           try {
+            Item cur = ahead.take();
             while (true) {
-              Item it = ahead.take();
-              if (it.error() != null) {
-                throw it.error();
+              if (cur.error() != null) {
+                throw cur.error();
               }
-              if (it == Item.END) {
+              if (cur == Item.END) {
+                trainer.flush();
                 return null;
               }
-              step(trainer, it.batch(), it.rate(), fetchVariables, sums, steps);
+              // the next batch, if already prepared: its reads overlap this step (pipelining)
+              Item next = trainer.pipelining() ? ahead.poll() : null;
+              step(trainer, cur, next == null || next.batch() == null ? null : next,
+                  fetchVariables, sums, steps);
+              cur = next != null ? next : ahead.take();
             }
           } catch (RuntimeException e) {
             failed.set(true);
@@ -202,10 +243,14 @@ public final class AsyncExecutor {
     return new RunResult(averages, n, (System.nanoTime() - start) / 1e9);
   }
 
-  /** One training step; its fetched values go into the run's sums. */
-  private static void step(Trainer trainer, Map<String, INDArray> batch, float rate,
-      List<String> fetch, Map<String, DoubleAdder> sums, AtomicLong steps) {
-    Map<String, Double> f = trainer.step(batch, rate, fetch);
+  /**
+   * One training step; its fetched values go into the run's sums. {@code next}, when known, is
+   * the batch this trainer takes next (its reads are sent during this step if pipelining).
+   */
+  private static void step(Trainer trainer, Item cur, Item next, List<String> fetch,
+      Map<String, DoubleAdder> sums, AtomicLong steps) {
+    Map<String, Double> f = next == null ? trainer.step(cur.batch(), cur.rate(), fetch)
+        : trainer.step(cur.batch(), cur.rate(), fetch, next.batch(), next.rate());
     f.forEach((k, v) -> sums.computeIfAbsent(k, x -> new DoubleAdder()).add(v));
     steps.incrementAndGet();
   }

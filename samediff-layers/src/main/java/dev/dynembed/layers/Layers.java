@@ -1,8 +1,8 @@
 package dev.dynembed.layers;
 
 import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.ops.Sampling;
 import dev.dynembed.table.client.EmbeddingTable;
-import dev.dynembed.table.v1.SamplerKind;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 
@@ -55,16 +55,26 @@ public final class Layers {
   /**
    * Sampled softmax loss (Jean et al. 2015): softmax over each example's positives and S sampled
    * keys of the output table, with accidental hits removed and the logQ correction; several
-   * positives per example share the label mass equally. Mean over the batch.
+   * positives per example share the label mass equally. Mean over the batch. Candidates are drawn
+   * by the unigram^0.75 sampler with {@code seed} ({@link Sampling}'s defaults).
    *
    * @param activations FLOAT [b, dim of table]
    * @param positives UTF8 [b, P], padded; {@code mask} FLOAT [b, P]
    */
   public SDVariable sampledSoftmaxLoss(String name, SDVariable activations, SDVariable positives,
-      SDVariable mask, EmbeddingTable table, int numSampled, SamplerKind sampler, float alpha,
-      long seed) {
-    SDVariable[] out = ops.sampledLogits(name, activations, positives, mask, table, numSampled,
-        sampler, alpha, true, true, seed);
+      SDVariable mask, EmbeddingTable table, int numSampled, long seed) {
+    return sampledSoftmaxLoss(name, activations, positives, mask, table,
+        Sampling.builder(numSampled).logQCorrection(true).seed(seed).build());
+  }
+
+  /**
+   * As above, with every sampling option; {@code sampling} should keep the logQ correction on
+   * ({@link Sampling.Builder#logQCorrection}), which makes the sampled softmax an unbiased
+   * estimate of the full one.
+   */
+  public SDVariable sampledSoftmaxLoss(String name, SDVariable activations, SDVariable positives,
+      SDVariable mask, EmbeddingTable table, Sampling sampling) {
+    SDVariable[] out = ops.sampledLogits(name, activations, positives, mask, table, sampling);
     // softmax cross-entropy per example with the label mass shared by its positives:
     // logsumexp(x) - sum(y x) / max(sum(y), 1), then the batch mean. Built from plain ops: the
     // backward of ND4J M2.1's loss ops ignores the gradient flowing into them, so any scaling after
@@ -78,23 +88,23 @@ public final class Layers {
 
   /**
    * Negative-sampling loss (word2vec): {@code -log sigma(a . w_pos) - sum_neg log sigma(-a .
-   * w_neg)} per example, summed over its positives and S sampled negatives, mean over the batch.
-   * No logQ correction (as in word2vec); accidental hits removed.
+   * w_neg)} per example, summed over its positives and S negatives drawn by the unigram^0.75
+   * sampler with {@code seed}, mean over the batch. No logQ correction (as in word2vec);
+   * accidental hits removed.
    */
   public SDVariable negativeSamplingLoss(String name, SDVariable activations,
-      SDVariable positives, SDVariable mask, EmbeddingTable table, int numSampled,
-      SamplerKind sampler, float alpha, long seed) {
-    return negativeSamplingLoss(name, activations, positives, mask, table, new DynEmbed.Sampling(
-        numSampled, sampler, alpha, true, false, seed, false, true), false);
+      SDVariable positives, SDVariable mask, EmbeddingTable table, int numSampled, long seed) {
+    return negativeSamplingLoss(name, activations, positives, mask, table,
+        Sampling.builder(numSampled).seed(seed).build(), false);
   }
 
   /**
-   * Negative-sampling loss with every sampling option ({@link DynEmbed.Sampling}: word2vec draws
-   * per example); {@code sumOverBatch} sums instead of averaging, so the table's learning rate is
-   * the per-example rate of word2vec's SGD.
+   * Negative-sampling loss with every sampling option ({@link Sampling}: word2vec draws per
+   * example from a pool); {@code sumOverBatch} sums instead of averaging, so the table's learning
+   * rate is the per-example rate of word2vec's SGD.
    */
   public SDVariable negativeSamplingLoss(String name, SDVariable activations,
-      SDVariable positives, SDVariable mask, EmbeddingTable table, DynEmbed.Sampling sampling,
+      SDVariable positives, SDVariable mask, EmbeddingTable table, Sampling sampling,
       boolean sumOverBatch) {
     SDVariable[] out = ops.sampledLogits(name, activations, positives, mask, table, sampling);
     // sigmoid cross-entropy summed over each example's candidates, in one Java op (the same

@@ -1,9 +1,10 @@
 package dev.dynembed.layers;
 
-import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.ops.GraphTables;
 import dev.dynembed.ops.StepArrays;
-import dev.dynembed.ops.StepContext;
+import dev.dynembed.ops.TableStep;
 import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.TableReads;
 import java.io.IOException;
 import java.io.Reader;
 import java.io.UncheckedIOException;
@@ -17,6 +18,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
@@ -34,7 +36,20 @@ import org.nd4j.linalg.learning.config.IUpdater;
  *
  * <p>Not thread-safe: one trainer per thread (the asynchronous executor gives each thread its
  * own). Checkpoints ({@link #save}, {@link #restore}) hold the dense variables, the updater state
- * and every table under one step id; {@code save} runs between steps, so no step is in flight.
+ * and every table under one step id; {@code save} runs between steps, with no gradient in flight.
+ *
+ * <h2>Table traffic of a step</h2>
+ *
+ * The reads of a step's table ops go out together (one {@code Read} call per shard for all of
+ * them) and its gradients too (one {@code Write} call per shard, once the graph has run). With
+ * {@link #setPipelining pipelining} on (docs/design/0007-pipelined-steps.md), {@link #step(Map,
+ * float, List, Map, float)} sends the <em>next</em> step's reads before computing the current
+ * one, and does not wait for the current step's gradients to be applied: at most one step's
+ * reads are in flight ahead, and one step's gradients behind. The next step's rows then miss the
+ * current step's updates (bounded staleness of one step per trainer, the Hogwild trade-off
+ * across steps): they are sent once the previous step's gradients are applied. With
+ * pipelining off (the default), every step reads after the previous step's gradients were
+ * applied, so a single-thread run is reproducible bit for bit.
  */
 public final class Trainer {
   /** Told after every step. */
@@ -60,6 +75,15 @@ public final class Trainer {
   private int epoch;
   private long step;
   private int stream;
+  private final GraphTables graphTables;
+  private boolean pipelining;
+  /** The next step, its reads in flight (pipelining), and the feeds they were planned from. */
+  private TableStep planned;
+  private Map<String, INDArray> plannedFeeds;
+  /** Completes when the planned step's reads are answered. */
+  private CompletableFuture<Void> plannedReadsDone;
+  /** The last step's gradients, in flight (pipelining). */
+  private CompletableFuture<Void> pendingWrites = CompletableFuture.completedFuture(null);
 
   /**
    * @param lossName the graph's scalar loss variable
@@ -76,9 +100,10 @@ public final class Trainer {
     // the gradient is of this loss alone: SameDiff would otherwise take every scalar leaf of the
     // graph as a loss (a reported per-example mean, say) and differentiate their sum
     sd.setLossVariables(lossName);
+    this.graphTables = GraphTables.of(sd);
     List<String> handles = new ArrayList<>();
     for (EmbeddingTable t : tables) {
-      String h = DynEmbed.handleName(t);
+      String h = graphTables.handleName(t); // IllegalArgumentException if the graph lacks it
       if (!sd.hasVariable(h)) {
         throw new IllegalArgumentException("the graph does not use table '" + t.name() + "'");
       }
@@ -96,6 +121,20 @@ public final class Trainer {
     }
     gradientNames.addAll(dense);
     gradientNames.addAll(handles);
+  }
+
+  /**
+   * Pipelined steps (default off): each step sends the next step's table reads before it
+   * computes and leaves its gradients in flight while the next step runs (see the class
+   * documentation for the staleness bound).
+   */
+  public Trainer setPipelining(boolean on) {
+    this.pipelining = on;
+    return this;
+  }
+
+  public boolean pipelining() {
+    return pipelining;
   }
 
   /** Sets the sampling stream (the executor gives each thread its own). */
@@ -154,9 +193,49 @@ public final class Trainer {
    */
   public Map<String, Double> step(Map<String, INDArray> feeds, float tableLearningRate,
       List<String> fetch) {
+    return step(feeds, tableLearningRate, fetch, null, 0f);
+  }
+
+  /**
+   * One step that, with pipelining on, also sends the table reads of the next step (the one for
+   * {@code nextFeeds}) before computing this one. The next call must then pass exactly {@code
+   * nextFeeds} (the same map) to use those reads; a step called with other feeds reads afresh.
+   *
+   * @param nextFeeds the next step's feeds, or null when not known (ignored without pipelining)
+   * @param nextTableLearningRate the next step's table learning rate
+   */
+  public Map<String, Double> step(Map<String, INDArray> feeds, float tableLearningRate,
+      List<String> fetch, Map<String, INDArray> nextFeeds, float nextTableLearningRate) {
     long s = ++step;
-    for (EmbeddingTable t : tables) {
-      StepContext.set(t.name(), tableLearningRate, s, stream);
+    TableStep ts = planned != null && plannedFeeds == feeds && planned.step() == s
+        && planned.learningRate() == tableLearningRate ? planned : null;
+    CompletableFuture<Void> currentReads = ts != null ? plannedReadsDone : DONE;
+    planned = null;
+    plannedFeeds = null;
+    plannedReadsDone = null;
+    boolean ahead = pipelining && nextFeeds != null;
+    if (ts == null) {
+      ts = graphTables.newStep(s, tableLearningRate, stream);
+      // reads its ops make themselves wait for the gradients still in flight
+      ts.plannedAfter(null, pendingWrites);
+      if (ahead) { // this step's reads go first, so that the next step's come after them
+        currentReads = sendAfter(pendingWrites, ts, feeds);
+      }
+    }
+    CompletableFuture<Void> nextReadsDone = null;
+    if (ahead) {
+      // The next step's reads go out as soon as the previous step's gradients are applied (not
+      // when they are sent: gRPC does not order separate calls, so a read could overtake them)
+      // and this step's reads are answered, while this step computes. They miss this step's
+      // updates only, which the next step's ops replay on the rows they read (read my writes).
+      TableStep next = graphTables.newStep(s + 1, nextTableLearningRate, stream);
+      nextReadsDone = sendAfter(CompletableFuture.allOf(pendingWrites, currentReads), next,
+          nextFeeds);
+      if (nextReadsDone != null) {
+        planned = next;
+        plannedFeeds = nextFeeds;
+        plannedReadsDone = nextReadsDone;
+      }
     }
     List<String> outputs = new ArrayList<>(fetch);
     if (!outputs.contains(lossName)) {
@@ -173,7 +252,31 @@ public final class Trainer {
     // updates applied (StepArrays)
     StepArrays.begin();
     try {
-      OutAndGrad r = sd.calculateGradientsAndOutputs(feeds, outputs, gradientNames);
+      OutAndGrad r;
+      graphTables.begin(ts);
+      try {
+        r = sd.calculateGradientsAndOutputs(feeds, outputs, gradientNames);
+      } finally {
+        graphTables.end(ts);
+      }
+      // The step's gradients of every table: one call per shard. With pipelining they go once
+      // the next step's reads are answered (so that those miss exactly these updates, which the
+      // next step replays), the previous step's must be applied (one step in flight), and these
+      // are not awaited.
+      if (nextReadsDone != null) {
+        nextReadsDone.join();
+      }
+      CompletableFuture<Void> writes = ts.submitWrites();
+      if (pipelining) {
+        TableReads.join(pendingWrites);
+        pendingWrites = writes;
+        if (planned != null) {
+          planned.plannedAfter(ts, writes);
+        }
+      } else {
+        TableReads.join(writes);
+      }
+      ts.release();
       for (String name : dense) {
         INDArray g = r.getGradients().get(name);
         if (g == null) {
@@ -212,6 +315,41 @@ public final class Trainer {
     }
   }
 
+  private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
+
+  /**
+   * Plans the reads of {@code step}'s ops for {@code feeds} and sends them once {@code after} has
+   * completed (whatever its outcome: a failure shows where it is awaited).
+   *
+   * @return completes when the reads are answered (or failed); null when nothing was planned
+   */
+  private CompletableFuture<Void> sendAfter(CompletableFuture<?> after, TableStep step,
+      Map<String, INDArray> feeds) {
+    TableReads reads = new TableReads();
+    int ops;
+    try {
+      ops = graphTables.plan(step, feeds, reads);
+    } catch (RuntimeException e) {
+      return null; // bad feeds: the step reports it when it runs (its ops read themselves)
+    }
+    if (ops == 0) {
+      return null;
+    }
+    CompletableFuture<Void> done = new CompletableFuture<>();
+    after.whenComplete((v, failure) -> reads.submit().whenComplete((r, e) -> done.complete(null)));
+    return done;
+  }
+
+  /**
+   * Waits until the gradients of every step taken are applied (pipelining leaves the last step's
+   * in flight); a failure of those writes is thrown here. Reads planned for a next step are kept.
+   */
+  public void flush() {
+    CompletableFuture<Void> w = pendingWrites;
+    pendingWrites = CompletableFuture.completedFuture(null);
+    TableReads.join(w);
+  }
+
   /**
    * Writes dense variables, updater state and every table under {@code dir} (replaced if it
    * exists), with a manifest written last. Table checkpoints go to {@code dir/tables}, which every
@@ -226,6 +364,7 @@ public final class Trainer {
    * manifest, so that it is replaced atomically with the rest; {@link #restore} returns it.
    */
   public void save(Path dir, Map<String, String> extra) {
+    flush();
     Path target = dir.toAbsolutePath().normalize();
     Path tmp = target.resolveSibling(target.getFileName() + ".tmp");
     try {
@@ -303,6 +442,10 @@ public final class Trainer {
   }
 
   private void restore(Path dir, Properties m) {
+    flush();
+    planned = null; // reads made before the restore would be of the old rows
+    plannedFeeds = null;
+    plannedReadsDone = null;
     Path src = dir.toAbsolutePath().normalize();
     if (!String.valueOf(FORMAT_VERSION).equals(m.getProperty("format_version"))) {
       throw new IllegalStateException("checkpoint " + src + " has format version "

@@ -81,8 +81,7 @@ class AsyncExecutorTest {
     SDVariable bag = layers.embeddingBag("bag", ctx, ctxMask, in, Combiner.MEAN, true);
     Nd4j.getRandom().setSeed(21);
     SDVariable w = sd.var("w", Nd4j.rand(DataType.FLOAT, D, D).subi(0.5).muli(0.5));
-    layers.negativeSamplingLoss("loss", bag.mmul(w), target, targetMask, out, 4,
-        SamplerKind.UNIGRAM_SAMPLER, 0.75f, 5);
+    layers.negativeSamplingLoss("loss", bag.mmul(w), target, targetMask, out, 4, 5);
     return new Trainer(sd, "loss", new Sgd(0.5), List.of(in, out));
   }
 

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.dynembed.ops.DynEmbed;
+import dev.dynembed.ops.KeyArrays;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
@@ -62,8 +63,7 @@ class TrainerTest {
       SDVariable w = sd.var("w", Nd4j.rand(DataType.FLOAT, D, D).subi(0.5)
           .muli(0.5));
       SDVariable h = sd.math().tanh(bag.mmul(w));
-      SDVariable loss = layers.negativeSamplingLoss("loss", h, target, targetMask, out, 5,
-          SamplerKind.UNIGRAM_SAMPLER, 0.75f, 77);
+      SDVariable loss = layers.negativeSamplingLoss("loss", h, target, targetMask, out, 5, 77);
       if (extraScalar) {
         sd.updateVariableNameAndReference(loss.mul(100.0).add(h.mean()), "reported");
       }
@@ -86,8 +86,8 @@ class TrainerTest {
       for (float[] row : tmask) {
         row[0] = 1f;
       }
-      return Map.of("ctx", Nd4j.create(ctx, B, S), "ctxMask", Nd4j.createFromArray(mask),
-          "target", Nd4j.create(target, B, 1), "targetMask", Nd4j.createFromArray(tmask));
+      return Map.of("ctx", KeyArrays.of(ctx, B, S), "ctxMask", Nd4j.createFromArray(mask),
+          "target", KeyArrays.of(target, B, 1), "targetMask", Nd4j.createFromArray(tmask));
     }
 
     float[] state() {
@@ -269,7 +269,7 @@ class TrainerTest {
         SDVariable k = sd.placeHolder("k", DataType.UTF8, -1, 3);
         SDVariable mask = sd.placeHolder("m", DataType.FLOAT, -1, 3);
         new Layers(sd).embeddingBag("bag", k, mask, t, c, false);
-        INDArray out = sd.output(Map.of("k", Nd4j.create(List.of("a", "b", "c", "c", "a", "a"), 2, 3),
+        INDArray out = sd.output(Map.of("k", KeyArrays.of(List.of("a", "b", "c", "c", "a", "a"), 2, 3),
             "m", Nd4j.createFromArray(new float[][] {{1, 1, 0}, {0, 0, 0}})), "bag").get("bag");
         float[] sum = {r[0] + r[2], r[1] + r[3]};
         float div = c == Combiner.MEAN ? 2f : 1f;

@@ -3,14 +3,13 @@ package dev.dynembed.word2vec;
 import dev.dynembed.layers.AsyncExecutor;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
-import dev.dynembed.ops.DynEmbed;
 import dev.dynembed.ops.KeyArrays;
+import dev.dynembed.ops.Sampling;
 import dev.dynembed.ops.StringIndex;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.KeyCounts;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.common.TableConfigs;
-import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import java.nio.file.Files;
@@ -58,8 +57,23 @@ public final class Word2Vec {
   }
 
   /** The outcome of {@link #train}. */
+  /**
+   * @param aheadReads table-reading op runs whose reads were made ahead of their step
+   *     (pipelining); {@code ownReads} those that read when they ran
+   */
   public record Result(long tokens, long words, long pairs, double seconds, long vocabulary,
-      long skippedLongWords, List<double[]> lossCurve) {}
+      long skippedLongWords, List<double[]> lossCurve, long aheadReads, long ownReads) {}
+
+  /** Reads made ahead and made by the ops themselves, over every thread's graph. */
+  private long[] readCounts() {
+    long[] c = new long[2];
+    for (int i = 0; i < threads; i++) {
+      long[] t = dev.dynembed.ops.GraphTables.of(executor.trainer(i).graph()).plannedReadCounts();
+      c[0] += t[0];
+      c[1] += t[1];
+    }
+    return c;
+  }
 
   /**
    * Options of one {@link #train} call.
@@ -141,9 +155,10 @@ public final class Word2Vec {
     // keys were counted by the reader: the ops count nothing
     SDVariable h = layers.ops().dynamicEmbeddingLookup("h", centers, centerOf, in, true,
         DataType.FLOAT, false); // [b, dim]
-    SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out,
-        new DynEmbed.Sampling(cfg.negative(), SamplerKind.UNIGRAM_SAMPLER, 0.75f, true, false,
-            cfg.seed(), true, false, cfg.negativePool()), true); // summed: word2vec's per-pair rate
+    Sampling negatives = Sampling.builder(cfg.negative()).seed(cfg.seed())
+        .perExample(cfg.negativePool()).countPositives(false).build(); // the reader counts
+    SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out, negatives,
+        true); // summed: word2vec's per-pair rate
     sd.updateVariableNameAndReference(loss.div(mask.sum()), "loss_per_pair");
     return new Trainer(sd, "loss", new Sgd(0.0), List.of(in, out));
   }
@@ -155,6 +170,17 @@ public final class Word2Vec {
    */
   public Word2Vec setPrefetch(int batches) {
     executor.setPrefetch(batches);
+    return this;
+  }
+
+  /**
+   * Pipelined steps (see {@link AsyncExecutor#setPipelining}): each thread's next batch is read
+   * from the tables while its current batch computes, and its gradients are applied while the
+   * next step runs (a step's rows then miss the previous step's updates). Worth it with remote
+   * tables, where a step otherwise waits for every round trip; off by default.
+   */
+  public Word2Vec setPipelining(boolean on) {
+    executor.setPipelining(on);
     return this;
   }
 
@@ -272,8 +298,10 @@ public final class Word2Vec {
             save(ckpt, st, corpus, curve, false);
             lastCheckpoint = System.nanoTime();
             if (stop) {
+              long[] reads = readCounts();
               return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed,
-                  in.describe().getCounters().getKeys(), st.skippedLong.get(), curve);
+                  in.describe().getCounters().getKeys(), st.skippedLong.get(), curve, reads[0],
+                  reads[1]);
             }
             if (st.nextSplit == 0) {
               break; // the epoch was advanced above
@@ -303,8 +331,9 @@ public final class Word2Vec {
     save(ckpt, st, corpus, curve, true);
     progress.accept(new Status(st.epoch, cfg.epochs(), 1, st.tokens.get(), st.words.get(),
         st.pairs.get(), st.elapsed, lastLoss[0], alpha.getAsDouble(), true));
+    long[] reads = readCounts();
     return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed, vocab,
-        st.skippedLong.get(), curve);
+        st.skippedLong.get(), curve, reads[0], reads[1]);
   }
 
   private void save(Path ckpt, State st, String corpus, List<double[]> curve, boolean complete) {

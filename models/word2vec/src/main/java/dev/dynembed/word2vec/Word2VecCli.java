@@ -1,9 +1,12 @@
 package dev.dynembed.word2vec;
 
+import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.client.SimulatedLatency;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.RowEncoding;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.io.UncheckedIOException;
@@ -77,6 +80,17 @@ public final class Word2VecCli {
     @Option(names = "--threads", defaultValue = "2") int threads;
     @Option(names = "--prefetch", defaultValue = "2", description = "batches each thread reads ahead (0 = none; a 1-thread run is then exactly reproducible)")
     int prefetch;
+    @Option(names = "--pipeline", defaultValue = "auto", description = "overlap each step's table"
+        + " reads and gradient writes with the neighbouring steps' compute: on, off, or auto (on"
+        + " with --table or --shards; default ${DEFAULT-VALUE})")
+    String pipeline;
+    @Option(names = "--wire-rows", defaultValue = "float32", description = "how rows travel from"
+        + " shards: float32, bfloat16 or float16 (16-bit halves the bytes; default"
+        + " ${DEFAULT-VALUE})")
+    String wireRows;
+    @Option(names = "--simulated-rtt-ms", defaultValue = "0", description = "benchmarks: add this"
+        + " many milliseconds of network round trip to every shard call (default 0)")
+    double simulatedRttMs;
     @Option(names = "--name", defaultValue = "w2v", description = "table name prefix (default ${DEFAULT-VALUE})") String name;
     @Option(names = "--table", description = "train against running shards: host:port,host:port,...")
     String table;
@@ -99,6 +113,27 @@ public final class Word2VecCli {
       if (table != null && shards > 0) {
         throw new CorpusException("--table and --shards exclude each other");
       }
+      if (!List.of("auto", "on", "off").contains(pipeline)) {
+        throw new CorpusException("--pipeline must be on, off or auto but was '" + pipeline + "'");
+      }
+      RowEncoding rowEncoding = switch (wireRows) {
+        case "float32" -> RowEncoding.FLOAT32;
+        case "bfloat16" -> RowEncoding.BFLOAT16;
+        case "float16" -> RowEncoding.FLOAT16;
+        default -> throw new CorpusException("--wire-rows must be float32, bfloat16 or float16"
+            + " but was '" + wireRows + "'");
+      };
+      boolean remote = shards > 0 || table != null;
+      boolean pipelined = pipeline.equals("on") || (pipeline.equals("auto") && remote);
+      if (!(simulatedRttMs >= 0 && simulatedRttMs <= 10_000)) {
+        throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
+            + simulatedRttMs);
+      }
+      ClientOptions.Builder clientOptions = ClientOptions.builder().rowEncoding(rowEncoding);
+      if (simulatedRttMs > 0) {
+        clientOptions.interceptors(List.of(new SimulatedLatency(
+            java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))));
+      }
       TextSplits.plan(input, 1); // check the files before starting anything
       Files.createDirectories(model);
       Path modelDir = model.toAbsolutePath().normalize();
@@ -106,18 +141,20 @@ public final class Word2VecCli {
       TableClient client;
       if (shards > 0) {
         procs = new LocalShardProcesses(shards, 0, modelDir, shardHeap, "");
-        client = TableClients.connect(procs.endpoints());
+        client = TableClients.connect(procs.endpoints(), clientOptions.build());
       } else if (table != null) {
-        client = TableClients.connect(TableClients.parseEndpoints(table));
+        client = TableClients.connect(TableClients.parseEndpoints(table), clientOptions.build());
       } else {
         client = TableClients.inProcess(modelDir);
       }
       String where = shards > 0 ? shards + " local shard processes"
           : table != null ? "shards " + table : "the in-process table";
-      System.err.printf("word2vec: training on %s with %s, %d threads%n", input, where, threads);
+      System.err.printf("word2vec: training on %s with %s, %d threads%s%n", input, where, threads,
+          pipelined ? ", pipelined steps" : "");
       Progress progress = new Progress(System.err, System.console() != null);
       try (client) {
-        Word2Vec w2v = new Word2Vec(cfg, client, threads).setPrefetch(prefetch);
+        Word2Vec w2v = new Word2Vec(cfg, client, threads).setPrefetch(prefetch)
+            .setPipelining(pipelined);
         Word2Vec.Result r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery,
             resume, overwrite), progress::update);
         LossCurve.write(modelDir, r.lossCurve(), String.format(Locale.ROOT,
@@ -130,12 +167,20 @@ public final class Word2VecCli {
         o.printf(Locale.ROOT, "vocabulary       %,d words (min-count %d)%n", r.vocabulary(),
             minCount);
         o.printf(Locale.ROOT, "time             %.1f s%n", r.seconds());
+        if (pipelined) {
+          o.printf(Locale.ROOT, "reads ahead      %,d of %,d table-op reads (pipelined)%n",
+              r.aheadReads(), r.aheadReads() + r.ownReads());
+        }
         o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
         o.printf(Locale.ROOT, "final loss       %.4f per pair%n",
             r.lossCurve().isEmpty() ? Double.NaN : r.lossCurve().get(r.lossCurve().size() - 1)[1]);
         o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,
             procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%d shards)",
                 procs.peakRssBytes() >> 20, shards));
+        double cpu = LocalShardProcesses.cpuSeconds(ProcessHandle.current().pid());
+        o.printf(Locale.ROOT, "cpu              %.1f s (this process, whole run)%s%n", cpu,
+            procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%d shards)",
+                procs.cpuSeconds(), shards));
         if (r.skippedLongWords() > 0) {
           o.printf(Locale.ROOT, "skipped          %,d words longer than %d bytes%n",
               r.skippedLongWords(), Word2Vec.MAX_WORD_BYTES);

@@ -80,8 +80,7 @@ public final class AsyncThroughput {
     SDVariable targetMask = sd.placeHolder("targetMask", DataType.FLOAT, -1, 1);
     SDVariable bag = layers.embeddingBag("bag", ctx, ctxMask, in, Combiner.MEAN, true);
     SDVariable scale = sd.var("scale", Nd4j.ones(DataType.FLOAT, 1, D));
-    layers.negativeSamplingLoss("loss", bag.mul(scale), target, targetMask, out, 5,
-        SamplerKind.UNIGRAM_SAMPLER, 0.75f, 3);
+    layers.negativeSamplingLoss("loss", bag.mul(scale), target, targetMask, out, 5, 3);
     return new Trainer(sd, "loss", new Sgd(0.01), List.of(in, out));
   }
 
