@@ -155,6 +155,9 @@ public final class TableStore {
     checkKeys(keys, "keys");
     int n = keys.size();
     for (int i = 0; i < n; i++) {
+      if ((i & (WARM_CHUNK - 1)) == 0) {
+        warm(keys, i, Math.min(n, i + WARM_CHUNK));
+      }
       int row = lookup(keys, i);
       if (row >= 0) {
         copyRow(row, out, i);
@@ -229,6 +232,9 @@ public final class TableStore {
     try {
       long added = 0;
       for (int i = 0; i < n; i++) {
+        if ((i & (WARM_CHUNK - 1)) == 0) {
+          warm(keys, i, Math.min(n, i + WARM_CHUNK));
+        }
         long occ = occurrences == null ? 1L : (long) occurrences[i];
         int row;
         if (minCount <= 1) {
@@ -518,6 +524,58 @@ public final class TableStore {
       s.lock.unlockRead(stamp);
     }
   }
+
+  /** Keys per {@link #warm} pass: their cache lines (~7 per key) fit in L2 together. */
+  static final int WARM_CHUNK = 128;
+
+  /**
+   * Brings the cache lines that looking up keys [from, to) will touch (index slot, key record,
+   * key bytes, row) into the cache, one kind at a time over the whole chunk: each pass's loads
+   * are independent of each other, so the core overlaps their misses, where a key-by-key lookup
+   * walks a chain of four dependent misses per key (slot, then record, then key bytes, then
+   * row) that out-of-order execution can hardly overlap across keys. Plain, racy reads: the
+   * result is only a cache state; {@link #lookup} still decides, validated, what a key's row is.
+   */
+  private void warm(PackedKeys keys, int from, int to) {
+    int len = to - from;
+    long[] refs = warmRefs.get();
+    long sink = 0;
+    for (int j = 0; j < len; j++) { // 1: the index slot of each key (its first probe)
+      long m = KeyHashing.mix(keys.hash(from + j));
+      long[] slots = segments[(int) (m >>> (64 - SEGMENT_BITS))].slots;
+      long e = slots[tagOf(m) & (slots.length - 1)];
+      refs[j] = tagOf(e) == tagOf(m) ? (int) e - 1 : -1; // candidate row (0 entry: -1)
+    }
+    long[][] mp = metaPages;
+    float[][] rp = rowPages;
+    for (int j = 0; j < len; j++) { // 2: the candidate row's key record, and the row itself
+      int row = (int) refs[j];
+      if (row >= 0 && (row >>> pageShift) < mp.length && (row >>> pageShift) < rp.length) {
+        refs[j] = mp[row >>> pageShift][(row & pageMask) * META + M_KEYREF];
+        float[] page = rp[row >>> pageShift];
+        int base = (row & pageMask) * rowFloats;
+        sink += Float.floatToRawIntBits(page[base]) + Float.floatToRawIntBits(page[base + dim - 1]);
+      } else {
+        refs[j] = 0;
+      }
+    }
+    byte[][] kp = keyPages;
+    for (int j = 0; j < len; j++) { // 3: the key bytes the lookup compares
+      long ref = refs[j];
+      if (ref > 0) {
+        long off = ref >>> 16;
+        int kpage = (int) (off / KEY_PAGE_BYTES);
+        if (kpage < kp.length) {
+          sink += kp[kpage][(int) (off % KEY_PAGE_BYTES)];
+        }
+      }
+    }
+    warmSink = sink; // keeps the loads from being removed as dead code
+  }
+
+  private final ThreadLocal<long[]> warmRefs = ThreadLocal.withInitial(() -> new long[WARM_CHUNK]);
+  @SuppressWarnings("unused")
+  private long warmSink;
 
   /** Row id of key i, created (from the initializer) if missing. */
   int lookupOrInsert(PackedKeys keys, int i) {
