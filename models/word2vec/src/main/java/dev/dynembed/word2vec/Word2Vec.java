@@ -60,9 +60,13 @@ public final class Word2Vec {
   /**
    * @param aheadReads table-reading op runs whose reads were made ahead of their step
    *     (pipelining); {@code ownReads} those that read when they ran
+   * @param lastEpochSeconds wall time of the last epoch this call trained (a figure of the
+   *     steady state: the JIT has compiled the hot paths by then), {@code lastEpochWords} its
+   *     words; both 0 if this call trained no whole epoch from its start
    */
   public record Result(long tokens, long words, long pairs, double seconds, long vocabulary,
-      long skippedLongWords, List<double[]> lossCurve, long aheadReads, long ownReads) {}
+      long skippedLongWords, List<double[]> lossCurve, long aheadReads, long ownReads,
+      double lastEpochSeconds, long lastEpochWords) {}
 
   /** Reads made ahead and made by the ops themselves, over every thread's graph. */
   private long[] readCounts() {
@@ -275,9 +279,15 @@ public final class Word2Vec {
     }, 1, 1, java.util.concurrent.TimeUnit.SECONDS);
     long lastCheckpoint = System.nanoTime();
     int rounds = 0;
+    long[] epochStart = {-1, 0}; // nanoTime and words at the start of the current epoch
+    double[] lastEpoch = {0, 0}; // seconds and words of the last whole epoch
     try {
       while (st.epoch < cfg.epochs()) {
         int epoch = st.epoch;
+        if (st.nextSplit == 0) {
+          epochStart[0] = System.nanoTime();
+          epochStart[1] = st.words.get();
+        }
         while (st.nextSplit < splits.size()) {
           List<TextSplits.Split> round = splits.subList(st.nextSplit,
               Math.min(splits.size(), st.nextSplit + threads));
@@ -301,7 +311,7 @@ public final class Word2Vec {
               long[] reads = readCounts();
               return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed,
                   in.describe().getCounters().getKeys(), st.skippedLong.get(), curve, reads[0],
-                  reads[1]);
+                  reads[1], lastEpoch[0], (long) lastEpoch[1]);
             }
             if (st.nextSplit == 0) {
               break; // the epoch was advanced above
@@ -311,6 +321,11 @@ public final class Word2Vec {
         if (st.nextSplit == splits.size()) {
           st.epoch++;
           st.nextSplit = 0;
+        }
+        if (epochStart[0] >= 0) {
+          lastEpoch[0] = (System.nanoTime() - epochStart[0]) / 1e9;
+          lastEpoch[1] = st.words.get() - epochStart[1];
+          epochStart[0] = -1;
         }
       }
     } finally {
@@ -333,7 +348,7 @@ public final class Word2Vec {
         st.pairs.get(), st.elapsed, lastLoss[0], alpha.getAsDouble(), true));
     long[] reads = readCounts();
     return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed, vocab,
-        st.skippedLong.get(), curve, reads[0], reads[1]);
+        st.skippedLong.get(), curve, reads[0], reads[1], lastEpoch[0], (long) lastEpoch[1]);
   }
 
   private void save(Path ckpt, State st, String corpus, List<double[]> curve, boolean complete) {

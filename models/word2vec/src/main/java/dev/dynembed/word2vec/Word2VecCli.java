@@ -172,6 +172,10 @@ public final class Word2VecCli {
               r.aheadReads(), r.aheadReads() + r.ownReads());
         }
         o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
+        if (r.lastEpochSeconds() > 0) {
+          o.printf(Locale.ROOT, "last epoch       %.1f s, %,.0f words/s (JIT warm)%n",
+              r.lastEpochSeconds(), r.lastEpochWords() / r.lastEpochSeconds());
+        }
         o.printf(Locale.ROOT, "final loss       %.4f per pair%n",
             r.lossCurve().isEmpty() ? Double.NaN : r.lossCurve().get(r.lossCurve().size() - 1)[1]);
         o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,

