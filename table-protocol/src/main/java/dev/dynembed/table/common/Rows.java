@@ -15,8 +15,9 @@ import java.nio.ShortBuffer;
  * {@code KernelBench}) and halve the bytes.
  *
  * <p>BFLOAT16 is the upper half of the float32 bits, rounded to nearest even (NaN stays NaN).
- * FLOAT16 is IEEE 754 binary16 with round to nearest even; values beyond its range become
- * infinities, which {@link #decode} callers reject as they reject any non-finite row.
+ * FLOAT16 is IEEE 754 binary16 with round to nearest even; a finite row value beyond its range
+ * (|x| &gt;= 65520, which would round to infinity) is refused when the row is written ({@link
+ * Writer}), with a message that names the value and the encodings that can carry it.
  */
 public final class Rows {
   private Rows() {}
@@ -143,7 +144,13 @@ public final class Rows {
         }
         default -> {
           for (int j = 0; j < n; j++) {
-            shorts.put(at + j, floatToFp16(src[off + j]));
+            short h = floatToFp16(src[off + j]);
+            if ((h & 0x7C00) == 0x7C00 && Float.isFinite(src[off + j])) {
+              throw TableException.invalid("a row value %s is beyond the range of FLOAT16 rows"
+                  + " (|x| < 65520); read this table with FLOAT32 or BFLOAT16 rows",
+                  src[off + j]);
+            }
+            shorts.put(at + j, h);
           }
         }
       }
