@@ -86,6 +86,8 @@ public final class TableBench implements Callable<Integer> {
   private float[] gradients;
   private final Map<String, Double> results = new LinkedHashMap<>();
   private final List<String> lines = new ArrayList<>();
+  /** The shard processes of the system being measured (their CPU is reported), or null. */
+  private LocalShardProcesses shardProcesses;
 
   public static void main(String[] args) {
     System.exit(new CommandLine(new TableBench()).execute(args));
@@ -120,8 +122,9 @@ public final class TableBench implements Callable<Integer> {
         (double) distinct / batches.size(), seconds, warmup, systemWarmup,
         System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(), wireRows,
         serverCpus == null ? "" : "; shards on CPUs " + serverCpus + " (taskset)"));
-    header("| system | op | rows/s | ms/batch |");
-    header("|---|---|---:|---:|");
+    // CPU ms per batch (user + system, from /proc): this process's, and the shard processes'
+    header("| system | op | rows/s | ms/batch | client CPU ms/batch | shards CPU ms/batch |");
+    header("|---|---|---:|---:|---:|---:|");
 
     if (!skipInProcess) {
       try (TableClient c = TableClients.inProcess(Files.createTempDirectory("bench"))) {
@@ -136,7 +139,9 @@ public final class TableBench implements Callable<Integer> {
           serverJavaOpts, launcher);
           TableClient c = TableClients.connect(s.endpoints(),
               ClientOptions.builder().rowEncoding(wireRows).build())) {
+        shardProcesses = s;
         ours(n + " shard" + (n > 1 ? "s" : "") + " (loopback)", c);
+        shardProcesses = null;
         lines.add(String.format(Locale.ROOT, "  server RSS with %d shard(s): %,d MB", n,
             s.rssBytes() >> 20));
       }
@@ -170,6 +175,9 @@ public final class TableBench implements Callable<Integer> {
     while (System.nanoTime() < end) {
       step.run(batches.get(b++ % batches.size()));
     }
+    long self = ProcessHandle.current().pid();
+    double clientCpu0 = LocalShardProcesses.cpuSeconds(self);
+    double serverCpu0 = shardProcesses == null ? 0 : shardProcesses.cpuSeconds();
     long start = System.nanoTime();
     end = start + (long) (seconds * 1e9);
     long n = 0;
@@ -179,11 +187,14 @@ public final class TableBench implements Callable<Integer> {
       n++;
       now = System.nanoTime();
     } while (now < end);
+    double clientCpu = (LocalShardProcesses.cpuSeconds(self) - clientCpu0) * 1e3 / n;
+    String serverCpu = shardProcesses == null ? "" : String.format(Locale.ROOT, "%.2f",
+        (shardProcesses.cpuSeconds() - serverCpu0) * 1e3 / n);
     double rowsPerSec = n * (double) batch / ((now - start) / 1e9);
     double msPerBatch = (now - start) / 1e6 / n;
     results.put(system + "|" + op, rowsPerSec);
-    String line = String.format(Locale.ROOT, "| %-22s | %-26s | %,14.0f | %8.2f |", system, op,
-        rowsPerSec, msPerBatch);
+    String line = String.format(Locale.ROOT, "| %-22s | %-26s | %,14.0f | %8.2f | %6.2f | %6s |",
+        system, op, rowsPerSec, msPerBatch, clientCpu, serverCpu);
     System.out.println(line);
     lines.add(line);
     return rowsPerSec;
