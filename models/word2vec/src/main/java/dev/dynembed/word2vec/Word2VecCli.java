@@ -82,7 +82,9 @@ public final class Word2VecCli {
     int prefetch;
     @Option(names = "--pipeline", defaultValue = "auto", description = "overlap each step's table"
         + " reads and gradient writes with the neighbouring steps' compute: on, off, or auto (on"
-        + " with --table or --shards; default ${DEFAULT-VALUE})")
+        + " with --table, whose shards run elsewhere; off in process and with --shards, whose"
+        + " shards share this machine's cores and gain nothing from the overlap; default"
+        + " ${DEFAULT-VALUE})")
     String pipeline;
     @Option(names = "--wire-rows", defaultValue = "float32", description = "how rows travel from"
         + " shards: float32, bfloat16 or float16 (16-bit halves the bytes; default"
@@ -123,8 +125,11 @@ public final class Word2VecCli {
         default -> throw new CorpusException("--wire-rows must be float32, bfloat16 or float16"
             + " but was '" + wireRows + "'");
       };
-      boolean remote = shards > 0 || table != null;
-      boolean pipelined = pipeline.equals("on") || (pipeline.equals("auto") && remote);
+      // auto: on when the shards have cores of their own. Pipelining costs CPU (optimizer state
+      // travels with the rows; the trainer replays its own update), ~9% more per word on the
+      // trainer and ~7% on the shards; it pays where the trainer would otherwise wait
+      // (docs/benchmarks.md, issue 11).
+      boolean pipelined = pipeline.equals("on") || (pipeline.equals("auto") && table != null);
       if (!(simulatedRttMs >= 0 && simulatedRttMs <= 10_000)) {
         throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
             + simulatedRttMs);
@@ -173,7 +178,7 @@ public final class Word2VecCli {
         }
         o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
         if (r.lastEpochSeconds() > 0) {
-          o.printf(Locale.ROOT, "last epoch       %.1f s, %,.0f words/s (JIT warm)%n",
+          o.printf(Locale.ROOT, "last epoch       %.1f s, %,.0f words/s%n",
               r.lastEpochSeconds(), r.lastEpochWords() / r.lastEpochSeconds());
         }
         o.printf(Locale.ROOT, "final loss       %.4f per pair%n",
