@@ -15,12 +15,32 @@ class KeyHashingTest {
     assertEquals(0x2d06800538d394c2L, KeyHashing.hash(new byte[0], 0, 0));
   }
 
+  /**
+   * XXH3_64bits (seed 0) of the reference implementation, libxxhash 0.8.1 (Debian 12's, through
+   * python3-xxhash 3.0.0: {@code xxhash.xxh3_64_intdigest(b)}), one input per length class of
+   * the algorithm (1-3, 4-8, 9-16, 17-128, 129-240, > 240 bytes). Part of the wire contract too:
+   * a change here re-routes every key of every deployment.
+   */
   @Test
-  void hash_pinnedValues_neverChange() {
-    // Part of the wire contract: a change here re-routes every key of every deployment.
+  void hash_matchesXxh3ReferenceVectors() {
+    assertEquals(0xe6c632b61e964e1fL, KeyHashing.hash("a"));
+    assertEquals(0x78af5f94892f3950L, KeyHashing.hash("abc"));
     assertEquals(0x9555e8555c62dcfdL, KeyHashing.hash("hello"));
+    assertEquals(0x62e29b4cad9e2ef6L, KeyHashing.hash("12345678"));
+    assertEquals(0x64439946d8fa212dL, KeyHashing.hash("0123456789abcdef"));
     assertEquals(0x5a4c1b3ada804b0cL,
         KeyHashing.hash("the quick brown fox jumps over the lazy dog, twice over"));
+    assertEquals(0xafcbc02eefb2e605L, KeyHashing.hash("naïve café 東京"));
+    byte[] b200 = new byte[200];
+    for (int i = 0; i < b200.length; i++) {
+      b200[i] = (byte) i;
+    }
+    assertEquals(0xf42a8864feaf0703L, KeyHashing.hash(b200, 0, b200.length));
+    byte[] b1000 = new byte[1000];
+    for (int i = 0; i < b1000.length; i++) {
+      b1000[i] = (byte) (i * 7);
+    }
+    assertEquals(0x10ad30264426c830L, KeyHashing.hash(b1000, 0, b1000.length));
   }
 
   @Test

@@ -117,7 +117,7 @@ class CheckpointTest {
     Files.write(p, cut);
     CheckpointFile forged = file.toBuilder().setBytes(cut.length)
         .setCrc32C((int) CheckpointIo.crcOfFile(p)).build();
-    assertError(ErrorCode.DATA_LOSS, "", () ->
+    assertError(ErrorCode.DATA_LOSS, "truncated", () ->
         new ShardEngine(0, 1, dir).restore("emb", "ckpt", List.of(forged)));
   }
 
