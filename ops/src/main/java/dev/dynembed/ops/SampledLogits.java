@@ -4,6 +4,7 @@ import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.SampledRows;
 import dev.dynembed.table.client.TableReads;
 import dev.dynembed.table.client.TableRows;
+import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.v1.SamplerKind;
 import java.util.Arrays;
 import java.util.List;
@@ -339,10 +340,7 @@ public final class SampledLogits extends TableOp {
 
   /** Candidate i's uniform pick among {@code draws} pooled draws: a function of (seed, i). */
   static int pick(long seed, int i, int draws) {
-    long z = seed + 0x9E3779B97F4A7C15L * (i + 1L);
-    z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
-    z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
-    z ^= z >>> 31;
+    long z = KeyHashing.splitMix64(seed + 0x9E3779B97F4A7C15L * (i + 1L));
     return (int) (((z >>> 32) * draws) >>> 32); // high bits scaled to [0, draws)
   }
 

@@ -20,18 +20,9 @@ public final class StringIndex {
 
   /** The id of {@code key}, adding it with the next id if new. */
   public int add(String key) {
-    int mask = slots.length - 1;
-    int h = key.hashCode();
-    int i = (h ^ (h >>> 16)) & mask;
-    while (true) {
-      int id = slots[i] - 1;
-      if (id < 0) {
-        break;
-      }
-      if (keys[id].equals(key)) {
-        return id;
-      }
-      i = (i + 1) & mask;
+    int i = slotOf(key);
+    if (slots[i] != 0) {
+      return slots[i] - 1;
     }
     if (size == keys.length) {
       keys = Arrays.copyOf(keys, size * 2);
@@ -46,19 +37,18 @@ public final class StringIndex {
 
   /** The id of {@code key}, or -1 if it was never added. */
   public int indexOf(String key) {
+    return slots[slotOf(key)] - 1;
+  }
+
+  /** The slot holding {@code key}, or the empty slot where it would go (linear probing). */
+  private int slotOf(String key) {
     int mask = slots.length - 1;
     int h = key.hashCode();
     int i = (h ^ (h >>> 16)) & mask;
-    while (true) {
-      int id = slots[i] - 1;
-      if (id < 0) {
-        return -1;
-      }
-      if (keys[id].equals(key)) {
-        return id;
-      }
+    while (slots[i] != 0 && !keys[slots[i] - 1].equals(key)) {
       i = (i + 1) & mask;
     }
+    return i;
   }
 
   public int size() {

@@ -47,4 +47,15 @@ public final class KeyHashing {
     h ^= h >>> 33;
     return h;
   }
+
+  /**
+   * The SplitMix64 finalizer (Steele, Lea and Flood, 2014): a bijection of 64-bit values whose
+   * output bits all depend on all input bits. For seeds and per-index random values derived from
+   * them; routing uses {@link #hash} and the index {@link #mix}.
+   */
+  public static long splitMix64(long z) {
+    z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+    z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+    return z ^ (z >>> 31);
+  }
 }

@@ -2,6 +2,7 @@ package dev.dynembed.table.server;
 
 import dev.dynembed.table.common.BatchDedup;
 import dev.dynembed.table.common.FloatKernels;
+import dev.dynembed.table.common.GradientChecks;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
@@ -47,6 +48,16 @@ import java.util.concurrent.locks.StampedLock;
  * read atomically, a row may mix old and new values: the Hogwild relaxation). Frequencies are
  * atomic increments. Mutating calls hold the table's {@link #quiesce} lock shared; a checkpoint
  * holds it exclusively, so a saved table is a consistent cut.
+ *
+ * <h2>Why one class of ~900 lines</h2>
+ *
+ * Index, row pages, key pages and admission share one publication protocol: a row id becomes
+ * visible in the index only after its key, row and slots are written, and the lock-free
+ * lookup's validation depends on the index and the pages being replaced together. Split into
+ * classes, every lookup (the hot path: a few hundred nanoseconds per key, JMH {@code StoreBench})
+ * would cross an object boundary per page access and the protocol would be spread over files.
+ * The readers that live elsewhere ({@link CheckpointIo}, {@link Samplers}, {@link TopK}) use the
+ * package-private accessors at the end of this file and no field directly.
  */
 public final class TableStore {
   static final int META = 4;
@@ -369,24 +380,7 @@ public final class TableStore {
   public CheckedGradients checkGradients(PackedKeys keys, float[] gradients, float learningRate) {
     checkKeys(keys, "keys");
     int n = keys.size();
-    if ((long) n * dim != gradients.length) {
-      throw TableException.invalid(
-          "table '%s' expects gradients of %d keys x dim %d = %d floats but the request had %d"
-              + " floats (%s rows)",
-          name(), n, dim, (long) n * dim, gradients.length,
-          gradients.length % dim == 0 ? String.valueOf(gradients.length / dim) : "not whole");
-    }
-    int k = FloatKernels.firstNonFinite(gradients, 0, gradients.length);
-    if (k >= 0) {
-      throw TableException.invalid(
-          "table '%s': gradient of key %d ('%s') column %d is %s; nothing was applied",
-          name(), k / dim, keys.key(k / dim), k % dim, gradients[k]);
-    }
-    if (learningRate < 0f || !Float.isFinite(learningRate)) {
-      throw TableException.invalid(
-          "table '%s': learning_rate must be >= 0 (0 = the table's) but was %s",
-          name(), learningRate);
-    }
+    GradientChecks.check(name(), keys, dim, maxKeyBytes, gradients, learningRate);
     float lr = learningRate > 0f ? learningRate : config.getOptimizer().getLearningRate();
     BatchDedup dedup = BatchDedup.of(keys);
     float[] g = gradients;

@@ -1,7 +1,6 @@
 package dev.dynembed.table.client.internal;
 
-import dev.dynembed.table.common.ErrorCode;
-import dev.dynembed.table.common.FloatKernels;
+import dev.dynembed.table.common.GradientChecks;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.TableConfig;
@@ -39,31 +38,11 @@ final class GradientWrite extends ShardCalls.WriteItem {
   }
 
   private void check(TableConfig config) {
-    if ((long) keys.size() * dim != gradients.length) {
-      throw invalid("table '%s' expects gradients of %d keys x dim %d = %d floats but the"
-          + " request had %d floats", table, keys.size(), dim, (long) keys.size() * dim,
-          gradients.length);
+    try {
+      GradientChecks.check(table, keys, dim, config.getMaxKeyBytes(), gradients, learningRate);
+    } catch (TableException e) {
+      throw TableException.of(e.code(), e.getMessage(), table, -1, "applyGradients", null);
     }
-    int k = FloatKernels.firstNonFinite(gradients, 0, gradients.length);
-    if (k >= 0) {
-      throw invalid("gradient of key %d ('%s') column %d is %s; nothing was applied", k / dim,
-          keys.key(k / dim), k % dim, gradients[k]);
-    }
-    for (int i = 0; i < keys.size(); i++) {
-      if (keys.length(i) == 0 || keys.length(i) > config.getMaxKeyBytes()) {
-        throw invalid("key %d is %d bytes long; keys must be 1..%d bytes (the table's"
-            + " max_key_bytes); nothing was applied", i, keys.length(i),
-            config.getMaxKeyBytes());
-      }
-    }
-    if (!(learningRate >= 0f && Float.isFinite(learningRate))) {
-      throw invalid("learning_rate must be >= 0 (0 = the table's) but was %s", learningRate);
-    }
-  }
-
-  private TableException invalid(String format, Object... args) {
-    return TableException.of(ErrorCode.INVALID_ARGUMENT, String.format(format, args), table, -1,
-        "applyGradients", null);
   }
 
   @Override

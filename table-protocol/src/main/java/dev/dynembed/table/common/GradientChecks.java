@@ -1,0 +1,48 @@
+package dev.dynembed.table.common;
+
+/**
+ * The checks of a gradient batch that both ends make: the client before it splits a batch over
+ * the shards (so that no shard applies a part another refuses), the shard before it applies one
+ * (it cannot trust its callers). One definition, so both refuse the same batches with the same
+ * messages.
+ */
+public final class GradientChecks {
+  private GradientChecks() {}
+
+  /**
+   * Refuses (INVALID_ARGUMENT) a batch whose width is not keys x dim, with a NaN or infinite
+   * value, with a key of 0 or more than {@code maxKeyBytes} bytes, or with a negative or
+   * non-finite learning rate (0 means the table's own). Messages name the table, the key and the
+   * column, and say that nothing was applied.
+   */
+  public static void check(String table, PackedKeys keys, int dim, int maxKeyBytes,
+      float[] gradients, float learningRate) {
+    int n = keys.size();
+    if ((long) n * dim != gradients.length) {
+      throw TableException.invalid(
+          "table '%s' expects gradients of %d keys x dim %d = %d floats but the request had %d"
+              + " floats (%s rows); nothing was applied",
+          table, n, dim, (long) n * dim, gradients.length,
+          gradients.length % dim == 0 ? String.valueOf(gradients.length / dim) : "not whole");
+    }
+    for (int i = 0; i < n; i++) {
+      int len = keys.length(i);
+      if (len == 0 || len > maxKeyBytes) {
+        throw TableException.invalid("table '%s': key %d is %d bytes long; keys must be 1..%d"
+            + " bytes (the table's max_key_bytes); nothing was applied", table, i, len,
+            maxKeyBytes);
+      }
+    }
+    int k = FloatKernels.firstNonFinite(gradients, 0, gradients.length);
+    if (k >= 0) {
+      throw TableException.invalid(
+          "table '%s': gradient of key %d ('%s') column %d is %s; nothing was applied",
+          table, k / dim, keys.key(k / dim), k % dim, gradients[k]);
+    }
+    if (!(learningRate >= 0f && Float.isFinite(learningRate))) {
+      throw TableException.invalid(
+          "table '%s': learning_rate must be >= 0 (0 = the table's) but was %s; nothing was"
+              + " applied", table, learningRate);
+    }
+  }
+}
