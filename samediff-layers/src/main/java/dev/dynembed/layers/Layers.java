@@ -37,7 +37,7 @@ public final class Layers {
   /**
    * Embedding bag: one vector per example from a variable number of keys.
    *
-   * @param keys UTF8 [b, s], padded
+   * @param keys UTF8 [b, s], padded with any non-empty key (its mask 0: it gets no gradient)
    * @param mask FLOAT [b, s]: 1 for a real key, 0 for padding
    * @return FLOAT [b, dim]
    */

@@ -5,14 +5,7 @@ import dev.dynembed.ops.StepArrays;
 import dev.dynembed.ops.TableStep;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableReads;
-import java.io.IOException;
-import java.io.Reader;
-import java.io.UncheckedIOException;
-import java.io.Writer;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -45,11 +38,13 @@ import org.nd4j.linalg.learning.config.IUpdater;
  * {@link #setPipelining pipelining} on (docs/design/0007-pipelined-steps.md), {@link #step(Map,
  * float, List, Map, float)} sends the <em>next</em> step's reads before computing the current
  * one, and does not wait for the current step's gradients to be applied: at most one step's
- * reads are in flight ahead, and one step's gradients behind. The next step's rows then miss the
- * current step's updates (bounded staleness of one step per trainer, the Hogwild trade-off
- * across steps): they are sent once the previous step's gradients are applied. With
- * pipelining off (the default), every step reads after the previous step's gradients were
- * applied, so a single-thread run is reproducible bit for bit.
+ * reads are in flight ahead, and one step's gradients behind. The next step's reads are sent
+ * once the previous step's gradients are applied, so they miss exactly the current step's
+ * updates; those are replayed on the rows read (the table's own optimizer, from the optimizer
+ * state the reads bring along: read my writes), so a step sees all of its own trainer's updates
+ * and may miss only other trainers' (the Hogwild relaxation). With pipelining off (the
+ * default), every step reads after the previous step's gradients were applied; a single-thread
+ * run is reproducible bit for bit either way in process, and with pipelining off on shards.
  */
 public final class Trainer {
   /** Told after every step. */
@@ -60,7 +55,6 @@ public final class Trainer {
     default void onFetched(long step, Map<String, Double> fetched) {}
   }
 
-  static final int FORMAT_VERSION = 1;
 
   private final SameDiff sd;
   private final String lossName;
@@ -365,38 +359,9 @@ public final class Trainer {
    */
   public void save(Path dir, Map<String, String> extra) {
     flush();
-    Path target = dir.toAbsolutePath().normalize();
-    Path tmp = target.resolveSibling(target.getFileName() + ".tmp");
-    try {
-      deleteTree(tmp);
-      Files.createDirectories(tmp.resolve("dense"));
-      Files.createDirectories(tmp.resolve("updater"));
-      for (String name : dense) {
-        Nd4j.saveBinary(sd.getVariable(name).getArr(), tmp.resolve("dense").resolve(name).toFile());
-        INDArray st = updaterState.get(name);
-        if (st != null) {
-          Nd4j.saveBinary(st, tmp.resolve("updater").resolve(name).toFile());
-        }
-      }
-      for (EmbeddingTable t : tables) {
-        t.save(tmp.resolve("tables"), step);
-      }
-      Properties m = new Properties();
-      m.setProperty("format_version", String.valueOf(FORMAT_VERSION));
-      m.setProperty("step", String.valueOf(step));
-      m.setProperty("dense", String.join(",", dense));
-      m.setProperty("tables", String.join(",", tables.stream().map(EmbeddingTable::name).toList()));
-      extra.forEach((k, v) -> m.setProperty("extra." + k, v));
-      try (Writer w = Files.newBufferedWriter(tmp.resolve("MANIFEST.properties"),
-          StandardCharsets.UTF_8)) {
-        m.store(w, "dynembed training checkpoint");
-      }
-      deleteTree(target);
-      Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE);
-    } catch (IOException e) {
-      throw new UncheckedIOException("saving a checkpoint to " + target + " failed", e);
-    }
+    TrainingCheckpoint.write(dir, step, sd, dense, updaterState, tables, extra);
   }
+
 
   /**
    * Brings back everything {@link #save} wrote; training continues as if never stopped.
@@ -404,9 +369,13 @@ public final class Trainer {
    * @return the extra entries given to {@link #save(Path, Map)}
    */
   public Map<String, String> restore(Path dir) {
-    Properties m = readManifest(dir);
-    restore(dir, m);
-    return extras(m);
+    Properties m = TrainingCheckpoint.readManifest(dir);
+    flush();
+    planned = null; // reads made before the restore would be of the old rows
+    plannedFeeds = null;
+    plannedReadsDone = null;
+    step = TrainingCheckpoint.read(dir, m, sd, dense, updaterState, tables);
+    return TrainingCheckpoint.extras(m);
   }
 
   /**
@@ -414,76 +383,6 @@ public final class Trainer {
    * restoring anything (to check a checkpoint before restoring it).
    */
   public static Map<String, String> readExtras(Path dir) {
-    return extras(readManifest(dir));
-  }
-
-  private static Map<String, String> extras(Properties m) {
-    Map<String, String> extra = new LinkedHashMap<>();
-    for (String k : m.stringPropertyNames()) {
-      if (k.startsWith("extra.")) {
-        extra.put(k.substring("extra.".length()), m.getProperty(k));
-      }
-    }
-    return extra;
-  }
-
-  /** The manifest of a checkpoint written by {@link #save}, with a clear error if it has none. */
-  private static Properties readManifest(Path dir) {
-    Path src = dir.toAbsolutePath().normalize();
-    Properties m = new Properties();
-    try (Reader r = Files.newBufferedReader(src.resolve("MANIFEST.properties"),
-        StandardCharsets.UTF_8)) {
-      m.load(r);
-    } catch (IOException e) {
-      throw new UncheckedIOException("no training checkpoint in " + src
-          + " (MANIFEST.properties missing or unreadable)", e);
-    }
-    return m;
-  }
-
-  private void restore(Path dir, Properties m) {
-    flush();
-    planned = null; // reads made before the restore would be of the old rows
-    plannedFeeds = null;
-    plannedReadsDone = null;
-    Path src = dir.toAbsolutePath().normalize();
-    if (!String.valueOf(FORMAT_VERSION).equals(m.getProperty("format_version"))) {
-      throw new IllegalStateException("checkpoint " + src + " has format version "
-          + m.getProperty("format_version") + "; this build reads " + FORMAT_VERSION);
-    }
-    List<String> savedDense = List.of(m.getProperty("dense", "").split(","));
-    if (!savedDense.equals(dense.isEmpty() ? List.of("") : dense)) {
-      throw new IllegalStateException("checkpoint " + src + " holds dense variables "
-          + savedDense + " but the graph has " + dense);
-    }
-    try {
-      Map<String, INDArray> loaded = new LinkedHashMap<>();
-      Map<String, INDArray> loadedState = new LinkedHashMap<>();
-      for (String name : dense) {
-        loaded.put(name, Nd4j.readBinary(src.resolve("dense").resolve(name).toFile()));
-        if (updaterState.get(name) != null) {
-          loadedState.put(name, Nd4j.readBinary(src.resolve("updater").resolve(name).toFile()));
-        }
-      }
-      for (EmbeddingTable t : tables) {
-        t.restore(src.resolve("tables"));
-      }
-      loaded.forEach((name, arr) -> sd.getVariable(name).getArr().assign(arr));
-      loadedState.forEach((name, arr) -> updaterState.get(name).assign(arr));
-      step = Long.parseLong(m.getProperty("step"));
-    } catch (IOException e) {
-      throw new UncheckedIOException("reading checkpoint " + src + " failed", e);
-    }
-  }
-
-  private static void deleteTree(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (var walk = Files.walk(p)) {
-      for (Path q : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
-        Files.delete(q);
-      }
-    }
+    return TrainingCheckpoint.extras(TrainingCheckpoint.readManifest(dir));
   }
 }

@@ -3,11 +3,8 @@ package dev.dynembed.word2vec;
 import dev.dynembed.layers.AsyncExecutor;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
-import dev.dynembed.ops.KeyArrays;
 import dev.dynembed.ops.Sampling;
-import dev.dynembed.ops.StringIndex;
 import dev.dynembed.table.client.EmbeddingTable;
-import dev.dynembed.table.client.KeyCounts;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.v1.TableConfig;
@@ -15,19 +12,15 @@ import dev.dynembed.table.v1.TableCounters;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.NoSuchElementException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.DoubleAdder;
 import java.util.function.Consumer;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
 import org.nd4j.linalg.api.buffer.DataType;
-import org.nd4j.linalg.api.ndarray.INDArray;
-import org.nd4j.linalg.factory.Nd4j;
 import org.nd4j.linalg.learning.config.Sgd;
 
 /**
@@ -60,9 +53,9 @@ public final class Word2Vec {
   /**
    * @param aheadReads table-reading op runs whose reads were made ahead of their step
    *     (pipelining); {@code ownReads} those that read when they ran
-   * @param lastEpochSeconds wall time of the last epoch this call trained (a figure of the
-   *     steady state: the JIT has compiled the hot paths by then), {@code lastEpochWords} its
-   *     words; both 0 if this call trained no whole epoch from its start
+   * @param lastEpochSeconds wall time of the last epoch this call trained (closer to the steady
+   *     state than the whole run: the JIT compiles for the first minute or so of a run), {@code
+   *     lastEpochWords} its words; both 0 if this call trained no whole epoch from its start
    */
   public record Result(long tokens, long words, long pairs, double seconds, long vocabulary,
       long skippedLongWords, List<double[]> lossCurve, long aheadReads, long ownReads,
@@ -113,7 +106,7 @@ public final class Word2Vec {
   /** Creates (or opens, if identical) the two tables on {@code client} and one graph per thread. */
   public Word2Vec(Word2VecConfig cfg, TableClient client, int threads) {
     if (threads < 1 || threads > 256) {
-      throw new CorpusException("--threads must be in 1..256 but was " + threads);
+      throw new CorpusException("threads (--threads) must be in 1..256 but was " + threads);
     }
     this.cfg = cfg;
     this.threads = threads;
@@ -206,36 +199,7 @@ public final class Word2Vec {
     long totalBytes = TextSplits.bytes(splits);
     String corpus = fingerprint(files);
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
-    State st = new State();
-    if (opt.resume()) {
-      if (!Files.exists(ckpt.resolve("MANIFEST.properties"))) {
-        throw new CorpusException("--resume: " + opt.modelDir() + " holds no checkpoint");
-      }
-      Map<String, String> extra = Trainer.readExtras(ckpt);
-      Word2VecConfig saved = Word2VecConfig.fromMap(extra);
-      if (!saved.equals(cfg)) {
-        throw new CorpusException("--resume: the checkpoint was written with " + saved.toMap()
-            + " but this run asks for " + cfg.toMap() + "; resume with the same settings");
-      }
-      if (!corpus.equals(extra.get("corpus"))) {
-        throw new CorpusException("--resume: the checkpoint was trained on " + extra.get("corpus")
-            + " but the input is now " + corpus + "; resume with the same files");
-      }
-      executor.trainer(0).restore(ckpt);
-      st.load(extra);
-    } else {
-      if (Files.exists(ckpt) && !opt.overwrite()) {
-        throw new CorpusException(opt.modelDir() + " already holds a model; use --resume to"
-            + " continue its training or --overwrite to replace it");
-      }
-      TableCounters outCounters = out.describe().getCounters(); // one fan-out per table
-      if (in.describe().getCounters().getKeys() > 0 || outCounters.getKeys() > 0
-          || outCounters.getPendingKeys() > 0) {
-        throw new CorpusException("tables " + cfg.inTable() + "/" + cfg.outTable() + " already"
-            + " hold words (a previous run on these shards?); drop them, choose another --name,"
-            + " or --resume");
-      }
-    }
+    State st = begin(opt, ckpt, corpus);
     long started = System.nanoTime() - (long) (st.elapsed * 1e9);
     DoubleAdder lossSum = new DoubleAdder();
     AtomicLong lossSteps = new AtomicLong();
@@ -279,53 +243,41 @@ public final class Word2Vec {
     }, 1, 1, java.util.concurrent.TimeUnit.SECONDS);
     long lastCheckpoint = System.nanoTime();
     int rounds = 0;
-    long[] epochStart = {-1, 0}; // nanoTime and words at the start of the current epoch
-    double[] lastEpoch = {0, 0}; // seconds and words of the last whole epoch
+    long[] epochStart = {System.nanoTime(), st.words.get(), st.nextSplit == 0 ? 1 : 0};
+    double[] lastEpoch = {0, 0}; // seconds and words of the last whole epoch trained here
     try {
       while (st.epoch < cfg.epochs()) {
         int epoch = st.epoch;
-        if (st.nextSplit == 0) {
-          epochStart[0] = System.nanoTime();
-          epochStart[1] = st.words.get();
-        }
-        while (st.nextSplit < splits.size()) {
-          List<TextSplits.Split> round = splits.subList(st.nextSplit,
-              Math.min(splits.size(), st.nextSplit + threads));
-          executor.run(round, round.size(), s -> () -> new Batches(s, epoch, st),
-              List.of("loss_per_pair"), alpha);
-          st.nextSplit += round.size();
-          rounds++;
-          boolean last = st.nextSplit == splits.size() && epoch == cfg.epochs() - 1;
-          boolean stop = opt.stopAfterRounds() > 0 && rounds >= opt.stopAfterRounds() && !last;
-          if (!last && (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime()
-              - lastCheckpoint >= opt.checkpointEverySeconds() * 1_000_000_000L)
-              || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0))) {
-            if (st.nextSplit == splits.size()) {
-              st.epoch++;
-              st.nextSplit = 0;
-            }
-            st.elapsed = (System.nanoTime() - started) / 1e9;
-            save(ckpt, st, corpus, curve, false);
-            lastCheckpoint = System.nanoTime();
-            if (stop) {
-              long[] reads = readCounts();
-              return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed,
-                  in.describe().getCounters().getKeys(), st.skippedLong.get(), curve, reads[0],
-                  reads[1], lastEpoch[0], (long) lastEpoch[1]);
-            }
-            if (st.nextSplit == 0) {
-              break; // the epoch was advanced above
-            }
-          }
-        }
-        if (st.nextSplit == splits.size()) {
+        List<TextSplits.Split> round = splits.subList(st.nextSplit,
+            Math.min(splits.size(), st.nextSplit + threads));
+        executor.run(round, round.size(), s -> () -> new PairBatches(cfg, out, s, epoch, st),
+            List.of("loss_per_pair"), alpha);
+        st.nextSplit += round.size();
+        rounds++;
+        if (st.nextSplit == splits.size()) { // the epoch is over
           st.epoch++;
           st.nextSplit = 0;
+          if (epochStart[2] == 1) { // it was trained from its start by this call
+            lastEpoch[0] = (System.nanoTime() - epochStart[0]) / 1e9;
+            lastEpoch[1] = st.words.get() - epochStart[1];
+          }
+          epochStart[0] = System.nanoTime();
+          epochStart[1] = st.words.get();
+          epochStart[2] = 1;
         }
-        if (epochStart[0] >= 0) {
-          lastEpoch[0] = (System.nanoTime() - epochStart[0]) / 1e9;
-          lastEpoch[1] = st.words.get() - epochStart[1];
-          epochStart[0] = -1;
+        if (st.epoch == cfg.epochs()) {
+          break; // the final checkpoint follows
+        }
+        boolean stop = opt.stopAfterRounds() > 0 && rounds >= opt.stopAfterRounds();
+        if (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime() - lastCheckpoint
+            >= opt.checkpointEverySeconds() * 1_000_000_000L)
+            || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0)) {
+          st.elapsed = (System.nanoTime() - started) / 1e9;
+          save(ckpt, st, corpus, curve, false);
+          lastCheckpoint = System.nanoTime();
+          if (stop) {
+            return result(st, curve, lastEpoch);
+          }
         }
       }
     } finally {
@@ -337,18 +289,63 @@ public final class Word2Vec {
       lastLoss[0] = lossSum.sumThenReset() / n;
       curve.add(new double[] {st.words.get(), lastLoss[0]});
     }
-    long vocab = in.describe().getCounters().getKeys();
     if (out.describe().getCounters().getKeys() == 0) {
-      throw new CorpusException("no word of the corpus reached --min-count " + cfg.minCount()
-          + " (" + st.tokens.get() + " words read): nothing was trained; lower --min-count or"
-          + " give more text");
+      throw new CorpusException("no word of the corpus reached minCount (--min-count) "
+          + cfg.minCount() + " (" + st.tokens.get() + " words read): nothing was trained; lower"
+          + " the minimum count or give more text");
     }
     save(ckpt, st, corpus, curve, true);
     progress.accept(new Status(st.epoch, cfg.epochs(), 1, st.tokens.get(), st.words.get(),
         st.pairs.get(), st.elapsed, lastLoss[0], alpha.getAsDouble(), true));
+    return result(st, curve, lastEpoch);
+  }
+
+  private Result result(State st, List<double[]> curve, double[] lastEpoch) {
     long[] reads = readCounts();
-    return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed, vocab,
-        st.skippedLong.get(), curve, reads[0], reads[1], lastEpoch[0], (long) lastEpoch[1]);
+    return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed,
+        in.describe().getCounters().getKeys(), st.skippedLong.get(), curve, reads[0], reads[1],
+        lastEpoch[0], (long) lastEpoch[1]);
+  }
+
+  /**
+   * The state a run starts from: the checkpoint's with {@code resume} (refused unless it was
+   * written with the same settings and files), else a fresh one on empty tables.
+   */
+  private State begin(TrainOptions opt, Path ckpt, String corpus) {
+    State st = new State();
+    if (opt.resume()) {
+      if (!Files.exists(ckpt.resolve("MANIFEST.properties"))) {
+        throw new CorpusException("resume (--resume): " + opt.modelDir()
+            + " holds no checkpoint");
+      }
+      Map<String, String> extra = Trainer.readExtras(ckpt);
+      Word2VecConfig saved = Word2VecConfig.fromMap(extra);
+      if (!saved.equals(cfg)) {
+        throw new CorpusException("resume (--resume): the checkpoint was written with "
+            + saved.toMap() + " but this run asks for " + cfg.toMap()
+            + "; resume with the same settings");
+      }
+      if (!corpus.equals(extra.get("corpus"))) {
+        throw new CorpusException("resume (--resume): the checkpoint was trained on "
+            + extra.get("corpus") + " but the input is now " + corpus
+            + "; resume with the same files");
+      }
+      executor.trainer(0).restore(ckpt);
+      st.load(extra);
+    } else {
+      if (Files.exists(ckpt) && !opt.overwrite()) {
+        throw new CorpusException(opt.modelDir() + " already holds a model; resume (--resume)"
+            + " to continue its training or overwrite (--overwrite) to replace it");
+      }
+      TableCounters outCounters = out.describe().getCounters(); // one fan-out per table
+      if (in.describe().getCounters().getKeys() > 0 || outCounters.getKeys() > 0
+          || outCounters.getPendingKeys() > 0) {
+        throw new CorpusException("tables " + cfg.inTable() + "/" + cfg.outTable() + " already"
+            + " hold words (a previous run on these shards?); drop them, choose another name"
+            + " (--name), or resume (--resume)");
+      }
+    }
+    return st;
   }
 
   private void save(Path ckpt, State st, String corpus, List<double[]> curve, boolean complete) {
@@ -419,158 +416,6 @@ public final class Word2Vec {
         String[] xy = p.split(":");
         curve.add(new double[] {Double.parseDouble(xy[0]), Double.parseDouble(xy[1])});
       }
-    }
-  }
-
-  /**
-   * The batches of one byte range in one epoch: sentences are counted by the output table
-   * (first epoch) or only looked up (later epochs), words not admitted are dropped, frequent
-   * words subsampled, and (center, context) pairs cut into batches of {@code batchPairs}.
-   * Draws come from a generator seeded by (seed, epoch, range): a resumed run replays them.
-   */
-  private final class Batches implements Iterator<Map<String, INDArray>> {
-    private final TextSplits.Split split;
-    private final boolean counting;
-    private final State st;
-    private final TokenReader reader;
-    private final List<String> sentence = new ArrayList<>();
-    private final List<String[]> chunk = new ArrayList<>();
-    private final List<String> kept = new ArrayList<>();
-    private final ArrayList<String> centers = new ArrayList<>();
-    private final ArrayList<String> contexts = new ArrayList<>();
-    private long rnd;
-    private long reportedBytes;
-    private long total;
-    private int chunks;
-    private boolean exhausted;
-
-    Batches(TextSplits.Split split, int epoch, State st) {
-      this.split = split;
-      this.counting = epoch == 0;
-      this.st = st;
-      this.reader = new TokenReader(split, MAX_WORD_BYTES);
-      this.rnd = mix(cfg.seed() * 0x9E3779B97F4A7C15L + epoch * 1_000_003L + split.index());
-    }
-
-    private long nextRandom() {
-      rnd = rnd * 25214903917L + 11; // word2vec's generator
-      return rnd;
-    }
-
-    private static long mix(long z) {
-      z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
-      z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
-      return z ^ (z >>> 31);
-    }
-
-    @Override
-    public boolean hasNext() {
-      while (centers.size() < cfg.batchPairs() && !exhausted) {
-        // sentences are counted in chunks: one table call (a fan-out on shards) per ~COUNT_CHUNK
-        // words instead of one per sentence
-        chunk.clear();
-        int words = 0;
-        while (words < COUNT_CHUNK) {
-          if (!reader.nextSentence(sentence)) {
-            exhausted = true;
-            break;
-          }
-          chunk.add(sentence.toArray(new String[0]));
-          words += sentence.size();
-        }
-        if (!chunk.isEmpty()) {
-          addPairs(words);
-        }
-        if (exhausted) {
-          reader.close();
-          st.progressBytes.addAndGet(split.bytes() - reportedBytes); // the range, exactly
-          reportedBytes = split.bytes();
-          st.skippedLong.addAndGet(reader.skippedLongWords());
-        } else {
-          long consumed = reader.consumed();
-          st.progressBytes.addAndGet(consumed - reportedBytes);
-          reportedBytes = consumed;
-        }
-      }
-      return !centers.isEmpty();
-    }
-
-    /** Counts the chunk's {@code n} words, subsamples them and adds each sentence's pairs. */
-    private void addPairs(int n) {
-      String[] words = new String[n];
-      int w = 0;
-      for (String[] sent : chunk) {
-        System.arraycopy(sent, 0, words, w, sent.length);
-        w += sent.length;
-      }
-      KeyCounts kc = out.count(words, counting);
-      if (chunks++ % TOTAL_EVERY == 0 || total < (long) TOTAL_EVERY * 4 * COUNT_CHUNK) {
-        total = out.describe().getCounters().getTotalFrequency();
-      }
-      st.tokens.addAndGet(n);
-      long admitted = 0;
-      double threshold = cfg.sample() * Math.max(total, 1);
-      long before = centers.size();
-      int at = 0; // the sentence's first word in the chunk
-      for (String[] sent : chunk) {
-        kept.clear();
-        for (int i = 0; i < sent.length; i++) {
-          if (!kc.admitted()[at + i]) {
-            continue;
-          }
-          admitted++;
-          if (cfg.sample() > 0) {
-            double f = Math.max(kc.frequencies()[at + i], 1);
-            double keep = (Math.sqrt(f / threshold) + 1) * threshold / f;
-            if (keep < (nextRandom() & 0xFFFF) / 65536.0) {
-              continue;
-            }
-          }
-          kept.add(sent[i]);
-        }
-        at += sent.length;
-        addWindows();
-      }
-      st.words.addAndGet(admitted);
-      st.pairs.addAndGet(centers.size() - before);
-    }
-
-    /** The (center, context) pairs of the kept words of one sentence. */
-    private void addWindows() {
-      int n = kept.size();
-      for (int i = 0; i < n; i++) {
-        int b = (int) Long.remainderUnsigned(nextRandom(), cfg.window());
-        int reach = cfg.window() - b;
-        for (int c = Math.max(0, i - reach); c <= Math.min(n - 1, i + reach); c++) {
-          if (c != i) {
-            centers.add(kept.get(i));
-            contexts.add(kept.get(c));
-          }
-        }
-      }
-    }
-
-    @Override
-    public Map<String, INDArray> next() {
-      if (!hasNext()) {
-        throw new NoSuchElementException();
-      }
-      int b = Math.min(cfg.batchPairs(), centers.size());
-      List<String> c = centers.subList(0, b);
-      List<String> x = contexts.subList(0, b);
-      StringIndex distinct = new StringIndex(b / 4);
-      int[] centerOf = new int[b];
-      for (int i = 0; i < b; i++) {
-        centerOf[i] = distinct.add(c.get(i));
-      }
-      Map<String, INDArray> batch = Map.of(
-          "centers", KeyArrays.of(distinct.keys()),
-          "center_of", Nd4j.createFromArray(centerOf),
-          "context", KeyArrays.of(x, b, 1),
-          "mask", Nd4j.ones(DataType.FLOAT, b, 1));
-      c.clear();
-      x.clear();
-      return batch;
     }
   }
 }

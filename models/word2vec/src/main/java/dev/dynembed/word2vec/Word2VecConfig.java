@@ -42,21 +42,23 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
   }
 
   public Word2VecConfig {
-    check(dim >= 1 && dim <= 4096, "--dim must be in 1..4096 but was " + dim);
-    check(window >= 1 && window <= 100, "--window must be in 1..100 but was " + window);
-    check(negative >= 1 && negative <= 100, "--negative must be in 1..100 but was " + negative);
-    check(sample >= 0 && sample < 1, "--sample must be in [0, 1) but was " + sample);
-    check(minCount >= 1, "--min-count must be >= 1 but was " + minCount);
-    check(epochs >= 1, "--epochs must be >= 1 but was " + epochs);
-    check(alpha > 0 && alpha < 10, "--alpha must be in (0, 10) but was " + alpha);
+    check(dim >= 1 && dim <= 4096, "dim (--dim) must be in 1..4096 but was " + dim);
+    check(window >= 1 && window <= 100,
+        "window (--window) must be in 1..100 but was " + window);
+    check(negative >= 1 && negative <= 100,
+        "negative (--negative) must be in 1..100 but was " + negative);
+    check(sample >= 0 && sample < 1, "sample (--sample) must be in [0, 1) but was " + sample);
+    check(minCount >= 1, "minCount (--min-count) must be >= 1 but was " + minCount);
+    check(epochs >= 1, "epochs (--epochs) must be >= 1 but was " + epochs);
+    check(alpha > 0 && alpha < 10, "alpha (--alpha) must be in (0, 10) but was " + alpha);
     check("sgd".equals(optimizer) || "adagrad".equals(optimizer),
-        "--optimizer must be sgd or adagrad but was '" + optimizer + "'");
+        "optimizer (--optimizer) must be sgd or adagrad but was '" + optimizer + "'");
     check(batchPairs >= 1 && batchPairs <= 1 << 18,
-        "--batch must be in 1..262144 but was " + batchPairs);
+        "batchPairs (--batch) must be in 1..262144 but was " + batchPairs);
     check(negativePool >= 0 && negativePool <= 1 << 24,
-        "--negative-pool must be in 0..16777216 but was " + negativePool);
+        "negativePool (--negative-pool) must be in 0..16777216 but was " + negativePool);
     check(name != null && name.matches("[A-Za-z0-9_.-]{1,100}"),
-        "--name must match [A-Za-z0-9_.-]{1,100} but was '" + name + "'");
+        "name (--name) must match [A-Za-z0-9_.-]{1,100} but was '" + name + "'");
   }
 
   private static void check(boolean ok, String message) {

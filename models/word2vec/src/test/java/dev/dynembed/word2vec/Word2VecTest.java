@@ -226,7 +226,7 @@ class Word2VecTest {
     };
     String[] expected = {"does not exist", "corpus is empty", "binary", "invalid UTF-8",
         "already holds a model", "not in the model", "not a word2vec model directory",
-        "no word of the corpus reached --min-count"};
+        "no word of the corpus reached minCount (--min-count)"};
     for (int i = 0; i < cases.length; i++) {
       ByteArrayOutputStream err = new ByteArrayOutputStream();
       int code = Word2VecCli.run(cases[i], new PrintStream(new ByteArrayOutputStream()),

@@ -1,0 +1,168 @@
+package dev.dynembed.word2vec;
+
+import dev.dynembed.ops.KeyArrays;
+import dev.dynembed.ops.StringIndex;
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.KeyCounts;
+import dev.dynembed.table.common.KeyHashing;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+
+/**
+ * The batches of one byte range in one epoch: sentences are counted by the output table
+ * (first epoch) or only looked up (later epochs), words not admitted are dropped, frequent
+ * words subsampled, and (center, context) pairs cut into batches of {@code batchPairs}.
+ * Draws come from a generator seeded by (seed, epoch, range): a resumed run replays them.
+ */
+final class PairBatches implements Iterator<Map<String, INDArray>> {
+  private final Word2VecConfig cfg;
+  private final EmbeddingTable out;
+  private final TextSplits.Split split;
+  private final boolean counting;
+  private final Word2Vec.State st;
+  private final TokenReader reader;
+  private final List<String> sentence = new ArrayList<>();
+  private final List<String[]> chunk = new ArrayList<>();
+  private final List<String> kept = new ArrayList<>();
+  private final ArrayList<String> centers = new ArrayList<>();
+  private final ArrayList<String> contexts = new ArrayList<>();
+  private long rnd;
+  private long reportedBytes;
+  private long total;
+  private int chunks;
+  private boolean exhausted;
+
+  /** @param out the output table: it counts the words (admission) and holds the totals */
+  PairBatches(Word2VecConfig cfg, EmbeddingTable out, TextSplits.Split split, int epoch,
+      Word2Vec.State st) {
+    this.cfg = cfg;
+    this.out = out;
+    this.split = split;
+    this.counting = epoch == 0;
+    this.st = st;
+    this.reader = new TokenReader(split, Word2Vec.MAX_WORD_BYTES);
+    this.rnd = KeyHashing.splitMix64(
+        cfg.seed() * 0x9E3779B97F4A7C15L + epoch * 1_000_003L + split.index());
+  }
+
+  private long nextRandom() {
+    rnd = rnd * 25214903917L + 11; // word2vec's generator
+    return rnd;
+  }
+
+  @Override
+  public boolean hasNext() {
+    while (centers.size() < cfg.batchPairs() && !exhausted) {
+      // sentences are counted in chunks: one table call (a fan-out on shards) per ~Word2Vec.COUNT_CHUNK
+      // words instead of one per sentence
+      chunk.clear();
+      int words = 0;
+      while (words < Word2Vec.COUNT_CHUNK) {
+        if (!reader.nextSentence(sentence)) {
+          exhausted = true;
+          break;
+        }
+        chunk.add(sentence.toArray(new String[0]));
+        words += sentence.size();
+      }
+      if (!chunk.isEmpty()) {
+        addPairs(words);
+      }
+      if (exhausted) {
+        reader.close();
+        st.progressBytes.addAndGet(split.bytes() - reportedBytes); // the range, exactly
+        reportedBytes = split.bytes();
+        st.skippedLong.addAndGet(reader.skippedLongWords());
+      } else {
+        long consumed = reader.consumed();
+        st.progressBytes.addAndGet(consumed - reportedBytes);
+        reportedBytes = consumed;
+      }
+    }
+    return !centers.isEmpty();
+  }
+
+  /** Counts the chunk's {@code n} words, subsamples them and adds each sentence's pairs. */
+  private void addPairs(int n) {
+    String[] words = new String[n];
+    int w = 0;
+    for (String[] sent : chunk) {
+      System.arraycopy(sent, 0, words, w, sent.length);
+      w += sent.length;
+    }
+    KeyCounts kc = out.count(words, counting);
+    if (chunks++ % Word2Vec.TOTAL_EVERY == 0 || total < (long) Word2Vec.TOTAL_EVERY * 4 * Word2Vec.COUNT_CHUNK) {
+      total = out.describe().getCounters().getTotalFrequency();
+    }
+    st.tokens.addAndGet(n);
+    long admitted = 0;
+    double threshold = cfg.sample() * Math.max(total, 1);
+    long before = centers.size();
+    int at = 0; // the sentence's first word in the chunk
+    for (String[] sent : chunk) {
+      kept.clear();
+      for (int i = 0; i < sent.length; i++) {
+        if (!kc.admitted()[at + i]) {
+          continue;
+        }
+        admitted++;
+        if (cfg.sample() > 0) {
+          double f = Math.max(kc.frequencies()[at + i], 1);
+          double keep = (Math.sqrt(f / threshold) + 1) * threshold / f;
+          if (keep < (nextRandom() & 0xFFFF) / 65536.0) {
+            continue;
+          }
+        }
+        kept.add(sent[i]);
+      }
+      at += sent.length;
+      addWindows();
+    }
+    st.words.addAndGet(admitted);
+    st.pairs.addAndGet(centers.size() - before);
+  }
+
+  /** The (center, context) pairs of the kept words of one sentence. */
+  private void addWindows() {
+    int n = kept.size();
+    for (int i = 0; i < n; i++) {
+      int b = (int) Long.remainderUnsigned(nextRandom(), cfg.window());
+      int reach = cfg.window() - b;
+      for (int c = Math.max(0, i - reach); c <= Math.min(n - 1, i + reach); c++) {
+        if (c != i) {
+          centers.add(kept.get(i));
+          contexts.add(kept.get(c));
+        }
+      }
+    }
+  }
+
+  @Override
+  public Map<String, INDArray> next() {
+    if (!hasNext()) {
+      throw new NoSuchElementException();
+    }
+    int b = Math.min(cfg.batchPairs(), centers.size());
+    List<String> c = centers.subList(0, b);
+    List<String> x = contexts.subList(0, b);
+    StringIndex distinct = new StringIndex(b / 4);
+    int[] centerOf = new int[b];
+    for (int i = 0; i < b; i++) {
+      centerOf[i] = distinct.add(c.get(i));
+    }
+    Map<String, INDArray> batch = Map.of(
+        "centers", KeyArrays.of(distinct.keys()),
+        "center_of", Nd4j.createFromArray(centerOf),
+        "context", KeyArrays.of(x, b, 1),
+        "mask", Nd4j.ones(DataType.FLOAT, b, 1));
+    c.clear();
+    x.clear();
+    return batch;
+  }
+}
