@@ -64,19 +64,19 @@ public final class Word2VecCli {
     List<Path> input;
     @Option(names = "--model", required = true, description = "model directory (checkpoint, loss curve)")
     Path model;
-    @Option(names = "--dim", defaultValue = "100") int dim;
-    @Option(names = "--window", defaultValue = "5") int window;
-    @Option(names = "--negative", defaultValue = "5") int negative;
-    @Option(names = "--sample", defaultValue = "1e-3") double sample;
-    @Option(names = "--min-count", defaultValue = "5") int minCount;
-    @Option(names = "--epochs", defaultValue = "5") int epochs;
-    @Option(names = "--optimizer", defaultValue = "adagrad", description = "adagrad (default) or sgd") String optimizer;
+    @Option(names = "--dim", defaultValue = "" + Word2VecConfig.DEFAULT_DIM) int dim;
+    @Option(names = "--window", defaultValue = "" + Word2VecConfig.DEFAULT_WINDOW) int window;
+    @Option(names = "--negative", defaultValue = "" + Word2VecConfig.DEFAULT_NEGATIVE) int negative;
+    @Option(names = "--sample", defaultValue = "" + Word2VecConfig.DEFAULT_SAMPLE) double sample;
+    @Option(names = "--min-count", defaultValue = "" + Word2VecConfig.DEFAULT_MIN_COUNT) int minCount;
+    @Option(names = "--epochs", defaultValue = "" + Word2VecConfig.DEFAULT_EPOCHS) int epochs;
+    @Option(names = "--optimizer", defaultValue = Word2VecConfig.DEFAULT_OPTIMIZER, description = "adagrad (default) or sgd") String optimizer;
     @Option(names = "--alpha", description = "starting learning rate (default: 0.3 adagrad, 0.025 sgd)") Float alpha;
-    @Option(names = "--batch", defaultValue = "8192", description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
+    @Option(names = "--batch", defaultValue = "" + Word2VecConfig.DEFAULT_BATCH_PAIRS, description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
     @Option(names = "--negative-pool", description = "negatives drawn per step, shared by the"
         + " batch's pairs (each picks --negative among them); 0 = independent draws per pair"
         + " (default: a quarter of the batch)") Integer negativePool;
-    @Option(names = "--seed", defaultValue = "1") long seed;
+    @Option(names = "--seed", defaultValue = "" + Word2VecConfig.DEFAULT_SEED) long seed;
     @Option(names = "--threads", defaultValue = "2") int threads;
     @Option(names = "--prefetch", defaultValue = "2", description = "batches each thread reads ahead (0 = none; a 1-thread run is then exactly reproducible)")
     int prefetch;
@@ -93,7 +93,7 @@ public final class Word2VecCli {
     @Option(names = "--simulated-rtt-ms", defaultValue = "0", description = "benchmarks: add this"
         + " many milliseconds of network round trip to every shard call (default 0)")
     double simulatedRttMs;
-    @Option(names = "--name", defaultValue = "w2v", description = "table name prefix (default ${DEFAULT-VALUE})") String name;
+    @Option(names = "--name", defaultValue = Word2VecConfig.DEFAULT_NAME, description = "table name prefix (default ${DEFAULT-VALUE})") String name;
     @Option(names = "--table", description = "train against running shards: host:port,host:port,...")
     String table;
     @Option(names = "--shards", defaultValue = "0", description = "start N local shard processes for this run")

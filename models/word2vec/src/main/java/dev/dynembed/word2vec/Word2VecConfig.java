@@ -4,8 +4,9 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * Hyper-parameters of a skip-gram negative-sampling run (the CLI's {@code train} holds the
- * defaults).
+ * Hyper-parameters of a skip-gram negative-sampling run. The defaults live here, once: the
+ * {@code DEFAULT_*} constants, {@link #defaultAlpha}, {@link #defaultPool} and {@link
+ * #defaults()}; the CLI's options take theirs from them.
  *
  * @param dim vector size
  * @param window max distance of a context word (each center draws its window from 1..window)
@@ -30,6 +31,24 @@ import java.util.Map;
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
     int epochs, float alpha, String optimizer, int batchPairs, long seed, String name,
     int negativePool) {
+
+  public static final int DEFAULT_DIM = 100;
+  public static final int DEFAULT_WINDOW = 5;
+  public static final int DEFAULT_NEGATIVE = 5;
+  public static final double DEFAULT_SAMPLE = 1e-3;
+  public static final int DEFAULT_MIN_COUNT = 5;
+  public static final int DEFAULT_EPOCHS = 5;
+  public static final String DEFAULT_OPTIMIZER = "adagrad";
+  public static final int DEFAULT_BATCH_PAIRS = 8192;
+  public static final long DEFAULT_SEED = 1;
+  public static final String DEFAULT_NAME = "w2v";
+
+  /** Every parameter at its default (word2vec's usual settings, Adagrad on summed batches). */
+  public static Word2VecConfig defaults() {
+    return new Word2VecConfig(DEFAULT_DIM, DEFAULT_WINDOW, DEFAULT_NEGATIVE, DEFAULT_SAMPLE,
+        DEFAULT_MIN_COUNT, DEFAULT_EPOCHS, defaultAlpha(DEFAULT_OPTIMIZER), DEFAULT_OPTIMIZER,
+        DEFAULT_BATCH_PAIRS, DEFAULT_SEED, DEFAULT_NAME, defaultPool(DEFAULT_BATCH_PAIRS));
+  }
 
   /** The default negative pool of a batch: a quarter of its pairs (2,048 for 8,192). */
   public static int defaultPool(int batchPairs) {
