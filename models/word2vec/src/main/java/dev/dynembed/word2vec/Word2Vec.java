@@ -135,7 +135,7 @@ public final class Word2Vec {
    * while Adagrad's per-coordinate normalisation keeps the step bounded.
    */
   static dev.dynembed.table.v1.OptimizerConfig optimizer(Word2VecConfig cfg) {
-    return "adagrad".equals(cfg.optimizer()) ? TableConfigs.adagrad(cfg.alpha(), 0.1f, 1e-8f)
+    return cfg.optimizer() == Word2VecConfig.Optimizer.ADAGRAD ? TableConfigs.adagrad(cfg.alpha(), 0.1f, 1e-8f)
         : TableConfigs.sgd(cfg.alpha());
   }
 
@@ -201,28 +201,16 @@ public final class Word2Vec {
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
     State st = begin(opt, ckpt, corpus);
     long started = System.nanoTime() - (long) (st.elapsed * 1e9);
-    DoubleAdder lossSum = new DoubleAdder();
-    AtomicLong lossSteps = new AtomicLong();
-    List<double[]> curve = new ArrayList<>(st.curve);
-    double[] lastLoss = {curve.isEmpty() ? Double.NaN : curve.get(curve.size() - 1)[1]};
+    LossMeter loss = new LossMeter(st.curve);
     for (int i = 0; i < threads; i++) {
-      executor.trainer(i).addListener(new Trainer.Listener() {
-        @Override
-        public void onStep(long step, double loss) {}
-
-        @Override
-        public void onFetched(long step, Map<String, Double> fetched) {
-          lossSum.add(fetched.get("loss_per_pair"));
-          lossSteps.incrementAndGet();
-        }
-      });
+      executor.trainer(i).addListener(loss);
     }
     double denom = (double) cfg.epochs() * totalBytes;
     java.util.function.DoubleSupplier alpha = () -> cfg.alpha()
         * Math.max(1e-4, 1 - st.progressBytes.get() / denom);
     java.util.function.Supplier<Status> status = () -> new Status(st.epoch, cfg.epochs(),
         Math.min(1, st.progressBytes.get() / denom), st.tokens.get(), st.words.get(),
-        st.pairs.get(), (System.nanoTime() - started) / 1e9, lastLoss[0], alpha.getAsDouble(),
+        st.pairs.get(), (System.nanoTime() - started) / 1e9, loss.last(), alpha.getAsDouble(),
         false);
     java.util.concurrent.ScheduledExecutorService timer =
         java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
@@ -231,14 +219,7 @@ public final class Word2Vec {
           return t;
         });
     timer.scheduleAtFixedRate(() -> {
-      long n = lossSteps.getAndSet(0);
-      double sum = lossSum.sumThenReset();
-      if (n > 0) {
-        lastLoss[0] = sum / n;
-        synchronized (curve) {
-          curve.add(new double[] {st.words.get(), lastLoss[0]});
-        }
-      }
+      loss.sample(st.words.get());
       progress.accept(status.get());
     }, 1, 1, java.util.concurrent.TimeUnit.SECONDS);
     long lastCheckpoint = System.nanoTime();
@@ -273,10 +254,10 @@ public final class Word2Vec {
             >= opt.checkpointEverySeconds() * 1_000_000_000L)
             || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0)) {
           st.elapsed = (System.nanoTime() - started) / 1e9;
-          save(ckpt, st, corpus, curve, false);
+          save(ckpt, st, corpus, loss.curve(), false);
           lastCheckpoint = System.nanoTime();
           if (stop) {
-            return result(st, curve, lastEpoch);
+            return result(st, loss.curve(), lastEpoch);
           }
         }
       }
@@ -284,20 +265,16 @@ public final class Word2Vec {
       timer.shutdownNow();
     }
     st.elapsed = (System.nanoTime() - started) / 1e9;
-    long n = lossSteps.getAndSet(0);
-    if (n > 0) {
-      lastLoss[0] = lossSum.sumThenReset() / n;
-      curve.add(new double[] {st.words.get(), lastLoss[0]});
-    }
+    loss.sample(st.words.get());
     if (out.describe().getCounters().getKeys() == 0) {
       throw new CorpusException("no word of the corpus reached minCount (--min-count) "
           + cfg.minCount() + " (" + st.tokens.get() + " words read): nothing was trained; lower"
           + " the minimum count or give more text");
     }
-    save(ckpt, st, corpus, curve, true);
+    save(ckpt, st, corpus, loss.curve(), true);
     progress.accept(new Status(st.epoch, cfg.epochs(), 1, st.tokens.get(), st.words.get(),
-        st.pairs.get(), st.elapsed, lastLoss[0], alpha.getAsDouble(), true));
-    return result(st, curve, lastEpoch);
+        st.pairs.get(), st.elapsed, loss.last(), alpha.getAsDouble(), true));
+    return result(st, loss.curve(), lastEpoch);
   }
 
   private Result result(State st, List<double[]> curve, double[] lastEpoch) {
@@ -375,6 +352,50 @@ public final class Word2Vec {
       }
     }
     return b.toString();
+  }
+
+  /**
+   * The loss curve: the trainers' per-step losses (fetched {@code loss_per_pair}) averaged over
+   * each sampling interval, as (words trained, loss) points.
+   */
+  private static final class LossMeter implements Trainer.Listener {
+    private final DoubleAdder sum = new DoubleAdder();
+    private final AtomicLong steps = new AtomicLong();
+    private final List<double[]> curve;
+    private volatile double last;
+
+    LossMeter(List<double[]> resumed) {
+      this.curve = new ArrayList<>(resumed);
+      this.last = curve.isEmpty() ? Double.NaN : curve.get(curve.size() - 1)[1];
+    }
+
+    @Override
+    public void onStep(long step, double loss) {}
+
+    @Override
+    public void onFetched(long step, Map<String, Double> fetched) {
+      sum.add(fetched.get("loss_per_pair"));
+      steps.incrementAndGet();
+    }
+
+    /** Closes an interval: its mean loss becomes a point of the curve (none without steps). */
+    synchronized void sample(long words) {
+      long n = steps.getAndSet(0);
+      double total = sum.sumThenReset();
+      if (n > 0) {
+        last = total / n;
+        curve.add(new double[] {words, last});
+      }
+    }
+
+    /** The mean loss of the last interval with steps (NaN before the first). */
+    double last() {
+      return last;
+    }
+
+    synchronized List<double[]> curve() {
+      return new ArrayList<>(curve);
+    }
   }
 
   /** Position and counters of a run (restored on resume). */

@@ -70,7 +70,7 @@ public final class Word2VecCli {
     @Option(names = "--sample", defaultValue = "" + Word2VecConfig.DEFAULT_SAMPLE) double sample;
     @Option(names = "--min-count", defaultValue = "" + Word2VecConfig.DEFAULT_MIN_COUNT) int minCount;
     @Option(names = "--epochs", defaultValue = "" + Word2VecConfig.DEFAULT_EPOCHS) int epochs;
-    @Option(names = "--optimizer", defaultValue = Word2VecConfig.DEFAULT_OPTIMIZER, description = "adagrad (default) or sgd") String optimizer;
+    @Option(names = "--optimizer", defaultValue = Word2VecConfig.DEFAULT_OPTIMIZER_SPELLING, description = "adagrad (default) or sgd") String optimizer;
     @Option(names = "--alpha", description = "starting learning rate (default: 0.3 adagrad, 0.025 sgd)") Float alpha;
     @Option(names = "--batch", defaultValue = "" + Word2VecConfig.DEFAULT_BATCH_PAIRS, description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
     @Option(names = "--negative-pool", description = "negatives drawn per step, shared by the"
@@ -109,9 +109,10 @@ public final class Word2VecCli {
 
     @Override
     public Integer call() throws Exception {
+      Word2VecConfig.Optimizer opt = Word2VecConfig.Optimizer.parse(optimizer);
       Word2VecConfig cfg = new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
-          alpha != null ? alpha : Word2VecConfig.defaultAlpha(optimizer), optimizer, batch, seed,
-          name, negativePool != null ? negativePool : Word2VecConfig.defaultPool(batch));
+          alpha != null ? alpha : Word2VecConfig.defaultAlpha(opt), opt, batch, seed, name,
+          negativePool != null ? negativePool : Word2VecConfig.defaultPool(batch));
       if (table != null && shards > 0) {
         throw new CorpusException("--table and --shards exclude each other");
       }

@@ -15,8 +15,8 @@ import java.util.Map;
  * @param minCount a word gets vectors once seen this many times (the table's admission rule)
  * @param epochs passes over the corpus
  * @param alpha starting learning rate, decayed linearly to alpha * 1e-4
- * @param optimizer the tables' optimizer: "adagrad" (default; stable with summed batches, where
- *     a frequent word gets hundreds of updates at once) or "sgd" (word2vec's own, for small
+ * @param optimizer the tables' optimizer: ADAGRAD (default; stable with summed batches, where
+ *     a frequent word gets hundreds of updates at once) or SGD (word2vec's own, for small
  *     batches)
  * @param batchPairs (center, context) pairs per training step
  * @param seed initialisation, windows, subsampling and negatives
@@ -29,7 +29,7 @@ import java.util.Map;
  *     equal quality (docs/benchmarks.md)
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
-    int epochs, float alpha, String optimizer, int batchPairs, long seed, String name,
+    int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
     int negativePool) {
 
   public static final int DEFAULT_DIM = 100;
@@ -38,7 +38,30 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
   public static final double DEFAULT_SAMPLE = 1e-3;
   public static final int DEFAULT_MIN_COUNT = 5;
   public static final int DEFAULT_EPOCHS = 5;
-  public static final String DEFAULT_OPTIMIZER = "adagrad";
+  /** The tables' optimizer; its name is the CLI's and the checkpoint's spelling. */
+  public enum Optimizer {
+    SGD, ADAGRAD;
+
+    /** "sgd" or "adagrad". */
+    public String spelling() {
+      return name().toLowerCase(java.util.Locale.ROOT);
+    }
+
+    /** The optimizer spelled {@code s}; a clear error for anything else. */
+    public static Optimizer parse(String s) {
+      for (Optimizer o : values()) {
+        if (o.spelling().equals(s)) {
+          return o;
+        }
+      }
+      throw new CorpusException("optimizer (--optimizer) must be sgd or adagrad but was '" + s
+          + "'");
+    }
+  }
+
+  public static final Optimizer DEFAULT_OPTIMIZER = Optimizer.ADAGRAD;
+  /** {@link #DEFAULT_OPTIMIZER}'s spelling, as a constant (for annotations). */
+  public static final String DEFAULT_OPTIMIZER_SPELLING = "adagrad";
   public static final int DEFAULT_BATCH_PAIRS = 8192;
   public static final long DEFAULT_SEED = 1;
   public static final String DEFAULT_NAME = "w2v";
@@ -56,8 +79,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
   }
 
   /** The default rate of each optimizer. */
-  public static float defaultAlpha(String optimizer) {
-    return "sgd".equals(optimizer) ? 0.025f : 0.3f;
+  public static float defaultAlpha(Optimizer optimizer) {
+    return optimizer == Optimizer.SGD ? 0.025f : 0.3f;
   }
 
   public Word2VecConfig {
@@ -70,8 +93,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     check(minCount >= 1, "minCount (--min-count) must be >= 1 but was " + minCount);
     check(epochs >= 1, "epochs (--epochs) must be >= 1 but was " + epochs);
     check(alpha > 0 && alpha < 10, "alpha (--alpha) must be in (0, 10) but was " + alpha);
-    check("sgd".equals(optimizer) || "adagrad".equals(optimizer),
-        "optimizer (--optimizer) must be sgd or adagrad but was '" + optimizer + "'");
+    check(optimizer != null, "optimizer (--optimizer) must be sgd or adagrad but was null");
     check(batchPairs >= 1 && batchPairs <= 1 << 18,
         "batchPairs (--batch) must be in 1..262144 but was " + batchPairs);
     check(negativePool >= 0 && negativePool <= 1 << 24,
@@ -104,7 +126,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("min_count", String.valueOf(minCount));
     m.put("epochs", String.valueOf(epochs));
     m.put("alpha", String.valueOf(alpha));
-    m.put("optimizer", optimizer);
+    m.put("optimizer", optimizer.spelling());
     m.put("batch", String.valueOf(batchPairs));
     m.put("seed", String.valueOf(seed));
     m.put("name", name);
@@ -117,7 +139,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
       return new Word2VecConfig(Integer.parseInt(m.get("dim")), Integer.parseInt(m.get("window")),
           Integer.parseInt(m.get("negative")), Double.parseDouble(m.get("sample")),
           Integer.parseInt(m.get("min_count")), Integer.parseInt(m.get("epochs")),
-          Float.parseFloat(m.get("alpha")), m.get("optimizer"), Integer.parseInt(m.get("batch")),
+          Float.parseFloat(m.get("alpha")), Optimizer.parse(m.get("optimizer")), Integer.parseInt(m.get("batch")),
           Long.parseLong(m.get("seed")), m.get("name"),
           Integer.parseInt(m.getOrDefault("negative_pool", "0"))); // models before the pool: 0
     } catch (RuntimeException e) {

@@ -53,7 +53,8 @@ class Word2VecTest {
   }
 
   static Word2VecConfig config(int epochs) {
-    return new Word2VecConfig(16, 3, 5, 0, 5, epochs, 0.025f, "sgd", 64, 3, "t", 64);
+    return new Word2VecConfig(16, 3, 5, 0, 5, epochs, 0.025f, Word2VecConfig.Optimizer.SGD, 64, 3,
+        "t", 64);
   }
 
   private static Word2Vec.Result train(Path model, int epochs, int threads) {
