@@ -5,6 +5,7 @@ import dev.dynembed.ops.StepArrays;
 import dev.dynembed.ops.TableStep;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableReads;
+import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -345,9 +346,10 @@ public final class Trainer {
   }
 
   /**
-   * Writes dense variables, updater state and every table under {@code dir} (replaced if it
-   * exists), with a manifest written last. Table checkpoints go to {@code dir/tables}, which every
-   * shard must see.
+   * Writes dense variables, updater state and every table as a new checkpoint under {@code dir};
+   * a crash at any moment leaves the previous or the new one readable, never neither (the last 2
+   * are kept; layout and steps: {@code TrainingCheckpoint}). Table checkpoints go to {@code
+   * dir/ckpt-N/tables}, which every shard must see.
    */
   public void save(Path dir) {
     save(dir, Map.of());
@@ -362,19 +364,19 @@ public final class Trainer {
     TrainingCheckpoint.write(dir, step, sd, dense, updaterState, tables, extra);
   }
 
-
   /**
    * Brings back everything {@link #save} wrote; training continues as if never stopped.
    *
    * @return the extra entries given to {@link #save(Path, Map)}
    */
   public Map<String, String> restore(Path dir) {
-    Properties m = TrainingCheckpoint.readManifest(dir);
+    Path src = latest(dir);
+    Properties m = TrainingCheckpoint.readManifest(src);
     flush();
     planned = null; // reads made before the restore would be of the old rows
     plannedFeeds = null;
     plannedReadsDone = null;
-    step = TrainingCheckpoint.read(dir, m, sd, dense, updaterState, tables);
+    step = TrainingCheckpoint.read(src, m, sd, dense, updaterState, tables);
     return TrainingCheckpoint.extras(m);
   }
 
@@ -383,6 +385,24 @@ public final class Trainer {
    * restoring anything (to check a checkpoint before restoring it).
    */
   public static Map<String, String> readExtras(Path dir) {
-    return TrainingCheckpoint.extras(TrainingCheckpoint.readManifest(dir));
+    return TrainingCheckpoint.extras(TrainingCheckpoint.readManifest(latest(dir)));
+  }
+
+  /** Whether {@code dir} holds a complete checkpoint written by {@link #save}. */
+  public static boolean hasCheckpoint(Path dir) {
+    return TrainingCheckpoint.latest(dir) != null;
+  }
+
+  /**
+   * The directory of the latest complete checkpoint under {@code dir} (its {@code tables/} holds
+   * the tables' checkpoints); a clear error if there is none.
+   */
+  public static Path latest(Path dir) {
+    Path src = TrainingCheckpoint.latest(dir);
+    if (src == null) {
+      throw new UncheckedIOException(new java.io.IOException("no training checkpoint in "
+          + dir.toAbsolutePath().normalize() + " (no CURRENT, no MANIFEST.properties)"));
+    }
+    return src;
   }
 }

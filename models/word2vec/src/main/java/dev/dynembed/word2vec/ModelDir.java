@@ -11,12 +11,17 @@ final class ModelDir {
 
   /** The manifest's extra entries (settings, position, counters). */
   static Map<String, String> extras(Path modelDir) {
-    Path m = modelDir.resolve(Word2Vec.CHECKPOINT).resolve("MANIFEST.properties");
-    if (!Files.exists(m)) {
-      throw new CorpusException(modelDir + " is not a word2vec model directory (no " + m
-          + "); train one with: word2vec train --input FILE --model " + modelDir);
+    Path ckpt = modelDir.resolve(Word2Vec.CHECKPOINT);
+    if (!Files.isDirectory(ckpt) || !Trainer.hasCheckpoint(ckpt)) {
+      throw new CorpusException(modelDir + " is not a word2vec model directory (no checkpoint"
+          + " in " + ckpt + "); train one with: word2vec train --input FILE --model " + modelDir);
     }
-    return Trainer.readExtras(modelDir.resolve(Word2Vec.CHECKPOINT));
+    return Trainer.readExtras(ckpt);
+  }
+
+  /** The tables' checkpoint of the model's latest checkpoint. */
+  static Path tables(Path modelDir) {
+    return Trainer.latest(modelDir.resolve(Word2Vec.CHECKPOINT)).resolve("tables");
   }
 
   static Word2VecConfig config(Path modelDir) {

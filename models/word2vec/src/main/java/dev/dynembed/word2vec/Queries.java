@@ -31,7 +31,7 @@ public final class Queries implements AutoCloseable {
     this.cfg = ModelDir.config(modelDir);
     this.client = TableClients.inProcess(modelDir);
     this.in = client.createTable(Word2Vec.inConfig(cfg));
-    in.restore(modelDir.resolve(Word2Vec.CHECKPOINT).resolve("tables"));
+    in.restore(ModelDir.tables(modelDir));
   }
 
   /** The word's vector; a clear error for a word the model has no vector of. */

@@ -72,7 +72,7 @@ public final class VectorSet {
    */
   public static VectorSet fromModel(Path modelDir) {
     Word2VecConfig cfg = ModelDir.config(modelDir);
-    Path tables = modelDir.resolve(Word2Vec.CHECKPOINT).resolve("tables");
+    Path tables = ModelDir.tables(modelDir);
     TableStore in = TableClients.loadCheckpoint(tables, cfg.inTable());
     TableStore out = TableClients.loadCheckpoint(tables, cfg.outTable());
     Map<String, Long> freq = new HashMap<>();

@@ -291,7 +291,7 @@ public final class Word2Vec {
   private State begin(TrainOptions opt, Path ckpt, String corpus) {
     State st = new State();
     if (opt.resume()) {
-      if (!Files.exists(ckpt.resolve("MANIFEST.properties"))) {
+      if (!Trainer.hasCheckpoint(ckpt)) {
         throw new CorpusException("resume (--resume): " + opt.modelDir()
             + " holds no checkpoint");
       }
