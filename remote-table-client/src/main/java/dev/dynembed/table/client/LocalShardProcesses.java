@@ -1,8 +1,6 @@
 package dev.dynembed.table.client;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,7 +13,9 @@ import java.util.regex.Pattern;
 /**
  * N table-server shard processes on this machine (loopback), started with this JVM's class path:
  * a one-command distributed run (word2vec's {@code --shards N}, the table benchmark). Each shard
- * binds a free port, read back from its start-up line. {@link #close} stops them.
+ * binds a free port, read back from its start-up line in its log ({@code DATA_DIR/shard-I.log}).
+ * {@link #close} stops them; they also exit by themselves once this process is gone, even after
+ * a kill -9 ({@code table-server --exit-with}).
  */
 public final class LocalShardProcesses implements AutoCloseable {
   private static final Pattern LISTENING = Pattern.compile("listening on [^\\s]+:(\\d+)");
@@ -45,7 +45,8 @@ public final class LocalShardProcesses implements AutoCloseable {
       int port = basePort == 0 ? 0 : basePort + i;
       // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
       List<String> cmd = new ArrayList<>(launcher);
-      cmd.addAll(List.of(java, "-Xms" + heap, "-Xmx" + heap,
+      // a shard that runs out of memory exits instead of limping on with half-applied state
+      cmd.addAll(List.of(java, "-Xms" + heap, "-Xmx" + heap, "-XX:+ExitOnOutOfMemoryError",
           "-XX:+UseParallelGC", "--add-modules", "jdk.incubator.vector"));
       for (String o : javaOpts.trim().split("\\s+")) {
         if (!o.isEmpty()) {
@@ -54,9 +55,14 @@ public final class LocalShardProcesses implements AutoCloseable {
       }
       cmd.addAll(List.of("-cp", cp, "dev.dynembed.table.server.TableServerMain",
           "--port", String.valueOf(port), "--shard-index", String.valueOf(i),
-          "--num-shards", String.valueOf(n), "--data-dir", dataDir.toString()));
+          "--num-shards", String.valueOf(n), "--data-dir", dataDir.toString(),
+          // shards die with this process, even when it is killed with SIGKILL
+          "--exit-with", String.valueOf(ProcessHandle.current().pid())));
+      // the shard writes its output straight into DATA_DIR/shard-I.log, which outlives this
+      // process (the shard's last words after a kill -9 of this one are there too)
       ProcessBuilder pb = new ProcessBuilder(cmd);
       pb.redirectErrorStream(true);
+      pb.redirectOutput(ProcessBuilder.Redirect.to(logOf(dataDir, i).toFile()));
       try {
         processes.add(pb.start());
       } catch (IOException e) {
@@ -64,36 +70,34 @@ public final class LocalShardProcesses implements AutoCloseable {
         throw e;
       }
     }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
     for (int i = 0; i < n; i++) {
-      BufferedReader r = new BufferedReader(
-          new InputStreamReader(processes.get(i).getInputStream(), StandardCharsets.UTF_8));
-      StringBuilder seen = new StringBuilder();
-      String line;
-      Matcher m = null;
-      while ((line = r.readLine()) != null) {
-        m = LISTENING.matcher(line);
+      String port = null;
+      while (port == null) {
+        String out = Files.readString(logOf(dataDir, i), StandardCharsets.UTF_8);
+        Matcher m = LISTENING.matcher(out);
         if (m.find()) {
-          break;
-        }
-        seen.append(line).append('\n');
-      }
-      if (line == null) {
-        close();
-        throw new IOException("table shard " + i + " of " + n + " did not start:\n" + seen);
-      }
-      Thread drain = new Thread(() -> {
-        try {
-          while (r.readLine() != null) {
-            // discard
+          port = m.group(1);
+        } else if (!processes.get(i).isAlive() || System.nanoTime() > deadline) {
+          close();
+          throw new IOException("table shard " + i + " of " + n + " did not start:\n" + out);
+        } else {
+          try {
+            Thread.sleep(20);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            close();
+            throw new IOException("interrupted while table shard " + i + " started", e);
           }
-        } catch (IOException ignored) {
-          // process ended
         }
-      }, "shard-" + i + "-output");
-      drain.setDaemon(true);
-      drain.start();
-      endpoints.add("127.0.0.1:" + m.group(1));
+      }
+      endpoints.add("127.0.0.1:" + port);
     }
+  }
+
+  /** The output log of shard i. */
+  public static Path logOf(Path dataDir, int i) {
+    return dataDir.resolve("shard-" + i + ".log");
   }
 
   /** host:port of every shard, in shard order. */

@@ -60,4 +60,35 @@ class LocalShardProcessesTest {
         + e.getMessage());
     assertEquals(before, ProcessHandle.current().children().filter(ProcessHandle::isAlive).count());
   }
+
+  @Test
+  void shards_neverOutliveAKilledParent_andKeepTheirOutputInALog() throws Exception {
+    String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    Process parent = new ProcessBuilder(javaBin, "-cp", System.getProperty("java.class.path"),
+        ShardParentMain.class.getName(), dir.toString()).redirectErrorStream(true).start();
+    java.io.BufferedReader out = new java.io.BufferedReader(new java.io.InputStreamReader(
+        parent.getInputStream(), java.nio.charset.StandardCharsets.UTF_8));
+    long shardPid = -1;
+    String line;
+    StringBuilder seen = new StringBuilder();
+    while ((line = out.readLine()) != null && !line.startsWith("ready")) {
+      seen.append(line).append('\n');
+      if (line.startsWith("shard pid ")) {
+        shardPid = Long.parseLong(line.substring("shard pid ".length()));
+      }
+    }
+    assertTrue(shardPid > 0 && line != null, "helper output: " + seen);
+    ProcessHandle shard = ProcessHandle.of(shardPid).orElseThrow();
+    assertTrue(shard.isAlive());
+    parent.destroyForcibly(); // SIGKILL: no shutdown hook of the parent runs
+    parent.waitFor();
+    long deadline = System.nanoTime() + 15_000_000_000L;
+    while (shard.isAlive() && System.nanoTime() < deadline) {
+      Thread.sleep(100);
+    }
+    assertFalse(shard.isAlive(), "shard " + shardPid + " outlived its killed parent");
+    String log = java.nio.file.Files.readString(dir.resolve("shard-0.log"));
+    assertTrue(log.contains("listening on"), log);
+    assertTrue(log.contains("is gone; exiting"), log);
+  }
 }

@@ -29,6 +29,10 @@ public final class TableServerMain implements Callable<Integer> {
   @Option(names = "--threads", description = "request threads (default: 2 x cores)")
   Integer threads;
 
+  @Option(names = "--exit-with", description = "exit when the process of this PID is gone (a"
+      + " trainer that started this shard: the shard never outlives it, even a kill -9)")
+  Long exitWith;
+
   @Override
   public Integer call() throws Exception {
     if (numShards < 1 || shardIndex < 0 || shardIndex >= numShards) {
@@ -44,11 +48,32 @@ public final class TableServerMain implements Callable<Integer> {
     int n = threads != null ? threads : 2 * Runtime.getRuntime().availableProcessors();
     TableServer server = new TableServer(new ShardEngine(shardIndex, numShards, dataDir), host, port, n);
     Runtime.getRuntime().addShutdownHook(new Thread(server::close));
+    if (exitWith != null) {
+      watchParent(exitWith);
+    }
     System.out.printf("table-server shard %d of %d listening on %s:%d (data dir %s)%n",
         shardIndex, numShards, host, server.port(), dataDir.toAbsolutePath());
     System.out.flush();
     server.awaitTermination();
     return 0;
+  }
+
+  /** Exits (running the shutdown hooks) once the process {@code pid} has ended. */
+  private static void watchParent(long pid) {
+    java.util.Optional<ProcessHandle> parent = ProcessHandle.of(pid);
+    Thread t = new Thread(() -> {
+      while (parent.map(ProcessHandle::isAlive).orElse(false)) {
+        try {
+          Thread.sleep(500);
+        } catch (InterruptedException e) {
+          return;
+        }
+      }
+      System.err.printf("table-server: process %d is gone; exiting%n", pid);
+      System.exit(0);
+    }, "exit-with-" + pid);
+    t.setDaemon(true);
+    t.start();
   }
 
   public static void main(String[] args) {

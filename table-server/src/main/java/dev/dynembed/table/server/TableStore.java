@@ -586,6 +586,7 @@ public final class TableStore {
       if (row >= 0) {
         return row;
       }
+      reserveSlot(s); // may allocate: before the row exists, so an OutOfMemoryError leaves none
       row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
       float[] page = rowPages[row >>> pageShift];
       int base = (row & pageMask) * rowFloats;
@@ -619,10 +620,19 @@ public final class TableStore {
     return -1;
   }
 
-  private void insert(Segment s, int tag, int row) {
+  /**
+   * Grows the segment's index now if one more entry would need it, so that the {@link #insert}
+   * that follows a row's publication never allocates: a row published but missing from the index
+   * (an OutOfMemoryError in between) would be seen by scans and checkpoints but never by lookups.
+   */
+  private static void reserveSlot(Segment s) {
     if ((s.size + 1) * 4 > s.slots.length * 3) {
       grow(s);
     }
+  }
+
+  /** Adds an entry; the caller has {@link #reserveSlot reserved} room for it. */
+  private void insert(Segment s, int tag, int row) {
     long[] slots = s.slots;
     int mask = slots.length - 1;
     int slot = tag & mask;
@@ -847,6 +857,7 @@ public final class TableStore {
     if (probe(s.slots, tagOf(m), keys, i) >= 0) {
       return false;
     }
+    reserveSlot(s);
     int row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
     System.arraycopy(record, recOff, rowPages[row >>> pageShift], rowBase(row), rowFloats);
     long[] meta = metaPages[row >>> pageShift];
