@@ -21,6 +21,12 @@ public final class JavaOps {
       return;
     }
     SameDiff.bindInferenceFactory(JavaOpSession::new);
+    // M2.1's SameDiff prints "Added differentiated op NAME" (System.out.println) for ops of every
+    // gradient function it builds: 8 lines per graph, in the middle of a progress display. Those
+    // lines, and only those, are dropped.
+    if (!(System.out instanceof QuietOut)) {
+      System.setOut(new QuietOut(System.out));
+    }
     for (DifferentialFunction prototype : List.<DifferentialFunction>of(
         new DynamicEmbeddingLookup(), new DynamicEmbeddingLookupBp(), new SampledLogits(),
         new SampledLogitsBp(), new TopK(), new SigmoidCrossEntropy(),
@@ -29,5 +35,21 @@ public final class JavaOps {
       ImportClassMapping.getOpNameMapping().put(prototype.opName(), prototype);
     }
     installed = true;
+  }
+
+  /** Standard output without SameDiff's "Added differentiated op" lines. */
+  static final class QuietOut extends java.io.PrintStream {
+    static final String CHATTER = "Added differentiated op ";
+
+    QuietOut(java.io.PrintStream out) {
+      super(out, true);
+    }
+
+    @Override
+    public void println(String x) {
+      if (x == null || !x.startsWith(CHATTER)) {
+        super.println(x);
+      }
+    }
   }
 }
