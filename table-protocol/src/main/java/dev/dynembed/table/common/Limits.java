@@ -14,12 +14,30 @@ public final class Limits {
   public static final int MAX_BATCH_KEYS = 1 << 20;
   /** Most floats of rows in one request or reply (256 MiB). */
   public static final long MAX_BATCH_FLOATS = 64L << 20;
+
+  /**
+   * Refuses (RESOURCE_EXHAUSTED) a reply of {@code rows} rows of {@code width} floats beyond
+   * {@link #MAX_BATCH_FLOATS}, computed in {@code long} before anything is allocated.
+   */
+  public static void checkReplyFloats(String table, String what, long rows, long width) {
+    long floats = rows * width;
+    if (floats > MAX_BATCH_FLOATS) {
+      throw TableException.exhausted("table '%s': %s of %d rows x %d floats = %d floats exceed"
+          + " the %d floats of one reply; ask for fewer rows per call", table, what, rows, width,
+          floats, MAX_BATCH_FLOATS);
+    }
+  }
   /** Most draws in one sample call. */
   public static final int MAX_NUM_SAMPLED = 1 << 22;
   /** Largest k of a top-k query. */
   public static final int MAX_TOP_K = 10_000;
   /** Most queries in one top-k call. */
   public static final int MAX_TOP_K_QUERIES = 4096;
+  /**
+   * Most hits one shard works on for a top-k call: queries x min(k, the shard's rows). A shard
+   * keeps a score and a row id per hit (8 bytes): 32 MiB at this bound.
+   */
+  public static final long MAX_TOP_K_HITS = 1L << 22;
   /** Most items in one Read or Write call. */
   public static final int MAX_ITEMS_PER_CALL = 4096;
   /** Largest gRPC message either side accepts. */

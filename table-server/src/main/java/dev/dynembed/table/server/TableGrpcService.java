@@ -126,6 +126,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   private FindResponse find(FindRequest req) {
     TableStore t = engine.get(req.getTable());
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    Limits.checkReplyFloats(t.name(), "find", keys.size(), t.dim);
     Rows.Writer rows = new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
     byte[] found = new byte[(keys.size() + 7) >>> 3];
     t.find(keys, rows, found);
@@ -140,6 +141,8 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   private FindResponse findOrInsert(FindOrInsertRequest req) {
     TableStore t = engine.get(req.getTable());
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    Limits.checkReplyFloats(t.name(), "findOrInsert", keys.size(),
+        (req.getOmitRows() ? 0L : t.dim) + (req.getWithSlots() ? t.slotFloats() : 0L));
     Rows.Writer rows = req.getOmitRows() ? null
         : new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
     byte[] found = new byte[(keys.size() + 7) >>> 3];
@@ -178,6 +181,10 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     TableStore t = engine.get(req.getTable());
     PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
     Rows.normalize(req.getRowEncoding()); // refuse an unknown encoding before drawing
+    if (req.getDistinctWithRows()) { // at most one row per draw comes back
+      Limits.checkReplyFloats(t.name(), "sample", Math.max(0, req.getNumSampled()),
+          t.dim + (req.getWithSlots() ? (long) t.slotFloats() : 0L));
+    }
     SampleCandidates r = engine.sample(t, pos, req.getNumSampled(), req.getSampler(),
         req.getAlpha(), req.getSeed(), req.getDistinctWithRows(), req.getNoneIfEmpty());
     SampleResponse.Builder b = SampleResponse.newBuilder()

@@ -60,8 +60,15 @@ final class TopK {
       }
     }
     int n = t.size();
-    float[][] hs = new float[q][k];
-    int[][] hr = new int[q][k];
+    // a shard never has more hits than rows: k beyond them would only allocate
+    int kk = Math.min(k, n);
+    if ((long) q * kk > Limits.MAX_TOP_K_HITS) {
+      throw TableException.exhausted("table '%s': %d queries x k %d = %d hits on this shard exceed"
+          + " %d; ask for fewer queries per call or a smaller k", t.name(), q, kk, (long) q * kk,
+          Limits.MAX_TOP_K_HITS);
+    }
+    float[][] hs = new float[q][kk];
+    int[][] hr = new int[q][kk];
     int[] hn = new int[q];
     for (int r = 0; r < n; r++) {
       if (excluded.get(r) || !t.isReady(r)) {
@@ -90,10 +97,10 @@ final class TopK {
         } else {
           score = dot;
         }
-        offer(hs[a], hr[a], hn, a, k, score, r);
+        offer(hs[a], hr[a], hn, a, kk, score, r);
       }
     }
-    PackedKeys.Builder keys = new PackedKeys.Builder(q * k);
+    PackedKeys.Builder keys = new PackedKeys.Builder(q * kk);
     int total = 0;
     for (int a = 0; a < q; a++) {
       total += hn[a];
