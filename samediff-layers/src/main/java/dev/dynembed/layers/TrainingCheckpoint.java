@@ -188,10 +188,7 @@ final class TrainingCheckpoint {
 
   /** Forces a file's or a directory's content (for a directory: its entries) to disk. */
   static void fsync(Path p) throws IOException {
-    try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(p,
-        java.nio.file.StandardOpenOption.READ)) {
-      ch.force(true);
-    }
+    dev.dynembed.table.common.Durable.fsync(p);
   }
 
   /** The extra entries of a manifest. */

@@ -11,7 +11,8 @@ import java.util.List;
  *
  * <ul>
  *   <li>deadline 30 s per data call, 10 min for save/restore;
- *   <li>up to 4 attempts for idempotent calls on UNAVAILABLE (backoff 0.1 s .. 2 s);
+ *   <li>calls resent for up to 2 min while a shard is UNAVAILABLE (down, restarting,
+ *       recovering) or, for calls safe to resend, past their deadline (backoff 50 ms .. 1 s);
  *   <li>rows of lookups and samples as FLOAT32 (BFLOAT16 or FLOAT16 halve their bytes:
  *       docs/design/0007-pipelined-steps.md);
  *   <li>no extra client interceptors.
@@ -22,14 +23,14 @@ public final class ClientOptions {
 
   private final Duration deadline;
   private final Duration checkpointDeadline;
-  private final int maxAttempts;
+  private final Duration retryFor;
   private final RowEncoding rowEncoding;
   private final List<ClientInterceptor> interceptors;
 
   private ClientOptions(Builder b) {
     this.deadline = b.deadline;
     this.checkpointDeadline = b.checkpointDeadline;
-    this.maxAttempts = b.maxAttempts;
+    this.retryFor = b.retryFor;
     this.rowEncoding = b.rowEncoding;
     this.interceptors = List.copyOf(b.interceptors);
   }
@@ -41,7 +42,7 @@ public final class ClientOptions {
   /** A builder holding these options. */
   public Builder toBuilder() {
     return new Builder().deadline(deadline).checkpointDeadline(checkpointDeadline)
-        .maxAttempts(maxAttempts).rowEncoding(rowEncoding).interceptors(interceptors);
+        .retryFor(retryFor).rowEncoding(rowEncoding).interceptors(interceptors);
   }
 
   public Duration deadline() {
@@ -52,8 +53,9 @@ public final class ClientOptions {
     return checkpointDeadline;
   }
 
-  public int maxAttempts() {
-    return maxAttempts;
+  /** How long a call is resent while its shard does not answer (0: never resent). */
+  public Duration retryFor() {
+    return retryFor;
   }
 
   public RowEncoding rowEncoding() {
@@ -68,14 +70,14 @@ public final class ClientOptions {
     return toBuilder().deadline(d).build();
   }
 
-  public ClientOptions withMaxAttempts(int n) {
-    return toBuilder().maxAttempts(n).build();
+  public ClientOptions withRetryFor(Duration d) {
+    return toBuilder().retryFor(d).build();
   }
 
   @Override
   public String toString() {
     return "ClientOptions[deadline=" + deadline + ", checkpointDeadline=" + checkpointDeadline
-        + ", maxAttempts=" + maxAttempts + ", rowEncoding=" + rowEncoding + ", interceptors="
+        + ", retryFor=" + retryFor + ", rowEncoding=" + rowEncoding + ", interceptors="
         + interceptors.size() + "]";
   }
 
@@ -83,7 +85,7 @@ public final class ClientOptions {
   public static final class Builder {
     private Duration deadline = Duration.ofSeconds(30);
     private Duration checkpointDeadline = Duration.ofMinutes(10);
-    private int maxAttempts = 4;
+    private Duration retryFor = Duration.ofMinutes(2);
     private RowEncoding rowEncoding = RowEncoding.FLOAT32;
     private List<ClientInterceptor> interceptors = List.of();
 
@@ -107,12 +109,17 @@ public final class ClientOptions {
       return this;
     }
 
-    /** Attempts of an idempotent call that fails with UNAVAILABLE (default 4); 1..5. */
-    public Builder maxAttempts(int n) {
-      if (n < 1 || n > 5) {
-        throw new IllegalArgumentException("maxAttempts must be in [1, 5] but was " + n);
+    /**
+     * How long a call is resent while its shard is UNAVAILABLE (down, restarting, recovering)
+     * or, for calls that are safe to resend, past its deadline (default 2 min; 0 = never).
+     * Writes and counting reads carry a call id, so a resend is applied once
+     * (docs/design/0008-durability.md): a trainer rides through a shard restart.
+     */
+    public Builder retryFor(Duration d) {
+      if (d.isNegative()) {
+        throw new IllegalArgumentException("retryFor must be >= 0 but was " + d);
       }
-      this.maxAttempts = n;
+      this.retryFor = d;
       return this;
     }
 

@@ -36,7 +36,7 @@ class ErrorsTest {
   void shardDown_isShardUnavailableNamingTheShard() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir);
         TableClient c = TableClients.connect(cluster.endpoints,
-            ClientOptions.DEFAULTS.withDeadline(Duration.ofSeconds(5)).withMaxAttempts(2))) {
+            ClientOptions.DEFAULTS.withDeadline(Duration.ofSeconds(5)).withRetryFor(Duration.ofSeconds(1)))) {
       EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4).build());
       cluster.servers.get(1).close();
       String[] keys = java.util.stream.IntStream.range(0, 50).mapToObj(i -> "k" + i)

@@ -8,6 +8,7 @@ import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.server.ShardEngine;
 import dev.dynembed.table.server.TableServer;
+import io.grpc.ForwardingServerCall;
 import io.grpc.Metadata;
 import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
@@ -45,29 +46,81 @@ class RetryAndConcurrencyTest {
     }
   }
 
+  /**
+   * Lets the first call of every method run on the shard, then loses its reply (the client
+   * sees UNAVAILABLE): the worst case for a resend, which must not apply the call twice.
+   */
+  static final class LoseFirstReply implements ServerInterceptor {
+    final Set<String> seen = ConcurrentHashMap.newKeySet();
+
+    @Override
+    public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
+        ServerCallHandler<Q, R> next) {
+      if (!seen.add(call.getMethodDescriptor().getBareMethodName())) {
+        return next.startCall(call, headers);
+      }
+      return next.startCall(new ForwardingServerCall.SimpleForwardingServerCall<>(call) {
+        @Override
+        public void sendMessage(R message) {} // lost on the way
+
+        @Override
+        public void close(Status status, Metadata trailers) {
+          super.close(Status.UNAVAILABLE.withDescription("injected: reply lost"), trailers);
+        }
+      }, headers);
+    }
+  }
+
   @Test
-  void unavailable_idempotentCallsRetried_gradientWritesNeverResent() throws Exception {
+  void unavailable_everyCallResent_writesAppliedOnce() throws Exception {
     FailFirstCall faults = new FailFirstCall();
     try (TableServer server = new TableServer(new ShardEngine(0, 1, dir), "127.0.0.1", 0, 2,
             List.of(faults));
         TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()))) {
       EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4)
-          .setOptimizer(TableConfigs.sgd(1f)).build()); // Stats, CreateTable: retried
-      float[] before = t.findOrInsert("a", "b");         // Read (findOrInsert): retried
+          .setOptimizer(TableConfigs.sgd(1f)).build()); // Stats, CreateTable: resent
+      float[] before = t.findOrInsert("a", "b");         // Read (findOrInsert): resent
       assertArrayEquals(before, t.find("a", "b").rows());
       float[] g = {1, 1, 1, 1, 1, 1, 1, 1};
-      TableException e = assertThrows(TableException.ShardUnavailableException.class,
-          () -> t.applyGradients(new String[] {"a", "b"}, g, 0f, 1));
-      assertEquals("applyGradients", e.call());
-      assertArrayEquals(before, t.find("a", "b").rows()); // the failed update was not applied
-      assertEquals(2, t.applyGradients(new String[] {"a", "b"}, g, 0f, 2)); // now it goes through
+      assertEquals(2, t.applyGradients(new String[] {"a", "b"}, g, 0f, 1)); // Write: resent
       float[] after = t.find("a", "b").rows();
       for (int i = 0; i < after.length; i++) {
-        assertEquals(before[i] - 1f, after[i], 1e-6);   // applied exactly once
+        assertEquals(before[i] - 1f, after[i], 0f); // applied exactly once
       }
-      // every method failed once; all but Write (gradients) were retried transparently
       assertEquals(Set.of("Stats", "CreateTable", "Read", "Write"), faults.seen);
       assertEquals(4, faults.rejected.get());
+    }
+  }
+
+  @Test
+  void lostReplies_resentWritesAndCountsApplyOnce() throws Exception {
+    LoseFirstReply faults = new LoseFirstReply();
+    try (TableServer server = new TableServer(new ShardEngine(0, 1, dir), "127.0.0.1", 0, 2,
+            List.of(faults));
+        TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()))) {
+      EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4)
+          .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.zeros()).build());
+      t.findOrInsert("a", "a", "b"); // counted by the lost first call, not by its resend
+      TableStoreView v = new TableStoreView(server.engine().get("emb"));
+      assertEquals(2, v.frequency("a"));
+      assertEquals(1, v.frequency("b"));
+      float[] g = {0.5f, 0.5f, 0.5f, 0.5f, 0.25f, 0.25f, 0.25f, 0.25f};
+      assertEquals(2, t.applyGradients(new String[] {"a", "b"}, g, 0f, 1)); // the first answer
+      assertArrayEquals(new float[] {-0.5f, -0.5f, -0.5f, -0.5f, -0.25f, -0.25f, -0.25f, -0.25f},
+          t.find("a", "b").rows(), 0f); // applied once, though the shard saw it twice
+      assertEquals(1, v.updates("a"));
+      assertEquals(Set.of("Stats", "CreateTable", "Read", "Write"), faults.seen);
+    }
+  }
+
+  /** A store's per-key metadata, read in the test. */
+  record TableStoreView(dev.dynembed.table.server.TableStore store) {
+    long frequency(String key) {
+      return store.record(key).frequency();
+    }
+
+    long updates(String key) {
+      return store.record(key).updates();
     }
   }
 

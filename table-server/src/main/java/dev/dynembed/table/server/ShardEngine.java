@@ -3,7 +3,16 @@ package dev.dynembed.table.server;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.ApplyGradientsRequest;
+import dev.dynembed.table.v1.CallId;
 import dev.dynembed.table.v1.CheckpointFile;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.LogRecord;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.ReadRequest;
+import dev.dynembed.table.v1.ReadResponse;
+import dev.dynembed.table.v1.ReadResult;
+import dev.dynembed.table.v1.WriteRequest;
 import dev.dynembed.table.v1.Metric;
 import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.StatsResponse;
@@ -24,6 +33,11 @@ public final class ShardEngine {
   private final int numShards;
   private final Path dataDir;
   private final ConcurrentHashMap<String, TableStore> tables = new ConcurrentHashMap<>();
+  /** Held by create, drop, restore and a snapshot's start: the catalogue and the log agree. */
+  private final Object catalogue = new Object();
+  private final CallLedger ledger = new CallLedger();
+  private volatile ShardState state;
+  private volatile boolean ready = true;
 
   /**
    * @param dataDir base of relative checkpoint directories
@@ -50,13 +64,22 @@ public final class ShardEngine {
   /** Creates a table, or returns the existing one if its config is identical. */
   public TableStore create(TableConfig requested) {
     TableConfig config = TableConfigs.normalize(requested);
-    TableStore t = tables.computeIfAbsent(config.getName(),
-        n -> new TableStore(config, shardIndex, numShards));
+    long lsn = 0;
+    TableStore t;
+    synchronized (catalogue) {
+      t = tables.get(config.getName());
+      if (t == null) {
+        t = new TableStore(config, shardIndex, numShards);
+        lsn = log(LogRecord.newBuilder().setCreate(config).build());
+        tables.put(config.getName(), t);
+      }
+    }
     if (!t.config().equals(config)) {
       throw new TableException(dev.dynembed.table.common.ErrorCode.ALREADY_EXISTS,
           String.format("table '%s' already exists with a different config (existing: %s;"
               + " requested: %s)", config.getName(), oneLine(t.config()), oneLine(config)));
     }
+    awaitDurable(lsn);
     return t;
   }
 
@@ -72,10 +95,48 @@ public final class ShardEngine {
     return t;
   }
 
+  /** The table of that name, or null. */
+  TableStore lookup(String name) {
+    return tables.get(name);
+  }
+
+  /** Drops a table; calls still running on it fail (they never acknowledge into it). */
   public void drop(String name) {
-    if (tables.remove(name) == null) {
-      throw TableException.notFound(name);
+    swap(name, null, LogRecord.newBuilder().setDrop(name).build());
+  }
+
+  /**
+   * Replaces (or with {@code fresh} null removes) a table: the old store is retired under its
+   * exclusive lock, so a mutating call either finished before (and is logged before this
+   * record) or fails after.
+   */
+  void swap(String name, TableStore fresh, LogRecord record) {
+    long lsn;
+    synchronized (catalogue) {
+      TableStore old = tables.get(name);
+      if (old == null && fresh == null) {
+        throw TableException.notFound(name);
+      }
+      if (old != null) {
+        old.quiesce.writeLock().lock();
+      }
+      try {
+        lsn = log(record);
+        if (old != null) {
+          old.retired = true;
+        }
+        if (fresh == null) {
+          tables.remove(name);
+        } else {
+          tables.put(name, fresh);
+        }
+      } finally {
+        if (old != null) {
+          old.quiesce.writeLock().unlock();
+        }
+      }
     }
+    awaitDurable(lsn);
   }
 
   public List<TableStore> tables() {
@@ -148,12 +209,248 @@ public final class ShardEngine {
 
   /**
    * Rebuilds the table from checkpoint files of any shard count, keeping the keys that route to
-   * this shard, then swaps it in. On any error the live table is unchanged.
+   * this shard, then swaps it in. On any error the live table is unchanged. With a log, the
+   * restored table is first written under the log's directory, so that recovery can rebuild it.
    */
   public long restore(String table, String directory, List<CheckpointFile> files) {
     Path dir = resolve(directory);
     TableStore fresh = CheckpointIo.read(dir, files, table, shardIndex, numShards);
-    tables.put(table, fresh);
+    ShardState s = state;
+    if (s == null) {
+      swap(table, fresh, null);
+    } else {
+      s.restored(table, fresh);
+    }
     return fresh.size();
+  }
+
+  // ---------------------------------------------------------------- mutating calls
+
+  /**
+   * Applies a write: every item is checked first, then all are applied and logged under the
+   * tables' shared locks. A call id seen before answers as the first call did and changes
+   * nothing.
+   */
+  public int[] write(WriteRequest req, java.util.function.BiFunction<TableStore,
+      ApplyGradientsRequest, TableStore.CheckedGradients> check) {
+    checkReady();
+    CallId id = req.getCallId();
+    if (ledger.claim(id) == CallLedger.Claim.DUPLICATE) {
+      int[] r = ledger.result(id);
+      awaitAll();
+      return r != null && r.length == req.getItemsCount() ? r : new int[req.getItemsCount()];
+    }
+    boolean done = false;
+    try {
+      List<TableStore.CheckedGradients> checked = new ArrayList<>(req.getItemsCount());
+      List<TableStore> stores = new ArrayList<>();
+      for (ApplyGradientsRequest item : req.getItemsList()) {
+        TableStore t = get(item.getTable());
+        checked.add(check.apply(t, item));
+        stores.add(t);
+      }
+      int[] out = new int[checked.size()];
+      long lsn;
+      List<TableStore> locked = lockShared(stores);
+      try {
+        for (int i = 0; i < checked.size(); i++) {
+          out[i] = checked.get(i).table.apply(checked.get(i), req.getItems(i).getStep());
+        }
+        lsn = log(LogRecord.newBuilder().setWrite(req).build());
+        ledger.done(id, lsn, out);
+        done = true;
+      } finally {
+        unlockShared(locked);
+      }
+      awaitDurable(lsn);
+      return out;
+    } finally {
+      if (!done) {
+        ledger.abandon(id);
+      }
+    }
+  }
+
+  /** Answers one item of a read call. */
+  public interface ReadItemRunner {
+    /** @param noCount true for a resent call: count nothing (it was counted the first time) */
+    ReadResult run(ReadItem item, boolean noCount);
+  }
+
+  /**
+   * Runs a read call's items in order. Its find_or_insert items count and create rows: they run
+   * under their tables' shared locks and are logged (keys and occurrences, not rows); a resent
+   * call (its call id seen before) counts nothing again.
+   */
+  public ReadResponse read(ReadRequest req, ReadItemRunner runner) {
+    checkReady();
+    List<TableStore> stores = new ArrayList<>();
+    for (ReadItem item : req.getItemsList()) {
+      if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT) {
+        stores.add(get(item.getFindOrInsert().getTable()));
+      }
+    }
+    ReadResponse.Builder b = ReadResponse.newBuilder();
+    if (stores.isEmpty()) {
+      for (ReadItem item : req.getItemsList()) {
+        b.addResults(runner.run(item, false));
+      }
+      return b.build();
+    }
+    CallId id = req.getCallId();
+    boolean duplicate = ledger.claim(id) == CallLedger.Claim.DUPLICATE;
+    boolean settled = duplicate; // a duplicate has nothing to record
+    RuntimeException failure = null;
+    long lsn = 0;
+    try {
+      List<TableStore> locked = lockShared(stores);
+      try {
+        ReadRequest.Builder logged = ReadRequest.newBuilder().setCallId(id);
+        for (ReadItem item : req.getItemsList()) {
+          try {
+            b.addResults(runner.run(item, duplicate));
+          } catch (RuntimeException e) {
+            failure = e; // earlier items' counting stays, as documented for Read
+            break;
+          }
+          if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT
+              && mayChange(item.getFindOrInsert(), duplicate)) {
+            FindOrInsertRequest f = item.getFindOrInsert();
+            logged.addItems(ReadItem.newBuilder().setFindOrInsert(FindOrInsertRequest.newBuilder()
+                .setTable(f.getTable()).setKeys(f.getKeys())
+                .addAllOccurrences(f.getOccurrencesList())
+                .setNoCount(f.getNoCount() || duplicate).setOmitRows(true)));
+          }
+        }
+        if (logged.getItemsCount() > 0) {
+          lsn = log(LogRecord.newBuilder().setInsert(logged).build());
+        }
+        if (!duplicate && (logged.getItemsCount() > 0 || failure == null)) {
+          ledger.done(id, lsn, null); // a resend now counts nothing
+          settled = true;
+        }
+      } finally {
+        unlockShared(locked);
+      }
+    } finally {
+      if (!settled) {
+        ledger.abandon(id); // nothing changed: a resend runs as new
+      }
+    }
+    if (duplicate) {
+      awaitAll();
+    } else {
+      awaitDurable(lsn);
+    }
+    if (failure != null) {
+      throw failure;
+    }
+    return b.build();
+  }
+
+  /** Whether a find_or_insert can change the table: it counts, or it creates missing rows. */
+  private boolean mayChange(FindOrInsertRequest f, boolean duplicate) {
+    TableStore t = tables.get(f.getTable());
+    boolean counts = !f.getNoCount() && !duplicate;
+    return counts || (t != null && t.config().getMinCount() <= 1);
+  }
+
+  /**
+   * Takes the tables' quiesce locks shared, in name order (a writer holds one table's lock at a
+   * time, so ordered readers cannot deadlock behind queued writers), and checks that none was
+   * retired meanwhile.
+   */
+  private static List<TableStore> lockShared(List<TableStore> stores) {
+    List<TableStore> order = new ArrayList<>(new java.util.LinkedHashSet<>(stores));
+    order.sort(java.util.Comparator.comparing(TableStore::name));
+    List<TableStore> locked = new ArrayList<>(order.size());
+    try {
+      for (TableStore t : order) {
+        t.quiesce.readLock().lock();
+        locked.add(t);
+        if (t.retired) {
+          throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
+              String.format("table '%s' was dropped or restored while the call waited; resend"
+                  + " it", t.name()));
+        }
+      }
+    } catch (RuntimeException e) {
+      unlockShared(locked);
+      throw e;
+    }
+    return locked;
+  }
+
+  private static void unlockShared(List<TableStore> locked) {
+    for (TableStore t : locked) {
+      t.quiesce.readLock().unlock();
+    }
+  }
+
+  // ---------------------------------------------------------------- durability
+
+  /** Attaches the shard's log and snapshots (after recovery); from then on mutations are logged. */
+  void attach(ShardState s) {
+    this.state = s;
+  }
+
+  /** The log and snapshots, or null for a shard without (in process, or --wal off). */
+  ShardState state() {
+    return state;
+  }
+
+  CallLedger ledger() {
+    return ledger;
+  }
+
+  Object catalogue() {
+    return catalogue;
+  }
+
+  /** Installs a table as recovery rebuilt it (nothing logged). */
+  void install(String name, TableStore t) {
+    synchronized (catalogue) {
+      if (t == null) {
+        tables.remove(name);
+      } else {
+        tables.put(name, t);
+      }
+    }
+  }
+
+  /** Whether calls are taken: false while the shard recovers. */
+  public boolean ready() {
+    return ready;
+  }
+
+  void setReady(boolean r) {
+    this.ready = r;
+  }
+
+  private void checkReady() {
+    if (!ready) {
+      throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
+          "shard " + shardIndex + " is recovering its tables; resend later");
+    }
+  }
+
+  private long log(LogRecord r) {
+    ShardState s = state;
+    return s == null || r == null ? 0 : s.append(r);
+  }
+
+  private void awaitDurable(long lsn) {
+    ShardState s = state;
+    if (s != null && lsn > 0) {
+      s.awaitDurable(lsn);
+    }
+  }
+
+  /** A resend answers only once everything logged so far is as durable as the policy says. */
+  private void awaitAll() {
+    ShardState s = state;
+    if (s != null) {
+      s.awaitDurable(s.lastLsn());
+    }
   }
 }

@@ -53,17 +53,17 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void findOrInsert(FindOrInsertRequest req, StreamObserver<FindResponse> out) {
-    run(out, req.getTable(), () -> findOrInsert(req));
+    run(out, req.getTable(), () -> engine.read(
+        ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(req)).build(),
+        this::runItem).getResults(0).getRows());
   }
 
   @Override
   public void applyGradients(ApplyGradientsRequest req,
       StreamObserver<ApplyGradientsResponse> out) {
-    run(out, req.getTable(), () -> {
-      TableStore t = engine.get(req.getTable());
-      int n = t.apply(check(t, req), req.getStep());
-      return ApplyGradientsResponse.newBuilder().setRowsUpdated(n).build();
-    });
+    run(out, req.getTable(), () -> ApplyGradientsResponse.newBuilder().setRowsUpdated(
+        engine.write(WriteRequest.newBuilder().addItems(req).build(), TableGrpcService::check)[0])
+        .build());
   }
 
   @Override
@@ -75,18 +75,18 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   public void read(ReadRequest req, StreamObserver<ReadResponse> out) {
     run(out, req.getItemsCount() > 0 ? itemTable(req.getItems(0)) : "", () -> {
       checkItems(req.getItemsCount(), "read");
-      ReadResponse.Builder b = ReadResponse.newBuilder();
-      for (ReadItem item : req.getItemsList()) {
-        b.addResults(switch (item.getItemCase()) {
-          case FIND -> ReadResult.newBuilder().setRows(find(item.getFind()));
-          case FIND_OR_INSERT ->
-              ReadResult.newBuilder().setRows(findOrInsert(item.getFindOrInsert()));
-          case SAMPLE -> ReadResult.newBuilder().setSample(sample(item.getSample()));
-          default -> throw TableException.invalid("read item %d is empty", b.getResultsCount());
-        });
-      }
-      return b.build();
+      return engine.read(req, this::runItem);
     });
+  }
+
+  ReadResult runItem(ReadItem item, boolean noCount) {
+    return switch (item.getItemCase()) {
+      case FIND -> ReadResult.newBuilder().setRows(find(item.getFind())).build();
+      case FIND_OR_INSERT ->
+          ReadResult.newBuilder().setRows(findOrInsert(item.getFindOrInsert(), noCount)).build();
+      case SAMPLE -> ReadResult.newBuilder().setSample(sample(item.getSample())).build();
+      default -> throw TableException.invalid("a read item is empty");
+    };
   }
 
   @Override
@@ -94,14 +94,10 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     run(out, req.getItemsCount() > 0 ? req.getItems(0).getTable() : "", () -> {
       checkItems(req.getItemsCount(), "write");
       // every item is checked before any is applied: a bad item changes nothing
-      List<TableStore.CheckedGradients> checked = new ArrayList<>(req.getItemsCount());
-      for (ApplyGradientsRequest item : req.getItemsList()) {
-        checked.add(check(engine.get(item.getTable()), item));
-      }
+      int[] n = engine.write(req, TableGrpcService::check);
       WriteResponse.Builder b = WriteResponse.newBuilder();
-      for (int i = 0; i < checked.size(); i++) {
-        TableStore.CheckedGradients c = checked.get(i);
-        b.addRowsUpdated(c.table.apply(c, req.getItems(i).getStep()));
+      for (int r : n) {
+        b.addRowsUpdated(r);
       }
       return b.build();
     });
@@ -138,7 +134,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         .build();
   }
 
-  private FindResponse findOrInsert(FindOrInsertRequest req) {
+  private FindResponse findOrInsert(FindOrInsertRequest req, boolean noCount) {
     TableStore t = engine.get(req.getTable());
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
     Limits.checkReplyFloats(t.name(), "findOrInsert", keys.size(),
@@ -157,7 +153,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     Rows.Writer slots = req.getWithSlots()
         ? new Rows.Writer(keys.size() * t.slotFloats(), req.getRowEncoding()) : null;
     long[] counts = req.getWithSlots() ? new long[keys.size()] : null;
-    t.findOrInsert(keys, occ, !req.getNoCount(), rows, found, freqs, slots, counts);
+    t.findOrInsert(keys, occ, !req.getNoCount() && !noCount, rows, found, freqs, slots, counts);
     FindResponse.Builder b = FindResponse.newBuilder().setDim(t.dim)
         .setFound(ByteString.copyFrom(found));
     if (slots != null) {
@@ -213,7 +209,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     return b.build();
   }
 
-  private static TableStore.CheckedGradients check(TableStore t, ApplyGradientsRequest req) {
+  static TableStore.CheckedGradients check(TableStore t, ApplyGradientsRequest req) {
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
     Rows.floatCount(req.getGradients(), "gradients");
     return t.checkGradients(keys, Rows.decode(req.getGradients()), req.getLearningRate());
@@ -255,9 +251,13 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     run(out, "", engine::stats);
   }
 
-  private static <T> void run(StreamObserver<T> out, String table, Callable<T> call) {
+  private <T> void run(StreamObserver<T> out, String table, Callable<T> call) {
     T result;
     try {
+      if (!engine.ready()) {
+        throw new TableException(ErrorCode.UNAVAILABLE, "shard " + engine.shardIndex()
+            + " is recovering its tables; resend later");
+      }
       result = call.call();
     } catch (TableException e) {
       out.onError(toStatus(e.code()).withDescription(e.getMessage()).asRuntimeException());

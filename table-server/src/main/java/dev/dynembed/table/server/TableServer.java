@@ -52,7 +52,13 @@ public final class TableServer implements AutoCloseable {
       @Override
       public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata headers) {
         String method = call.getMethodDescriptor().getBareMethodName();
-        return "Save".equals(method) || "Restore".equals(method) ? executor : null;
+        if ("Save".equals(method) || "Restore".equals(method)) {
+          return executor;
+        }
+        // with fsync=always a mutating call waits for the disk: off the event loop
+        ShardState s = engine.state();
+        return s != null && s.policy() == ShardLog.Fsync.ALWAYS && MUTATING.contains(method)
+            ? executor : null;
       }
     };
     this.server = NettyServerBuilder.forAddress(new InetSocketAddress(host, port))
@@ -65,8 +71,19 @@ public final class TableServer implements AutoCloseable {
         .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
         .build()
         .start();
+    ServingStatus status = engine.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+    health.setStatus("", status);
+    health.setStatus(SERVICE, status);
+  }
+
+  private static final String SERVICE = "dynembed.table.v1.EmbeddingTableService";
+  private static final java.util.Set<String> MUTATING = java.util.Set.of("CreateTable",
+      "DropTable", "FindOrInsert", "ApplyGradients", "Read", "Write");
+
+  /** Reports SERVING from now on (a shard that recovered its tables). */
+  public void markServing() {
     health.setStatus("", ServingStatus.SERVING);
-    health.setStatus("dynembed.table.v1.EmbeddingTableService", ServingStatus.SERVING);
+    health.setStatus(SERVICE, ServingStatus.SERVING);
   }
 
   public int port() {

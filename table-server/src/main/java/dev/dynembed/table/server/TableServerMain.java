@@ -33,6 +33,28 @@ public final class TableServerMain implements Callable<Integer> {
       + " trainer that started this shard: the shard never outlives it, even a kill -9)")
   Long exitWith;
 
+  @Option(names = "--wal", defaultValue = "on", description = "write-ahead log and snapshots"
+      + " under DATA_DIR/state/shard-I: on (every acknowledged write survives a crash of this"
+      + " process; the tables come back on restart) or off (the tables live in memory only);"
+      + " default ${DEFAULT-VALUE}")
+  String wal;
+
+  @Option(names = "--fsync", defaultValue = "everysec", description = "when logged writes are"
+      + " forced to the disk: always (before the reply; a power loss loses nothing answered),"
+      + " everysec (a power loss loses up to ~1 s), no (the OS decides); a crash of the process"
+      + " loses nothing answered in any of them. Default ${DEFAULT-VALUE}")
+  String fsync;
+
+  @Option(names = "--snapshot-every-mb", defaultValue = "1024", description = "take a snapshot"
+      + " (and drop the log before it) after this many MiB of log; bounds the disk the log"
+      + " takes and the time a restart replays (default ${DEFAULT-VALUE})")
+  long snapshotEveryMb;
+
+  @Option(names = "--snapshot-on-exit", negatable = true, defaultValue = "true",
+      fallbackValue = "true", description = "on SIGTERM, snapshot if the log grew since the last"
+      + " snapshot, so the next start replays nothing (default ${DEFAULT-VALUE})")
+  boolean snapshotOnExit;
+
   @Override
   public Integer call() throws Exception {
     if (numShards < 1 || shardIndex < 0 || shardIndex >= numShards) {
@@ -44,16 +66,66 @@ public final class TableServerMain implements Callable<Integer> {
       System.err.printf("table-server: --port must be in [0, 65535]; got %d%n", port);
       return 2;
     }
+    ShardLog.Fsync policy;
+    try {
+      policy = ShardLog.Fsync.valueOf(fsync.toUpperCase(java.util.Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      System.err.printf("table-server: --fsync must be always, everysec or no; got '%s'%n", fsync);
+      return 2;
+    }
+    if (!wal.equals("on") && !wal.equals("off")) {
+      System.err.printf("table-server: --wal must be on or off; got '%s'%n", wal);
+      return 2;
+    }
+    if (snapshotEveryMb < 1) {
+      System.err.printf("table-server: --snapshot-every-mb must be >= 1; got %d%n",
+          snapshotEveryMb);
+      return 2;
+    }
     Files.createDirectories(dataDir);
     int n = threads != null ? threads : 2 * Runtime.getRuntime().availableProcessors();
-    TableServer server = new TableServer(new ShardEngine(shardIndex, numShards, dataDir), host, port, n);
-    Runtime.getRuntime().addShutdownHook(new Thread(server::close));
+    ShardEngine engine = new ShardEngine(shardIndex, numShards, dataDir);
+    if (wal.equals("on")) {
+      engine.setReady(false); // NOT_SERVING until the tables are back
+    }
+    TableServer server = new TableServer(engine, host, port, n);
+    java.util.concurrent.atomic.AtomicReference<ShardState> state =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      server.close(); // running calls finish first; then the log is flushed
+      ShardState s = state.get();
+      if (s != null) {
+        try {
+          s.close(snapshotOnExit);
+        } catch (Exception e) {
+          System.err.println("table-server: closing the write-ahead log failed: " + e);
+        }
+      }
+    }));
     if (exitWith != null) {
       watchParent(exitWith);
     }
     System.out.printf("table-server shard %d of %d listening on %s:%d (data dir %s)%n",
         shardIndex, numShards, host, server.port(), dataDir.toAbsolutePath());
     System.out.flush();
+    if (wal.equals("on")) {
+      ShardState s = ShardState.recover(engine, dataDir, policy, snapshotEveryMb << 20, e -> {
+        // crash-only: a log that cannot be written cannot promise anything; the restart replays
+        // what the disk holds
+        System.err.println("table-server: write-ahead log failed, exiting: " + e);
+        Runtime.getRuntime().halt(70);
+      });
+      state.set(s);
+      ShardState.Recovery r = s.recovery();
+      System.out.printf("table-server shard %d ready: %d tables from snapshot at log record %d"
+          + " + %d records replayed in %.2f s (fsync %s)%n", shardIndex, r.tables(),
+          r.snapshotLsn(), r.replayedRecords(), r.seconds(), fsync);
+    } else {
+      System.out.printf("table-server shard %d ready (no write-ahead log: tables live in memory"
+          + " only)%n", shardIndex);
+    }
+    System.out.flush();
+    server.markServing();
     server.awaitTermination();
     return 0;
   }

@@ -93,6 +93,12 @@ public final class TableStore {
   private final Segment[] segments = new Segment[1 << SEGMENT_BITS];
   private final Object[] stripes = new Object[STRIPES];
   final ReentrantReadWriteLock quiesce = new ReentrantReadWriteLock();
+  /**
+   * Set, under {@link #quiesce} held exclusively, when a drop or a restore replaces this store:
+   * a mutating call that holds the lock shared checks it and fails instead of acknowledging a
+   * change to a discarded store.
+   */
+  volatile boolean retired;
 
   private final LongAdder totalFrequency = new LongAdder();
   private final int minCount;

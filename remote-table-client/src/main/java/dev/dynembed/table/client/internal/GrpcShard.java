@@ -19,7 +19,13 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
+import java.security.SecureRandom;
+import java.util.concurrent.ConcurrentSkipListSet;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
+import java.util.logging.Logger;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
@@ -27,14 +33,24 @@ import java.util.function.Function;
 /**
  * A remote shard over gRPC. Reads and writes of a step go out as one {@code Read} and one {@code
  * Write} call; rows arrive in the client's {@link ClientOptions#rowEncoding()} and are decoded
- * straight from the reply's bytes when the caller copies them out. Idempotent calls are retried on
- * UNAVAILABLE by gRPC's own retry policy (service config); Write and ApplyGradients never are.
- * Every call has a deadline.
+ * straight from the reply's bytes when the caller copies them out. Every call has a deadline.
+ *
+ * <p>Calls are resent here (not by gRPC's retry policy, which buffers at most 1 MiB per call and
+ * so never resends a large batch) for up to {@link ClientOptions#retryFor()} while the shard is
+ * UNAVAILABLE, and past their deadline for calls safe to resend. Writes and reads that count
+ * carry a {@link CallId} (this client's random id, a sequence number, the lowest one still
+ * unsettled): the shard applies a resent call once (docs/design/0008-durability.md), also after
+ * it restarted from its write-ahead log.
  */
 public final class GrpcShard implements Shard {
-  private static final String SERVICE = "dynembed.table.v1.EmbeddingTableService";
-  private static final List<String> IDEMPOTENT = List.of("CreateTable", "DescribeTable",
-      "DropTable", "Find", "FindOrInsert", "Sample", "TopK", "Save", "Restore", "Stats", "Read");
+  private static final Logger log = Logger.getLogger(GrpcShard.class.getName());
+  /** Paces resends (one daemon thread for every client in the process). */
+  private static final ScheduledExecutorService RESEND = Executors.newSingleThreadScheduledExecutor(
+      r -> {
+        Thread t = new Thread(r, "table-client-resend");
+        t.setDaemon(true);
+        return t;
+      });
 
   private final int index;
   private final String endpoint;
@@ -42,6 +58,11 @@ public final class GrpcShard implements Shard {
   private final EmbeddingTableServiceGrpc.EmbeddingTableServiceFutureStub stub;
   private final ClientOptions options;
   private final RowEncoding encoding;
+  private final long clientId = new SecureRandom().nextLong() | 1L; // never 0 (= untracked)
+  private long lastSeq;
+  private final ConcurrentSkipListSet<Long> unsettled = new ConcurrentSkipListSet<>();
+  private final AtomicBoolean outage = new AtomicBoolean();
+  private volatile boolean closed;
 
   public GrpcShard(int index, String endpoint, ClientOptions options) {
     this.index = index;
@@ -56,25 +77,9 @@ public final class GrpcShard implements Shard {
         .intercept(options.interceptors().toArray(new ClientInterceptor[0]))
         .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)
         .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
-        .defaultServiceConfig(serviceConfig(options.maxAttempts()))
-        .enableRetry()
+        .disableRetry() // resent here, whatever the size (see the class comment)
         .build();
     this.stub = EmbeddingTableServiceGrpc.newFutureStub(channel);
-  }
-
-  private static Map<String, Object> serviceConfig(int maxAttempts) {
-    List<Map<String, Object>> names = IDEMPOTENT.stream()
-        .map(m -> Map.<String, Object>of("service", SERVICE, "method", m)).toList();
-    Map<String, Object> retry = Map.of(
-        "maxAttempts", (double) Math.max(2, maxAttempts),
-        "initialBackoff", "0.1s",
-        "maxBackoff", "2s",
-        "backoffMultiplier", 2.0,
-        "retryableStatusCodes", List.of("UNAVAILABLE"));
-    Map<String, Object> methodConfig = maxAttempts > 1
-        ? Map.of("name", names, "retryPolicy", retry)
-        : Map.of("name", names);
-    return Map.of("methodConfig", List.of(methodConfig));
   }
 
   @Override
@@ -90,12 +95,48 @@ public final class GrpcShard implements Shard {
     return stub(options.deadline());
   }
 
-  private <R, T> CompletableFuture<T> call(String call, String table, ListenableFuture<R> f,
-      Function<R, T> convert) {
+  /** A new call id; its sequence number stays unsettled until {@link #settle}. */
+  private CallId nextCallId() {
+    synchronized (unsettled) { // a number is in the set before any later one reads the low water
+      long seq = ++lastSeq;
+      unsettled.add(seq);
+      return CallId.newBuilder().setClient(clientId).setSeq(seq).setLowWater(unsettled.first())
+          .build();
+    }
+  }
+
+  private void settle(CallId id) {
+    unsettled.remove(id.getSeq());
+  }
+
+  /**
+   * Sends a call and resends it while the shard is UNAVAILABLE or, with {@code resendOnDeadline},
+   * past its deadline, for up to {@link ClientOptions#retryFor()}.
+   */
+  private <R, T> CompletableFuture<T> call(String call, String table,
+      Supplier<ListenableFuture<R>> send, Function<R, T> convert, boolean resendOnDeadline) {
     CompletableFuture<T> out = new CompletableFuture<>();
+    long giveUp = System.nanoTime() + options.retryFor().toNanos();
+    attempt(out, call, table, send, convert, resendOnDeadline, giveUp, 0);
+    return out;
+  }
+
+  private <R, T> void attempt(CompletableFuture<T> out, String call, String table,
+      Supplier<ListenableFuture<R>> send, Function<R, T> convert, boolean resendOnDeadline,
+      long giveUp, int attempt) {
+    ListenableFuture<R> f;
+    try {
+      f = send.get();
+    } catch (RuntimeException e) {
+      out.completeExceptionally(map(e, call, table, attempt));
+      return;
+    }
     Futures.addCallback(f, new FutureCallback<R>() {
       @Override
       public void onSuccess(R r) {
+        if (attempt > 0 && outage.compareAndSet(true, false)) {
+          log.info(String.format("shard %d at %s answers again", index, endpoint));
+        }
         try {
           out.complete(convert.apply(r));
         } catch (TableException e) {
@@ -110,13 +151,31 @@ public final class GrpcShard implements Shard {
 
       @Override
       public void onFailure(Throwable t) {
-        out.completeExceptionally(map(t, call, table));
+        Status.Code code = Status.fromThrowable(t).getCode();
+        if (attempt > 0 && code == Status.Code.NOT_FOUND && call.equals("dropTable")) {
+          out.complete(null); // the first attempt dropped it and its answer was lost
+          return;
+        }
+        boolean resend = code == Status.Code.UNAVAILABLE
+            || (resendOnDeadline && code == Status.Code.DEADLINE_EXCEEDED);
+        if (!resend || closed || System.nanoTime() >= giveUp) {
+          out.completeExceptionally(map(t, call, table, attempt));
+          return;
+        }
+        if (outage.compareAndSet(false, true)) {
+          log.warning(String.format("shard %d at %s does not answer (%s); resending for up to"
+              + " %d s", index, endpoint, code, options.retryFor().toSeconds()));
+        }
+        long delayMs = Math.min(1000, 50L << Math.min(attempt, 5));
+        RESEND.schedule(() -> {
+          channel.resetConnectBackoff(); // reconnect now, not after gRPC's own backoff
+          attempt(out, call, table, send, convert, resendOnDeadline, giveUp, attempt + 1);
+        }, delayMs, TimeUnit.MILLISECONDS);
       }
     }, MoreExecutors.directExecutor());
-    return out;
   }
 
-  private TableException map(Throwable t, String call, String table) {
+  private TableException map(Throwable t, String call, String table, int attempts) {
     Status s = Status.fromThrowable(t);
     ErrorCode code;
     try {
@@ -127,6 +186,10 @@ public final class GrpcShard implements Shard {
     String desc = s.getDescription() != null ? s.getDescription() : s.getCode().name();
     if (code == ErrorCode.UNAVAILABLE || code == ErrorCode.DEADLINE_EXCEEDED) {
       desc = "shard at " + endpoint + " did not answer (" + s.getCode() + "): " + desc;
+      if (attempts > 0) {
+        desc += String.format(" (sent %d times over %d s; a write may or may not have been"
+            + " applied)", attempts + 1, options.retryFor().toSeconds());
+      }
     }
     return TableException.of(code, desc, table, index, call,
         t instanceof StatusRuntimeException ? t : new StatusRuntimeException(s));
@@ -137,11 +200,18 @@ public final class GrpcShard implements Shard {
   @Override
   public CompletableFuture<List<Object>> read(List<Read> items) {
     ReadRequest.Builder b = ReadRequest.newBuilder();
+    boolean counts = false;
     for (Read r : items) {
       b.addItems(toProto(r));
+      counts |= r instanceof FindOrInsert;
     }
+    CallId id = counts ? nextCallId() : null;
+    if (id != null) {
+      b.setCallId(id); // a resent counting read counts nothing twice
+    }
+    ReadRequest req = b.build();
     String call = items.size() == 1 ? LocalShard.name(items.get(0)) : "read";
-    return call(call, items.get(0).table(), data().read(b.build()), reply -> {
+    CompletableFuture<List<Object>> f = call(call, items.get(0).table(), () -> data().read(req), reply -> {
       if (reply.getResultsCount() != items.size()) {
         throw new IllegalStateException(reply.getResultsCount() + " results for " + items.size()
             + " read items");
@@ -153,7 +223,11 @@ public final class GrpcShard implements Shard {
             : rows(r.getRows(), items.get(i)));
       }
       return out;
-    });
+    }, true);
+    if (id != null) {
+      f.whenComplete((r, e) -> settle(id));
+    }
+    return f;
   }
 
   private ReadItem toProto(Read r) {
@@ -262,19 +336,24 @@ public final class GrpcShard implements Shard {
 
   @Override
   public CompletableFuture<int[]> write(List<Write> items) {
-    WriteRequest.Builder b = WriteRequest.newBuilder();
+    CallId id = nextCallId();
+    WriteRequest.Builder b = WriteRequest.newBuilder().setCallId(id);
     for (Write w : items) {
       b.addItems(ApplyGradientsRequest.newBuilder().setTable(w.table())
           .setKeys(w.keys().toProto()).setGradients(Rows.encode(w.gradients()))
           .setLearningRate(w.learningRate()).setStep(w.step()));
     }
-    return call("applyGradients", items.get(0).table(), data().write(b.build()), r -> {
-      int[] out = new int[r.getRowsUpdatedCount()];
-      for (int i = 0; i < out.length; i++) {
-        out[i] = r.getRowsUpdated(i);
-      }
-      return out;
-    });
+    WriteRequest req = b.build();
+    CompletableFuture<int[]> f = call("applyGradients", items.get(0).table(),
+        () -> data().write(req), r -> {
+          int[] out = new int[r.getRowsUpdatedCount()];
+          for (int i = 0; i < out.length; i++) {
+            out[i] = r.getRowsUpdated(i);
+          }
+          return out;
+        }, true);
+    f.whenComplete((r, e) -> settle(id));
+    return f;
   }
 
   // ------------------------------------------------------------------ the rest
@@ -282,27 +361,31 @@ public final class GrpcShard implements Shard {
   @Override
   public CompletableFuture<TableInfo> create(TableConfig config) {
     return call("createTable", config.getName(),
-        data().createTable(CreateTableRequest.newBuilder().setConfig(config).build()), r -> r);
+        () -> data().createTable(CreateTableRequest.newBuilder().setConfig(config).build()),
+        r -> r, false);
   }
 
   @Override
   public CompletableFuture<TableInfo> describe(String table) {
     return call("describeTable", table,
-        data().describeTable(DescribeTableRequest.newBuilder().setTable(table).build()), r -> r);
+        () -> data().describeTable(DescribeTableRequest.newBuilder().setTable(table).build()),
+        r -> r, true);
   }
 
   @Override
   public CompletableFuture<Void> drop(String table) {
     return call("dropTable", table,
-        data().dropTable(DropTableRequest.newBuilder().setTable(table).build()), r -> null);
+        () -> data().dropTable(DropTableRequest.newBuilder().setTable(table).build()),
+        r -> null, false);
   }
 
   @Override
   public CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
       int k, boolean biasLastDim, Metric metric, PackedKeys exclude) {
-    return call("topK", table, data().topK(TopKRequest.newBuilder()
+    TopKRequest req = TopKRequest.newBuilder()
         .setTable(table).setQueries(Rows.encode(queries)).setNumQueries(numQueries).setK(k)
-        .setBiasLastDim(biasLastDim).setMetric(metric).setExclude(exclude.toProto()).build()),
+        .setBiasLastDim(biasLastDim).setMetric(metric).setExclude(exclude.toProto()).build();
+    return call("topK", table, () -> data().topK(req),
         r -> {
           float[] scores = new float[r.getScoresCount()];
           for (int i = 0; i < scores.length; i++) {
@@ -314,30 +397,35 @@ public final class GrpcShard implements Shard {
           }
           return new TopKHitsReply(PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES,
               "top-k keys"), scores, counts);
-        });
+        }, true);
   }
 
   @Override
   public CompletableFuture<CheckpointFile> save(String table, String directory, long step) {
-    return call("save", table, stub(options.checkpointDeadline()).save(SaveRequest.newBuilder()
-        .setTable(table).setDirectory(directory).setStep(step).build()), SaveResponse::getFile);
+    SaveRequest req = SaveRequest.newBuilder().setTable(table).setDirectory(directory)
+        .setStep(step).build();
+    return call("save", table, () -> stub(options.checkpointDeadline()).save(req),
+        SaveResponse::getFile, false);
   }
 
   @Override
   public CompletableFuture<Long> restore(String table, String directory,
       List<CheckpointFile> files) {
-    return call("restore", table, stub(options.checkpointDeadline()).restore(
-        RestoreRequest.newBuilder().setTable(table).setDirectory(directory).addAllFiles(files)
-            .build()), RestoreResponse::getKeys);
+    RestoreRequest req = RestoreRequest.newBuilder().setTable(table).setDirectory(directory)
+        .addAllFiles(files).build();
+    return call("restore", table, () -> stub(options.checkpointDeadline()).restore(req),
+        RestoreResponse::getKeys, false);
   }
 
   @Override
   public CompletableFuture<StatsResponse> stats() {
-    return call("stats", null, data().stats(StatsRequest.getDefaultInstance()), r -> r);
+    return call("stats", null, () -> data().stats(StatsRequest.getDefaultInstance()), r -> r,
+        true);
   }
 
   @Override
   public void close() {
+    closed = true;
     channel.shutdown();
     try {
       if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {

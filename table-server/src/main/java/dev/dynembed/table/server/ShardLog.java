@@ -1,0 +1,470 @@
+package dev.dynembed.table.server;
+
+import dev.dynembed.table.common.Durable;
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.TableException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Consumer;
+import java.util.logging.Logger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import java.util.zip.CRC32C;
+
+/**
+ * A shard's write-ahead log (docs/design/0008-durability.md): records numbered 1, 2, ... (the
+ * log sequence number, LSN) in segment files {@code wal-<first LSN>.log}. A record is
+ * {@code [int length][int CRC32C of body][body = long LSN, payload]}, little-endian.
+ *
+ * <p>{@link #append} writes the record to the file (a {@code write} system call) before it
+ * returns, so a record survives a crash of this process in every policy; {@link Fsync} decides
+ * when the operating system is made to put it on the disk (what a power loss can take). A new
+ * segment starts at every {@link #rotate} (a snapshot's start); segments wholly before a durable
+ * snapshot are deleted.
+ *
+ * <p>An I/O error is final: the log refuses every later append and tells its failure handler
+ * (the shard process exits: crash-only, its restart replays what the disk holds).
+ */
+final class ShardLog implements AutoCloseable {
+  private static final Logger log = Logger.getLogger(ShardLog.class.getName());
+  private static final Pattern SEGMENT = Pattern.compile("wal-(\\d{20})\\.log");
+  /** Largest record body: a 64 MiB gRPC message plus framing. */
+  static final int MAX_BODY = (64 << 20) + 4096;
+
+  /** When appended records are forced to the disk (Redis's {@code appendfsync}). */
+  enum Fsync {
+    /** Before the call is answered (group commit): a power loss loses no answered write. */
+    ALWAYS,
+    /** Once a second from a background thread: a power loss loses up to ~1 s of writes. */
+    EVERYSEC,
+    /** When the operating system decides (typically within 30 s). */
+    NO
+  }
+
+  private final Path dir;
+  private final Fsync policy;
+  private final Consumer<IOException> onFailure;
+  private final Object lock = new Object();
+  private FileChannel channel;
+  private long nextLsn;
+  private long bytesSinceRotate;
+  private long segmentStart;
+  private volatile IOException failure;
+
+  private final Object syncMonitor = new Object();
+  private boolean syncing;
+  private long syncedLsn;
+  private final Thread everySec;
+
+  private final ByteBuffer header = ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN);
+  private final CRC32C crc = new CRC32C();
+
+  /**
+   * Opens the log for appending at {@code nextLsn} in a new segment (the replay that found
+   * {@code nextLsn} has already cut any torn tail).
+   *
+   * @param onFailure told once, on the first I/O error
+   */
+  ShardLog(Path dir, Fsync policy, long nextLsn, Consumer<IOException> onFailure)
+      throws IOException {
+    this.dir = dir;
+    this.policy = policy;
+    this.onFailure = onFailure;
+    this.nextLsn = nextLsn;
+    this.syncedLsn = nextLsn - 1;
+    Files.createDirectories(dir);
+    openSegment();
+    if (policy == Fsync.EVERYSEC) {
+      everySec = new Thread(this::syncEverySecond, "wal-fsync");
+      everySec.setDaemon(true);
+      everySec.start();
+    } else {
+      everySec = null;
+    }
+  }
+
+  private void openSegment() throws IOException {
+    Path p = dir.resolve(segmentName(nextLsn));
+    channel = FileChannel.open(p, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+        StandardOpenOption.TRUNCATE_EXISTING);
+    segmentStart = nextLsn;
+    Durable.fsyncDirectory(dir);
+  }
+
+  static String segmentName(long firstLsn) {
+    return String.format("wal-%020d.log", firstLsn);
+  }
+
+  Fsync policy() {
+    return policy;
+  }
+
+  /**
+   * Appends one record and returns its LSN; the bytes are in the file (not yet necessarily on
+   * the disk: {@link #awaitDurable}) when this returns.
+   */
+  long append(byte[] payload) {
+    if (payload.length + 8 > MAX_BODY) {
+      throw TableException.exhausted("a log record of %d bytes exceeds the limit of %d",
+          payload.length, MAX_BODY - 8);
+    }
+    synchronized (lock) {
+      checkHealthy();
+      long lsn = nextLsn;
+      crc.reset();
+      ByteBuffer lsnBytes = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, lsn);
+      crc.update(lsnBytes.array(), 0, 8);
+      crc.update(payload, 0, payload.length);
+      header.clear();
+      header.putInt(payload.length + 8).putInt((int) crc.getValue()).putLong(lsn).flip();
+      ByteBuffer[] parts = {header, ByteBuffer.wrap(payload)};
+      try {
+        long want = 16L + payload.length;
+        long done = 0;
+        while (done < want) {
+          done += channel.write(parts);
+        }
+      } catch (IOException e) {
+        fail(e);
+        throw unavailable(e);
+      }
+      nextLsn = lsn + 1;
+      bytesSinceRotate += 16L + payload.length;
+      return lsn;
+    }
+  }
+
+  /** Returns once record {@code lsn} is on the disk if the policy is ALWAYS (group commit). */
+  void awaitDurable(long lsn) {
+    if (policy != Fsync.ALWAYS) {
+      return;
+    }
+    while (true) {
+      synchronized (syncMonitor) {
+        if (syncedLsn >= lsn) {
+          return;
+        }
+        checkHealthy();
+        if (syncing) {
+          try {
+            syncMonitor.wait();
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TableException(ErrorCode.UNAVAILABLE, "interrupted waiting for the log");
+          }
+          continue;
+        }
+        syncing = true;
+      }
+      syncOnce(); // the leader forces everything written so far: one fsync for every waiter
+    }
+  }
+
+  private void syncOnce() {
+    long target;
+    FileChannel c;
+    synchronized (lock) {
+      target = nextLsn - 1;
+      c = channel;
+    }
+    try {
+      c.force(false);
+    } catch (ClosedChannelException e) {
+      // rotated meanwhile: rotate forced the old segment and advanced syncedLsn itself
+    } catch (IOException e) {
+      fail(e);
+    } finally {
+      synchronized (syncMonitor) {
+        syncing = false;
+        syncedLsn = Math.max(syncedLsn, failure == null ? target : syncedLsn);
+        syncMonitor.notifyAll();
+      }
+    }
+  }
+
+  private void syncEverySecond() {
+    while (failure == null) {
+      try {
+        Thread.sleep(1000);
+      } catch (InterruptedException e) {
+        return;
+      }
+      synchronized (syncMonitor) {
+        if (syncing || syncedLsn >= lastLsn()) {
+          continue;
+        }
+        syncing = true;
+      }
+      syncOnce();
+    }
+  }
+
+  /** The LSN of the last record appended (0 before any). */
+  long lastLsn() {
+    synchronized (lock) {
+      return nextLsn - 1;
+    }
+  }
+
+  /** Bytes appended since the last {@link #rotate} (what the next recovery would replay). */
+  long bytesSinceRotate() {
+    synchronized (lock) {
+      return bytesSinceRotate;
+    }
+  }
+
+  /**
+   * Forces the current segment and starts a new one; returns the new segment's first LSN: every
+   * record before it is on the disk.
+   */
+  long rotate() throws IOException {
+    synchronized (lock) {
+      checkHealthy();
+      try {
+        channel.force(false);
+        channel.close();
+        synchronized (syncMonitor) {
+          syncedLsn = Math.max(syncedLsn, nextLsn - 1);
+        }
+        openSegment();
+      } catch (IOException e) {
+        fail(e);
+        throw e;
+      }
+      bytesSinceRotate = 0;
+      return nextLsn;
+    }
+  }
+
+  /** Deletes the segments that hold only records before {@code lsn} (a durable snapshot's). */
+  void deleteBefore(long lsn) throws IOException {
+    long current;
+    synchronized (lock) {
+      current = segmentStart;
+    }
+    List<Long> starts = segmentStarts(dir);
+    for (int i = 0; i < starts.size(); i++) {
+      long next = i + 1 < starts.size() ? starts.get(i + 1) : Long.MAX_VALUE;
+      if (starts.get(i) < current && next <= lsn) {
+        Files.deleteIfExists(dir.resolve(segmentName(starts.get(i))));
+      }
+    }
+    Durable.fsyncDirectory(dir);
+  }
+
+  /** Forces what was appended to the disk (shutdown). */
+  void flush() throws IOException {
+    synchronized (lock) {
+      if (failure == null && channel.isOpen()) {
+        channel.force(false);
+        synchronized (syncMonitor) {
+          syncedLsn = Math.max(syncedLsn, nextLsn - 1);
+        }
+      }
+    }
+  }
+
+  @Override
+  public void close() throws IOException {
+    if (everySec != null) {
+      everySec.interrupt();
+    }
+    synchronized (lock) {
+      try {
+        flush();
+      } finally {
+        channel.close();
+      }
+    }
+  }
+
+  private void checkHealthy() {
+    IOException f = failure;
+    if (f != null) {
+      throw unavailable(f);
+    }
+  }
+
+  private TableException unavailable(IOException e) {
+    return new TableException(ErrorCode.UNAVAILABLE,
+        "the shard's write-ahead log failed (" + e.getMessage() + "); it takes no more writes"
+            + " until it is restarted");
+  }
+
+  private void fail(IOException e) {
+    boolean first;
+    synchronized (syncMonitor) {
+      first = failure == null;
+      if (first) {
+        failure = e;
+      }
+      syncMonitor.notifyAll();
+    }
+    if (first) {
+      onFailure.accept(e);
+    }
+  }
+
+  // ---------------------------------------------------------------- reading
+
+  /** First LSNs of the segments in {@code dir}, ascending. */
+  static List<Long> segmentStarts(Path dir) throws IOException {
+    List<Long> out = new ArrayList<>();
+    if (!Files.isDirectory(dir)) {
+      return out;
+    }
+    try (Stream<Path> s = Files.list(dir)) {
+      s.forEach(p -> {
+        Matcher m = SEGMENT.matcher(p.getFileName().toString());
+        if (m.matches()) {
+          out.add(Long.parseLong(m.group(1)));
+        }
+      });
+    }
+    out.sort(null);
+    return out;
+  }
+
+  /** Receives replayed records. */
+  interface RecordSink {
+    void accept(long lsn, byte[] payload) throws IOException;
+  }
+
+  /**
+   * Replays every record with LSN &gt;= {@code fromLsn}, in order, and returns the LSN the next
+   * append gets. The end of the last segment may hold what a crash leaves of the last write (a
+   * record cut short, or zeros after a power loss): it was never answered, and the file is cut
+   * there with a warning that says how many bytes went (Redis's {@code aof-load-truncated}).
+   * Any other damage (a checksum mismatch with records after it, damage in an earlier segment,
+   * a gap in the numbering) is DATA_LOSS: recovery stops rather than continue from a log with a
+   * hole.
+   */
+  static long replay(Path dir, long fromLsn, RecordSink sink) throws IOException {
+    List<Long> starts = segmentStarts(dir);
+    long expected = fromLsn;
+    boolean first = true;
+    for (int s = 0; s < starts.size(); s++) {
+      long start = starts.get(s);
+      long next = s + 1 < starts.size() ? starts.get(s + 1) : Long.MAX_VALUE;
+      if (next <= fromLsn) {
+        continue; // wholly before the snapshot: left over from a truncation a crash cut short
+      }
+      if (first ? start > fromLsn : start != expected) {
+        throw TableException.dataLoss("the write-ahead log in %s lacks records %d..%d (segment"
+            + " %s starts at %d)", dir.getFileName(), expected, start - 1, segmentName(start),
+            start);
+      }
+      if (first) {
+        expected = start;
+        first = false;
+      }
+      expected = replaySegment(dir.resolve(segmentName(start)), expected, fromLsn, sink,
+          s == starts.size() - 1);
+    }
+    return expected;
+  }
+
+  private static long replaySegment(Path p, long expected, long fromLsn, RecordSink sink,
+      boolean last) throws IOException {
+    try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ,
+        StandardOpenOption.WRITE)) {
+      long size = ch.size();
+      long pos = 0;
+      ByteBuffer head = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+      CRC32C crc = new CRC32C();
+      while (pos < size) {
+        String damage = null;
+        boolean torn = false; // damage a crash can leave: the end of the last write
+        byte[] body = null;
+        if (size - pos < 8) {
+          damage = "a partial record header";
+          torn = true;
+        } else {
+          head.clear();
+          readFully(ch, head, pos);
+          int len = head.getInt(0);
+          int sum = head.getInt(4);
+          if (len == 0 || (len >= 8 && len <= MAX_BODY && pos + 8 + len > size)) {
+            damage = len == 0 ? "zeros" : "a record cut short";
+            torn = len == 0 ? zerosFrom(ch, pos, size) : true;
+          } else if (len < 8 || len > MAX_BODY) {
+            damage = "a record of impossible length " + Integer.toUnsignedLong(len);
+          } else {
+            body = new byte[len];
+            readFully(ch, ByteBuffer.wrap(body), pos + 8);
+            crc.reset();
+            crc.update(body, 0, len);
+            if ((int) crc.getValue() != sum) {
+              damage = "a record whose checksum does not match";
+              // a power loss can leave the last record's blocks unwritten (zeros) after its
+              // length reached the disk; anything after it means the damage is not a torn end
+              torn = zerosFrom(ch, pos + 8 + len, size);
+            }
+          }
+        }
+        if (damage != null) {
+          if (!last || !torn) {
+            throw TableException.dataLoss("write-ahead log segment %s is damaged at byte %d (%s)"
+                + "%s; the shard does not start on a log with a hole. To start without the"
+                + " records from there on, cut the file at that byte (losing them)",
+                p.getFileName(), pos, damage, last ? " and records follow" : " and later"
+                    + " segments exist");
+          }
+          log.warning(String.format("write-ahead log %s ends in %s at byte %d: cutting the %d"
+              + " bytes from there (a write the crash interrupted; it was never answered)",
+              p.getFileName(), damage, pos, size - pos));
+          ch.truncate(pos);
+          ch.force(true);
+          return expected;
+        }
+        long lsn = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+        if (lsn != expected) {
+          throw TableException.dataLoss("write-ahead log segment %s holds record %d where %d"
+              + " belongs (byte %d)", p.getFileName(), lsn, expected, pos);
+        }
+        if (lsn >= fromLsn) {
+          byte[] payload = java.util.Arrays.copyOfRange(body, 8, body.length);
+          sink.accept(lsn, payload);
+        }
+        expected++;
+        pos += 8 + body.length;
+      }
+      return expected;
+    }
+  }
+
+  /** Whether bytes [from, size) of the file are all zero. */
+  private static boolean zerosFrom(FileChannel ch, long from, long size) throws IOException {
+    ByteBuffer b = ByteBuffer.allocate(1 << 16);
+    for (long p = from; p < size; ) {
+      b.clear();
+      b.limit((int) Math.min(b.capacity(), size - p));
+      readFully(ch, b, p);
+      for (int i = 0; i < b.limit(); i++) {
+        if (b.get(i) != 0) {
+          return false;
+        }
+      }
+      p += b.limit();
+    }
+    return true;
+  }
+
+  private static void readFully(FileChannel ch, ByteBuffer b, long pos) throws IOException {
+    while (b.hasRemaining()) {
+      int n = ch.read(b, pos + b.position());
+      if (n < 0) {
+        throw new java.io.EOFException("unexpected end of " + ch);
+      }
+    }
+  }
+}

@@ -1,0 +1,393 @@
+package dev.dynembed.table.server;
+
+import dev.dynembed.table.common.Durable;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.ApplyGradientsRequest;
+import dev.dynembed.table.v1.CheckpointFile;
+import dev.dynembed.table.v1.LogRecord;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.RestoredTable;
+import dev.dynembed.table.v1.SnapshotManifest;
+import dev.dynembed.table.v1.SnapshotTable;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import java.util.stream.Stream;
+
+/**
+ * A shard's durable state under {@code DATA_DIR/state/shard-I} (docs/design/0008-durability.md):
+ * the write-ahead log ({@code wal/}) and snapshots ({@code snapshots/snap-LSN/}, the current one
+ * named by {@code snapshots/CURRENT}). {@link #recover} loads the current snapshot and replays
+ * the log after it; a snapshot is taken in the background whenever the log has grown by the
+ * configured bytes since the last one, and after a recovery that replayed anything. A durable
+ * snapshot lets the log before it, older snapshots and restored-table copies go.
+ */
+public final class ShardState implements AutoCloseable {
+  private static final Logger log = Logger.getLogger(ShardState.class.getName());
+  static final int FORMAT_VERSION = 1;
+  private static final String CURRENT = "CURRENT";
+  private static final String MANIFEST = "MANIFEST";
+  private static final String IDENTITY = "SHARD";
+
+  /** What recovery did, for the start-up line and tests. */
+  public record Recovery(int tables, long snapshotLsn, long replayedRecords, long nextLsn,
+      double seconds) {}
+
+  private final ShardEngine engine;
+  private final Path walDir;
+  private final Path snapDir;
+  private final ShardLog wal;
+  private final long snapshotBytes;
+  private final ExecutorService snapshotter;
+  private final AtomicBoolean snapshotQueued = new AtomicBoolean();
+  private final Object snapshotMutex = new Object();
+  private volatile Recovery recovery;
+
+  private ShardState(ShardEngine engine, Path root, ShardLog wal, long snapshotBytes) {
+    this.engine = engine;
+    this.walDir = root.resolve("wal");
+    this.snapDir = root.resolve("snapshots");
+    this.wal = wal;
+    this.snapshotBytes = snapshotBytes;
+    this.snapshotter = Executors.newSingleThreadExecutor(r -> {
+      Thread t = new Thread(r, "snapshot-shard-" + engine.shardIndex());
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  /** The state directory of shard {@code index} under a data directory. */
+  public static Path root(Path dataDir, int index) {
+    return dataDir.toAbsolutePath().resolve("state").resolve("shard-" + index);
+  }
+
+  /**
+   * Rebuilds {@code engine}'s tables from its state directory (snapshot, then log) and attaches
+   * the log, so that every later mutation is logged. The engine takes no calls meanwhile.
+   *
+   * @param snapshotBytes log bytes after which a snapshot is taken
+   * @param onLogFailure told of the first I/O error of the log (the process should exit)
+   */
+  public static ShardState recover(ShardEngine engine, Path dataDir, ShardLog.Fsync policy,
+      long snapshotBytes, Consumer<IOException> onLogFailure) throws IOException {
+    long t0 = System.nanoTime();
+    engine.setReady(false);
+    Path root = root(dataDir, engine.shardIndex());
+    Files.createDirectories(root);
+    checkIdentity(root, engine);
+    Path snapDir = root.resolve("snapshots");
+    Path walDir = root.resolve("wal");
+    SnapshotManifest m = readCurrent(snapDir);
+    Map<String, Long> thresholds = new HashMap<>();
+    long start = 1;
+    if (m != null) {
+      if (m.getShardIndex() != engine.shardIndex() || m.getNumShards() != engine.numShards()) {
+        throw TableException.precondition("snapshot %s belongs to shard %d of %d, not %d of %d",
+            snapDir, m.getShardIndex(), m.getNumShards(), engine.shardIndex(),
+            engine.numShards());
+      }
+      Path dir = snapDir.resolve(snapshotName(m.getStartLsn()));
+      for (SnapshotTable st : m.getTablesList()) {
+        engine.install(st.getTable(), CheckpointIo.read(dir, List.of(st.getFile()),
+            st.getTable(), engine.shardIndex(), engine.numShards()));
+        thresholds.put(st.getTable(), st.getLsn());
+      }
+      engine.ledger().restore(m.getClientsList());
+      start = m.getStartLsn();
+    }
+    long from = start;
+    long[] replayed = {0};
+    long next = ShardLog.replay(walDir, start, (lsn, payload) -> {
+      replay(engine, walDir, LogRecord.parseFrom(payload), lsn, thresholds, from);
+      replayed[0]++;
+    });
+    ShardLog wal = new ShardLog(walDir, policy, next, onLogFailure);
+    ShardState s = new ShardState(engine, root, wal, snapshotBytes);
+    s.recovery = new Recovery(engine.tables().size(), start, replayed[0], next,
+        (System.nanoTime() - t0) / 1e9);
+    engine.attach(s);
+    if (replayed[0] > 0) {
+      s.snapshot(); // the next start replays nothing of this; the replayed log can go
+    }
+    engine.setReady(true);
+    return s;
+  }
+
+  public Recovery recovery() {
+    return recovery;
+  }
+
+  /**
+   * Applies one log record whose effects on a table count only if the record comes at or after
+   * that table's snapshot position (its {@code thresholds} entry, else the snapshot's start).
+   */
+  private static void replay(ShardEngine engine, Path walDir, LogRecord r, long lsn,
+      Map<String, Long> thresholds, long start) throws IOException {
+    switch (r.getOpCase()) {
+      case CREATE -> {
+        if (lsn >= thresholds.getOrDefault(r.getCreate().getName(), start)) {
+          engine.install(r.getCreate().getName(),
+              new TableStore(r.getCreate(), engine.shardIndex(), engine.numShards()));
+        }
+      }
+      case DROP -> {
+        if (lsn >= thresholds.getOrDefault(r.getDrop(), start)) {
+          engine.install(r.getDrop(), null);
+        }
+      }
+      case RESTORE -> {
+        RestoredTable rt = r.getRestore();
+        if (lsn >= thresholds.getOrDefault(rt.getTable(), start)) {
+          engine.install(rt.getTable(), CheckpointIo.read(walDir.resolve(rt.getDirectory()),
+              rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.numShards()));
+        }
+      }
+      case WRITE -> {
+        int[] out = new int[r.getWrite().getItemsCount()];
+        for (int i = 0; i < out.length; i++) {
+          ApplyGradientsRequest item = r.getWrite().getItems(i);
+          TableStore t = live(engine, item.getTable(), lsn, thresholds, start);
+          if (t != null) {
+            PackedKeys keys = PackedKeys.fromProto(item.getKeys(), t.maxKeyBytes, "keys");
+            out[i] = t.apply(t.checkGradients(keys, Rows.decode(item.getGradients()),
+                item.getLearningRate()), item.getStep());
+          }
+        }
+        engine.ledger().replayed(r.getWrite().getCallId(), lsn, out);
+      }
+      case INSERT -> {
+        for (ReadItem item : r.getInsert().getItemsList()) {
+          FindOrInsertRequest f = item.getFindOrInsert();
+          TableStore t = live(engine, f.getTable(), lsn, thresholds, start);
+          if (t != null) {
+            int[] occ = null;
+            if (f.getOccurrencesCount() > 0) {
+              occ = f.getOccurrencesList().stream().mapToInt(Integer::intValue).toArray();
+            }
+            t.findOrInsert(PackedKeys.fromProto(f.getKeys(), t.maxKeyBytes, "keys"), occ,
+                !f.getNoCount(), (float[]) null, null, null);
+          }
+        }
+        engine.ledger().replayed(r.getInsert().getCallId(), lsn, null);
+      }
+      default -> throw TableException.dataLoss("log record %d is empty or of an unknown kind"
+          + " (%s): written by a newer version?", lsn, r.getOpCase());
+    }
+  }
+
+  /** The table a replayed record applies to, or null when the record predates its snapshot. */
+  private static TableStore live(ShardEngine engine, String name, long lsn,
+      Map<String, Long> thresholds, long start) {
+    if (lsn < thresholds.getOrDefault(name, start)) {
+      return null;
+    }
+    return engine.lookup(name); // null: dropped later in the log: nothing to apply
+  }
+
+  // ---------------------------------------------------------------- the running shard
+
+  long append(LogRecord r) {
+    long lsn = wal.append(r.toByteArray());
+    if (snapshotBytes > 0 && wal.bytesSinceRotate() >= snapshotBytes
+        && snapshotQueued.compareAndSet(false, true)) {
+      snapshotter.execute(() -> {
+        try {
+          snapshot();
+        } catch (IOException | RuntimeException e) {
+          log.log(Level.WARNING, "snapshot of shard " + engine.shardIndex() + " failed; the log"
+              + " keeps growing until one succeeds", e);
+        } finally {
+          snapshotQueued.set(false);
+        }
+      });
+    }
+    return lsn;
+  }
+
+  void awaitDurable(long lsn) {
+    wal.awaitDurable(lsn);
+  }
+
+  long lastLsn() {
+    return wal.lastLsn();
+  }
+
+  ShardLog.Fsync policy() {
+    return wal.policy();
+  }
+
+  /**
+   * Swaps in a restored table: it is first written as a checkpoint file under {@code
+   * wal/restore-LSN/}, which the RESTORE record names, so recovery can rebuild it.
+   */
+  void restored(String table, TableStore fresh) {
+    synchronized (snapshotMutex) { // no snapshot deletes the copy before its record is logged
+      Path dir = walDir.resolve("restore-" + String.format("%020d", wal.lastLsn() + 1));
+      CheckpointFile f;
+      try {
+        deleteTree(dir);
+        f = CheckpointIo.write(fresh, dir, 0);
+        Durable.fsyncDirectory(dir);
+        Durable.fsyncDirectory(walDir);
+      } catch (IOException e) {
+        throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
+            String.format("table '%s': keeping the restored table for recovery failed: %s",
+                table, e.getMessage()));
+      }
+      engine.swap(table, fresh, LogRecord.newBuilder().setRestore(RestoredTable.newBuilder()
+          .setTable(table).setDirectory(dir.getFileName().toString()).addFiles(f)).build());
+    }
+  }
+
+  /**
+   * Writes a snapshot of every table and makes it current; then the log before it, older
+   * snapshots and restored-table copies are deleted. Tables are written one at a time under
+   * their exclusive lock (that table's writes wait meanwhile; the others' do not).
+   */
+  public void snapshot() throws IOException {
+    synchronized (snapshotMutex) {
+      long start;
+      List<TableStore> stores;
+      synchronized (engine.catalogue()) {
+        start = wal.rotate();
+        stores = engine.tables();
+      }
+      Path tmp = snapDir.resolve(snapshotName(start) + ".tmp");
+      deleteTree(tmp);
+      Files.createDirectories(tmp);
+      SnapshotManifest.Builder m = SnapshotManifest.newBuilder()
+          .setFormatVersion(FORMAT_VERSION).setShardIndex(engine.shardIndex())
+          .setNumShards(engine.numShards()).setStartLsn(start)
+          .setCreatedAt(java.time.Instant.now().toString());
+      stores.sort(Comparator.comparing(TableStore::name));
+      for (TableStore t : stores) {
+        t.quiesce.writeLock().lock();
+        try {
+          if (t.retired) {
+            continue; // dropped or replaced after the cut: the log holds what happened
+          }
+          long lsn = wal.lastLsn() + 1;
+          CheckpointFile f = CheckpointIo.write(t, tmp, 0);
+          m.addTables(SnapshotTable.newBuilder().setTable(t.name()).setFile(f).setLsn(lsn));
+        } finally {
+          t.quiesce.writeLock().unlock();
+        }
+      }
+      m.addAllClients(engine.ledger().snapshot(start));
+      Durable.writeAtomically(tmp.resolve(MANIFEST), m.build().toByteArray());
+      Durable.fsyncDirectory(tmp);
+      Path dir = snapDir.resolve(snapshotName(start));
+      deleteTree(dir);
+      Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
+      Durable.fsyncDirectory(snapDir);
+      Durable.writeAtomically(snapDir.resolve(CURRENT),
+          snapshotName(start).getBytes(StandardCharsets.UTF_8));
+      // durable from here: what it covers can go
+      wal.deleteBefore(start);
+      try (Stream<Path> s = Files.list(snapDir)) {
+        for (Path p : s.toList()) {
+          String n = p.getFileName().toString();
+          if (n.startsWith("snap-") && !n.equals(snapshotName(start))) {
+            deleteTree(p);
+          }
+        }
+      }
+      try (Stream<Path> s = Files.list(walDir)) {
+        for (Path p : s.toList()) {
+          String n = p.getFileName().toString();
+          if (n.startsWith("restore-") && Long.parseLong(n.substring(8)) < start) {
+            deleteTree(p);
+          }
+        }
+      }
+    }
+  }
+
+  /** Flushes the log; with {@code snapshot}, first writes a snapshot if the log grew since. */
+  public void close(boolean snapshot) throws IOException {
+    snapshotter.shutdownNow();
+    try {
+      if (snapshot && wal.bytesSinceRotate() > 0) {
+        snapshot();
+      }
+    } finally {
+      wal.close();
+    }
+  }
+
+  @Override
+  public void close() throws IOException {
+    close(false);
+  }
+
+  // ---------------------------------------------------------------- files
+
+  static String snapshotName(long startLsn) {
+    return String.format("snap-%020d", startLsn);
+  }
+
+  private static SnapshotManifest readCurrent(Path snapDir) throws IOException {
+    Path current = snapDir.resolve(CURRENT);
+    if (!Files.exists(current)) {
+      return null;
+    }
+    String name = Files.readString(current, StandardCharsets.UTF_8).trim();
+    if (!name.matches("snap-\\d{20}")) {
+      throw TableException.dataLoss("%s names '%s', which is not a snapshot", current, name);
+    }
+    try {
+      SnapshotManifest m = SnapshotManifest.parseFrom(
+          Files.readAllBytes(snapDir.resolve(name).resolve(MANIFEST)));
+      if (m.getFormatVersion() != FORMAT_VERSION) {
+        throw TableException.precondition("snapshot %s has format %d; this shard reads %d", name,
+            m.getFormatVersion(), FORMAT_VERSION);
+      }
+      return m;
+    } catch (NoSuchFileException e) {
+      throw TableException.dataLoss("snapshot %s named by %s has no manifest", name, current);
+    }
+  }
+
+  /** A data directory keeps one shard's state: starting it as another shard is refused. */
+  private static void checkIdentity(Path root, ShardEngine engine) throws IOException {
+    Path id = root.resolve(IDENTITY);
+    String mine = "shard " + engine.shardIndex() + " of " + engine.numShards();
+    if (Files.exists(id)) {
+      String theirs = Files.readString(id, StandardCharsets.UTF_8).trim();
+      if (!theirs.equals(mine)) {
+        throw TableException.precondition("%s holds the state of %s, but this is %s: start with"
+            + " the same --shard-index and --num-shards, or use another --data-dir", root,
+            theirs, mine);
+      }
+    } else {
+      Durable.writeAtomically(id, (mine + "\n").getBytes(StandardCharsets.UTF_8));
+    }
+  }
+
+  static void deleteTree(Path p) throws IOException {
+    if (!Files.exists(p)) {
+      return;
+    }
+    try (Stream<Path> s = Files.walk(p)) {
+      for (Path q : s.sorted(Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(q);
+      }
+    }
+  }
+}

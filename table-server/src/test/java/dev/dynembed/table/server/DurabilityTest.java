@@ -1,0 +1,330 @@
+package dev.dynembed.table.server;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.v1.ApplyGradientsRequest;
+import dev.dynembed.table.v1.CallId;
+import dev.dynembed.table.v1.CheckpointFile;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.ReadRequest;
+import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.v1.WriteRequest;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The write-ahead log, snapshots and recovery of one shard, in process: a "crash" abandons an
+ * engine without closing anything (its log was written, not necessarily fsynced), a new engine
+ * recovers from the same directory and must hold bit-identical tables.
+ */
+class DurabilityTest {
+  @TempDir Path dir;
+
+  private static final long CLIENT = 0x5EEDL;
+
+  private ShardEngine engine;
+  private ShardState state;
+  private TableGrpcService service;
+  private long seq;
+
+  private void start(ShardLog.Fsync policy, long snapshotBytes) throws IOException {
+    engine = new ShardEngine(0, 1, dir);
+    state = ShardState.recover(engine, dir, policy, snapshotBytes, e -> {
+      throw new AssertionError("log failed", e);
+    });
+    service = new TableGrpcService(engine);
+  }
+
+  /** Abandons the running engine as a kill -9 would (nothing closed or flushed), recovers. */
+  private Map<String, Map<String, TableStore.Record>> crashAndRecover() throws IOException {
+    Map<String, Map<String, TableStore.Record>> before = contents(engine);
+    start(ShardLog.Fsync.NO, 1L << 40);
+    return before;
+  }
+
+  private static Map<String, Map<String, TableStore.Record>> contents(ShardEngine e) {
+    Map<String, Map<String, TableStore.Record>> m = new HashMap<>();
+    for (TableStore t : e.tables()) {
+      m.put(t.name(), Fixtures.snapshot(t));
+    }
+    return m;
+  }
+
+  private CallId nextId() {
+    seq++;
+    return CallId.newBuilder().setClient(CLIENT).setSeq(seq).setLowWater(1).build();
+  }
+
+  private int[] write(String table, String[] keys, float[] grads, long step, CallId id) {
+    return engine.write(WriteRequest.newBuilder().setCallId(id).addItems(
+        ApplyGradientsRequest.newBuilder().setTable(table).setKeys(PackedKeys.of(keys).toProto())
+            .setGradients(Rows.encode(grads)).setStep(step)).build(), TableGrpcService::check);
+  }
+
+  private void count(String table, String[] keys, CallId id) {
+    engine.read(ReadRequest.newBuilder().setCallId(id).addItems(ReadItem.newBuilder()
+        .setFindOrInsert(FindOrInsertRequest.newBuilder().setTable(table)
+            .setKeys(PackedKeys.of(keys).toProto()).setOmitRows(true))).build(),
+        service::runItem);
+  }
+
+  private static TableConfig adagrad(String name, int dim, int minCount) {
+    return TableConfigs.normalize(TableConfigs.builder(name, dim)
+        .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f)).setMinCount(minCount)
+        .setInitializer(TableConfigs.uniform(-0.5f, 0.5f, 7)).build());
+  }
+
+  /** Random steps over two tables: counting reads and gradient writes. */
+  private void train(Random r, int steps, int dim) {
+    for (int s = 0; s < steps; s++) {
+      String[] keys = new String[16];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = i % 4 == 0 ? "rare" + r.nextInt(1_000_000) : "w" + r.nextInt(60);
+      }
+      count("emb", keys, nextId());
+      count("adm", keys, nextId());
+      float[] g = new float[keys.length * dim];
+      for (int i = 0; i < g.length; i++) {
+        g[i] = (float) r.nextGaussian();
+      }
+      write("emb", keys, g, s, nextId());
+      write("adm", keys, g, s, nextId());
+    }
+  }
+
+  @Test
+  void crash_recoversEveryAcknowledgedChange_bitForBit() throws Exception {
+    start(ShardLog.Fsync.EVERYSEC, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    engine.create(adagrad("adm", 8, 3)); // admission: pending counts are state too
+    train(new Random(1), 40, 8);
+    Map<Long, Long> pending = new HashMap<>(engine.get("adm").pendingCounts());
+    assertTrue(!pending.isEmpty());
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine));
+    assertEquals(pending, new HashMap<>(engine.get("adm").pendingCounts()));
+    assertEquals(2 + 40 * 4, state.recovery().replayedRecords()); // 2 creates, 4 per step
+  }
+
+  @Test
+  void resentCallAfterRecovery_answersAsBefore_andChangesNothing() throws Exception {
+    start(ShardLog.Fsync.ALWAYS, 1L << 40);
+    engine.create(TableConfigs.normalize(TableConfigs.builder("emb", 4)
+        .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.zeros()).build()));
+    CallId countId = nextId();
+    count("emb", new String[] {"a", "a", "b"}, countId);
+    CallId writeId = nextId();
+    int[] first = write("emb", new String[] {"a", "b"}, new float[] {1, 1, 1, 1, 2, 2, 2, 2}, 1,
+        writeId);
+    crashAndRecover();
+    Map<String, Map<String, TableStore.Record>> recovered = contents(engine);
+    // the reply was lost in the crash: the client resends both calls with their ids
+    count("emb", new String[] {"a", "a", "b"}, countId);
+    assertArrayEquals(first, write("emb", new String[] {"a", "b"},
+        new float[] {1, 1, 1, 1, 2, 2, 2, 2}, 1, writeId));
+    assertEquals(recovered, contents(engine));
+    assertEquals(2, engine.get("emb").record("a").frequency());
+    assertArrayEquals(new float[] {-2, -2, -2, -2}, engine.get("emb").record("b").weights(), 0f);
+    // a new call is applied
+    write("emb", new String[] {"b"}, new float[] {2, 2, 2, 2}, 2, nextId());
+    assertArrayEquals(new float[] {-4, -4, -4, -4}, engine.get("emb").record("b").weights(), 0f);
+  }
+
+  @Test
+  void snapshots_truncateTheLog_andRecoveryReplaysOnlyTheRest() throws Exception {
+    start(ShardLog.Fsync.EVERYSEC, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    engine.create(adagrad("adm", 8, 3));
+    Random r = new Random(2);
+    train(r, 20, 8);
+    state.snapshot();
+    long segmentsAfterSnapshot = ShardLog.segmentStarts(walDir()).size();
+    assertEquals(1, segmentsAfterSnapshot); // the log before the snapshot is gone
+    train(r, 10, 8);
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine));
+    assertEquals(40, state.recovery().replayedRecords()); // only the 10 steps after it
+  }
+
+  @Test
+  void snapshotsWhileTraining_concurrently_loseAndRepeatNothing() throws Exception {
+    // SGD with learning rate 1 and gradients that are multiples of 1/4: every sum is exact in
+    // any order, so the expected rows are known whatever the interleaving
+    start(ShardLog.Fsync.NO, 64 << 10); // a snapshot every 64 KiB of log
+    engine.create(TableConfigs.normalize(TableConfigs.builder("a", 4)
+        .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.zeros()).build()));
+    engine.create(TableConfigs.normalize(TableConfigs.builder("b", 4)
+        .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.zeros()).build()));
+    int threads = 4;
+    int steps = 300;
+    ExecutorService pool = Executors.newFixedThreadPool(threads + 1);
+    AtomicBoolean stop = new AtomicBoolean();
+    Future<?> snapshots = pool.submit(() -> {
+      while (!stop.get()) {
+        state.snapshot();
+      }
+      return null;
+    });
+    List<Future<float[]>> sums = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      int id = t;
+      sums.add(pool.submit(() -> {
+        Random r = new Random(id);
+        float[] expected = new float[20 * 4];
+        for (int s = 0; s < steps; s++) {
+          String[] keys = new String[8];
+          float[] g = new float[keys.length * 4];
+          for (int i = 0; i < keys.length; i++) {
+            int k = r.nextInt(20);
+            keys[i] = "k" + k;
+            for (int j = 0; j < 4; j++) {
+              g[i * 4 + j] = (r.nextInt(9) - 4) / 4f;
+              expected[k * 4 + j] -= g[i * 4 + j];
+            }
+          }
+          // one call, two tables: both or neither survive
+          engine.write(WriteRequest.newBuilder()
+              .setCallId(CallId.newBuilder().setClient(100 + id).setSeq(s + 1).setLowWater(s + 1))
+              .addItems(item("a", keys, g, s)).addItems(item("b", keys, g, s)).build(),
+              TableGrpcService::check);
+        }
+        return expected;
+      }));
+    }
+    float[] expected = new float[20 * 4];
+    for (Future<float[]> f : sums) {
+      float[] e = f.get();
+      for (int i = 0; i < e.length; i++) {
+        expected[i] += e[i];
+      }
+    }
+    stop.set(true);
+    snapshots.get();
+    pool.shutdown();
+    crashAndRecover();
+    assertTrue(state.recovery().snapshotLsn() > 1, "no snapshot was taken");
+    for (String table : List.of("a", "b")) {
+      TableStore t = engine.get(table);
+      for (int k = 0; k < 20; k++) {
+        assertArrayEquals(java.util.Arrays.copyOfRange(expected, k * 4, k * 4 + 4),
+            t.record("k" + k).weights(), 0f, table + " k" + k);
+      }
+    }
+  }
+
+  private static ApplyGradientsRequest item(String table, String[] keys, float[] g, long step) {
+    return ApplyGradientsRequest.newBuilder().setTable(table)
+        .setKeys(PackedKeys.of(keys).toProto()).setGradients(Rows.encode(g)).setStep(step)
+        .build();
+  }
+
+  @Test
+  void dropCreateAndRestore_replayInOrder() throws Exception {
+    start(ShardLog.Fsync.EVERYSEC, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    engine.create(adagrad("adm", 8, 1));
+    Random r = new Random(3);
+    train(r, 5, 8);
+    CheckpointFile saved = engine.save("emb", "user-ckpt", 5);
+    Map<String, TableStore.Record> atSave = Fixtures.snapshot(engine.get("emb"));
+    train(r, 5, 8);
+    engine.drop("adm");
+    engine.create(adagrad("adm", 4, 1)); // same name, another table
+    count("adm", new String[] {"x", "y"}, nextId());
+    engine.restore("emb", "user-ckpt", List.of(saved));
+    assertEquals(atSave, Fixtures.snapshot(engine.get("emb")));
+    write("emb", new String[] {"w1"}, new float[] {1, 2, 3, 4, 5, 6, 7, 8}, 11, nextId());
+    Files.delete(dir.resolve("user-ckpt").resolve(saved.getName())); // recovery needs no user file
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine));
+    assertEquals(4, engine.get("adm").dim());
+  }
+
+  @Test
+  void tornTail_isCut_butDamageBeforeLaterRecordsIsRefused() throws Exception {
+    start(ShardLog.Fsync.EVERYSEC, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    engine.create(adagrad("adm", 8, 1));
+    train(new Random(4), 10, 8);
+    Map<String, Map<String, TableStore.Record>> good = contents(engine);
+    try (FileChannel ch = FileChannel.open(lastSegment(), StandardOpenOption.WRITE,
+        StandardOpenOption.APPEND)) {
+      // the start of a record whose body never made it: what a kill -9 mid-write leaves
+      ch.write(ByteBuffer.wrap(new byte[] {(byte) 200, 0, 0, 0, 1, 2, 3, 4, 9, 9}));
+    }
+    crashAndRecover();
+    assertEquals(good, contents(engine));
+    assertEquals(2 + 10 * 4, state.recovery().replayedRecords());
+
+    // damage inside a record that has records after it: not a torn end, refused
+    train(new Random(5), 3, 8);
+    state.close();
+    Path seg = lastSegment();
+    byte[] bytes = Files.readAllBytes(seg);
+    assertTrue(bytes.length > 1000);
+    bytes[40] ^= 1;
+    Files.write(seg, bytes);
+    Fixtures.assertError(ErrorCode.DATA_LOSS, "checksum does not match) and records follow",
+        () -> ShardState.recover(new ShardEngine(0, 1, dir), dir, ShardLog.Fsync.NO, 1L << 40,
+            e -> {}));
+  }
+
+  @Test
+  void startingAsAnotherShard_isRefused() throws Exception {
+    start(ShardLog.Fsync.NO, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    state.close();
+    Fixtures.assertError(ErrorCode.FAILED_PRECONDITION, "holds the state of shard 0 of 1, but"
+        + " this is shard 0 of 3", () -> ShardState.recover(new ShardEngine(0, 3, dir), dir,
+        ShardLog.Fsync.NO, 1L << 40, e -> {}));
+  }
+
+  @Test
+  void aCallOnADroppedTable_failsInsteadOfAcknowledging() throws Exception {
+    start(ShardLog.Fsync.NO, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    TableStore old = engine.get("emb");
+    old.quiesce.readLock().lock(); // a write in flight holds the table
+    Thread dropper = new Thread(() -> engine.drop("emb"));
+    dropper.start();
+    while (!old.quiesce.hasQueuedThreads()) {
+      Thread.onSpinWait();
+    }
+    old.quiesce.readLock().unlock();
+    dropper.join();
+    assertTrue(old.retired);
+    Fixtures.assertError(ErrorCode.NOT_FOUND, "does not exist", () ->
+        write("emb", new String[] {"a"}, new float[8], 1, nextId()));
+  }
+
+  private Path walDir() {
+    return ShardState.root(dir, 0).resolve("wal");
+  }
+
+  private Path lastSegment() throws IOException {
+    List<Long> starts = ShardLog.segmentStarts(walDir());
+    return walDir().resolve(ShardLog.segmentName(starts.get(starts.size() - 1)));
+  }
+}
