@@ -16,12 +16,28 @@ import java.util.regex.Pattern;
  * binds a free port, read back from its start-up line in its log ({@code DATA_DIR/shard-I.log}).
  * {@link #close} stops them; they also exit by themselves once this process is gone, even after
  * a kill -9 ({@code table-server --exit-with}).
+ *
+ * <p>The shards are supervised: one that exits while this object is open (a kill -9, an
+ * OutOfMemoryError) is started again on its port; it recovers its tables from its write-ahead
+ * log under {@code DATA_DIR/state/shard-I} and the clients' resends ride through the gap
+ * (docs/design/0008-durability.md). A shard that exits more than {@value #MAX_RESTARTS} times
+ * within a minute is left down. The state directory is emptied at start: these shards belong to this
+ * process and begin with no tables.
  */
 public final class LocalShardProcesses implements AutoCloseable {
   private static final Pattern LISTENING = Pattern.compile("listening on [^\\s]+:(\\d+)");
 
-  private final List<Process> processes = new ArrayList<>();
+  static final int MAX_RESTARTS = 10;
+
+  private final List<Process> processes = new java.util.concurrent.CopyOnWriteArrayList<>();
   private final List<String> endpoints = new ArrayList<>();
+  private final List<List<String>> commands = new ArrayList<>();
+  private final Path dataDir;
+  private volatile boolean closing;
+  private final java.util.concurrent.atomic.AtomicInteger restarts =
+      new java.util.concurrent.atomic.AtomicInteger();
+  private final java.util.Map<Integer, java.util.Deque<Long>> recentExits =
+      new java.util.HashMap<>();
 
   /**
    * @param basePort port of shard 0 (shard i gets basePort + i), or 0 for any free ports
@@ -38,6 +54,8 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher) throws IOException {
+    this.dataDir = dataDir;
+    deleteTree(dataDir.resolve("state")); // a fresh cluster: no tables from an earlier run
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String cp = System.getProperty("java.class.path");
     // all processes start at once (each JVM takes ~1 s to come up), then their ports are read
@@ -56,15 +74,13 @@ public final class LocalShardProcesses implements AutoCloseable {
       cmd.addAll(List.of("-cp", cp, "dev.dynembed.table.server.TableServerMain",
           "--port", String.valueOf(port), "--shard-index", String.valueOf(i),
           "--num-shards", String.valueOf(n), "--data-dir", dataDir.toString(),
+          // a stop means this process is done with them: nothing to save for a next start
+          "--no-snapshot-on-exit",
           // shards die with this process, even when it is killed with SIGKILL
           "--exit-with", String.valueOf(ProcessHandle.current().pid())));
-      // the shard writes its output straight into DATA_DIR/shard-I.log, which outlives this
-      // process (the shard's last words after a kill -9 of this one are there too)
-      ProcessBuilder pb = new ProcessBuilder(cmd);
-      pb.redirectErrorStream(true);
-      pb.redirectOutput(ProcessBuilder.Redirect.to(logOf(dataDir, i).toFile()));
+      commands.add(cmd);
       try {
-        processes.add(pb.start());
+        processes.add(launch(cmd, logOf(dataDir, i), false));
       } catch (IOException e) {
         close();
         throw e;
@@ -92,6 +108,80 @@ public final class LocalShardProcesses implements AutoCloseable {
         }
       }
       endpoints.add("127.0.0.1:" + port);
+      // a restart binds the port the clients know
+      List<String> cmd = commands.get(i);
+      cmd.set(cmd.indexOf("--port") + 1, port);
+    }
+    for (int i = 0; i < n; i++) {
+      supervise(i, processes.get(i));
+    }
+  }
+
+  /**
+   * Starts a shard; it writes its output straight into DATA_DIR/shard-I.log, which outlives this
+   * process (the shard's last words after a kill -9 of this one are there too).
+   */
+  private static Process launch(List<String> cmd, Path log, boolean append) throws IOException {
+    ProcessBuilder pb = new ProcessBuilder(cmd);
+    pb.redirectErrorStream(true);
+    pb.redirectOutput(append ? ProcessBuilder.Redirect.appendTo(log.toFile())
+        : ProcessBuilder.Redirect.to(log.toFile()));
+    return pb.start();
+  }
+
+  private void supervise(int i, Process p) {
+    p.onExit().thenRun(() -> {
+      if (closing) {
+        return;
+      }
+      synchronized (recentExits) {
+        java.util.Deque<Long> exits = recentExits.computeIfAbsent(i, k -> new java.util.ArrayDeque<>());
+        long now = System.nanoTime();
+        exits.addLast(now);
+        while (now - exits.peekFirst() > TimeUnit.MINUTES.toNanos(1)) {
+          exits.removeFirst();
+        }
+        if (exits.size() > MAX_RESTARTS) {
+          System.err.printf("table shard %d exited (code %d); %d exits within a minute: left"
+              + " down (its output: %s)%n", i, p.exitValue(), exits.size(), logOf(dataDir, i));
+          return;
+        }
+      }
+      System.err.printf("table shard %d exited (code %d); restarting it on %s: it recovers its"
+          + " tables from its write-ahead log%n", i, p.exitValue(), endpoints.get(i));
+      try {
+        Process q = launch(commands.get(i), logOf(dataDir, i), true);
+        processes.set(i, q);
+        restarts.incrementAndGet();
+        if (closing) {
+          q.destroy();
+        } else {
+          supervise(i, q);
+        }
+      } catch (IOException e) {
+        System.err.printf("table shard %d could not be restarted: %s%n", i, e.getMessage());
+      }
+    });
+  }
+
+  /** Kills shard i with SIGKILL, as a crash would (tests and chaos runs); it is restarted. */
+  public void kill(int i) {
+    processes.get(i).destroyForcibly();
+  }
+
+  /** Shard restarts since start. */
+  public int restarts() {
+    return restarts.get();
+  }
+
+  private static void deleteTree(Path p) throws IOException {
+    if (!Files.exists(p)) {
+      return;
+    }
+    try (java.util.stream.Stream<Path> s = Files.walk(p)) {
+      for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(q);
+      }
     }
   }
 
@@ -175,6 +265,7 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   @Override
   public void close() {
+    closing = true;
     for (Process p : processes) {
       p.destroy();
     }

@@ -156,7 +156,7 @@ public final class GrpcShard implements Shard {
           out.complete(null); // the first attempt dropped it and its answer was lost
           return;
         }
-        boolean resend = code == Status.Code.UNAVAILABLE
+        boolean resend = code == Status.Code.UNAVAILABLE || connectionLost(t)
             || (resendOnDeadline && code == Status.Code.DEADLINE_EXCEEDED);
         if (!resend || closed || System.nanoTime() >= giveUp) {
           out.completeExceptionally(map(t, call, table, attempt));
@@ -175,6 +175,23 @@ public final class GrpcShard implements Shard {
     }, MoreExecutors.directExecutor());
   }
 
+  /**
+   * Whether a call failed because its connection closed under it (a shard killed mid-call):
+   * grpc-netty reports that as UNKNOWN "channel closed", not UNAVAILABLE.
+   */
+  private static boolean connectionLost(Throwable t) {
+    Status s = Status.fromThrowable(t);
+    if (s.getCode() != Status.Code.UNKNOWN) {
+      return false;
+    }
+    for (Throwable c = s.getCause(); c != null; c = c.getCause()) {
+      if (c instanceof java.io.IOException) { // ClosedChannelException is one
+        return true;
+      }
+    }
+    return false;
+  }
+
   private TableException map(Throwable t, String call, String table, int attempts) {
     Status s = Status.fromThrowable(t);
     ErrorCode code;
@@ -184,6 +201,9 @@ public final class GrpcShard implements Shard {
       code = s.getCode() == Status.Code.CANCELLED ? ErrorCode.UNAVAILABLE : ErrorCode.INTERNAL;
     }
     String desc = s.getDescription() != null ? s.getDescription() : s.getCode().name();
+    if (connectionLost(t)) {
+      code = ErrorCode.UNAVAILABLE;
+    }
     if (code == ErrorCode.UNAVAILABLE || code == ErrorCode.DEADLINE_EXCEEDED) {
       desc = "shard at " + endpoint + " did not answer (" + s.getCode() + "): " + desc;
       if (attempts > 0) {
