@@ -54,6 +54,15 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher) throws IOException {
+    this(n, basePort, dataDir, heap, javaOpts, launcher, List.of());
+  }
+
+  /**
+   * As above, with extra {@code table-server} options for every shard (e.g. {@code --fsync
+   * always}, {@code --wal off}).
+   */
+  public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
+      List<String> launcher, List<String> serverArgs) throws IOException {
     this.dataDir = dataDir;
     deleteTree(dataDir.resolve("state")); // a fresh cluster: no tables from an earlier run
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
@@ -78,6 +87,7 @@ public final class LocalShardProcesses implements AutoCloseable {
           "--no-snapshot-on-exit",
           // shards die with this process, even when it is killed with SIGKILL
           "--exit-with", String.valueOf(ProcessHandle.current().pid())));
+      cmd.addAll(serverArgs);
       commands.add(cmd);
       try {
         processes.add(launch(cmd, logOf(dataDir, i), false));

@@ -55,7 +55,7 @@ class ChaosTest {
         while (System.nanoTime() < end - TimeUnit.SECONDS.toNanos(3)) {
           procs.kill(r.nextInt(3));
           kills++;
-          Thread.sleep(1500 + r.nextInt(2000));
+          Thread.sleep(2500 + r.nextInt(2500)); // ~5 kills a minute per shard: under the restart limit
         }
         return kills;
       });

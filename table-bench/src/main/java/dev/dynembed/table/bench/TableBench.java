@@ -16,6 +16,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -82,6 +83,13 @@ public final class TableBench implements Callable<Integer> {
       + " many batches in flight (the next batch's read sent before this one's rows are used, as"
       + " a pipelined trainer reads); 1 to skip")
   int inFlight;
+  @Option(names = "--shard-wal", defaultValue = "everysec", split = ",", description = "the"
+      + " shards' write-ahead log, one run per value: off, or its fsync policy no, everysec"
+      + " (the table-server default) or always (default ${DEFAULT-VALUE})")
+  List<String> shardWal;
+  @Option(names = "--shard-args", defaultValue = "", description = "extra table-server options"
+      + " of every shard, space-separated (e.g. \"--snapshot-every-mb 8192\")")
+  String shardArgs;
   @Option(names = "--out", description = "also write the results table (markdown) here") Path out;
 
   private String[] keys;
@@ -135,18 +143,31 @@ public final class TableBench implements Callable<Integer> {
       }
     }
     for (int n : shardCounts) {
-      Path data = Files.createTempDirectory("bench-shards");
-      List<String> launcher = serverCpus == null ? List.of()
-          : List.of("taskset", "-c", serverCpus);
-      try (LocalShardProcesses s = new LocalShardProcesses(n, basePort, data, serverHeap,
-          serverJavaOpts, launcher);
-          TableClient c = TableClients.connect(s.endpoints(),
-              ClientOptions.builder().rowEncoding(wireRows).build())) {
-        shardProcesses = s;
-        ours(n + " shard" + (n > 1 ? "s" : "") + " (loopback)", c);
-        shardProcesses = null;
-        lines.add(String.format(Locale.ROOT, "  server RSS with %d shard(s): %,d MB", n,
-            s.rssBytes() >> 20));
+      for (String wal : shardWal) {
+        Path data = Files.createTempDirectory("bench-shards");
+        List<String> launcher = serverCpus == null ? List.of()
+            : List.of("taskset", "-c", serverCpus);
+        List<String> serverArgs = new ArrayList<>(wal.equals("off") ? List.of("--wal", "off")
+            : List.of("--fsync", wal));
+        for (String a : shardArgs.trim().split("\\s+")) {
+          if (!a.isEmpty()) {
+            serverArgs.add(a);
+          }
+        }
+        String label = n + " shard" + (n > 1 ? "s" : "") + " (loopback"
+            + (shardWal.size() > 1 || !wal.equals("everysec") ? ", wal " + wal : "") + ")";
+        try (LocalShardProcesses s = new LocalShardProcesses(n, basePort, data, serverHeap,
+            serverJavaOpts, launcher, serverArgs);
+            TableClient c = TableClients.connect(s.endpoints(),
+                ClientOptions.builder().rowEncoding(wireRows).build())) {
+          shardProcesses = s;
+          ours(label, c);
+          shardProcesses = null;
+          lines.add(String.format(Locale.ROOT, "  server RSS with %d shard(s), wal %s: %,d MB",
+              n, wal, s.rssBytes() >> 20));
+          lines.add(String.format(Locale.ROOT, "  log + snapshots on disk: %,d MB",
+              du(data.resolve("state")) >> 20));
+        }
       }
     }
     if (redis != null) {
@@ -160,6 +181,16 @@ public final class TableBench implements Callable<Integer> {
       Files.write(out, lines, StandardCharsets.UTF_8);
     }
     return 0;
+  }
+
+  /** Bytes of the files under a directory (0 if it does not exist). */
+  private static long du(Path dir) throws IOException {
+    if (!Files.exists(dir)) {
+      return 0;
+    }
+    try (java.util.stream.Stream<Path> s = Files.walk(dir)) {
+      return s.filter(Files::isRegularFile).mapToLong(p -> p.toFile().length()).sum();
+    }
   }
 
   private void header(String s) {

@@ -58,6 +58,18 @@ public final class ShardState implements AutoCloseable {
   private final AtomicBoolean snapshotQueued = new AtomicBoolean();
   private final Object snapshotMutex = new Object();
   private volatile Recovery recovery;
+  private volatile long lastSnapshotBytes;
+
+  /** Called at each step of a snapshot (tests make it throw there: a crash at that point). */
+  interface StepHook {
+    void at(String step) throws IOException;
+  }
+
+  private volatile StepHook steps = s -> {};
+
+  void onStep(StepHook hook) {
+    this.steps = hook;
+  }
 
   private ShardState(ShardEngine engine, Path root, ShardLog wal, long snapshotBytes) {
     this.engine = engine;
@@ -203,8 +215,10 @@ public final class ShardState implements AutoCloseable {
   // ---------------------------------------------------------------- the running shard
 
   long append(LogRecord r) {
-    long lsn = wal.append(r.toByteArray());
-    if (snapshotBytes > 0 && wal.bytesSinceRotate() >= snapshotBytes
+    long lsn = wal.append(r);
+    // like Redis's AOF rewrite: once the log holds the configured bytes and at least as many as
+    // the last snapshot wrote, so snapshots never write more than the log does
+    if (wal.bytesSinceRotate() >= Math.max(snapshotBytes, lastSnapshotBytes)
         && snapshotQueued.compareAndSet(false, true)) {
       snapshotter.execute(() -> {
         try {
@@ -262,12 +276,14 @@ public final class ShardState implements AutoCloseable {
    */
   public void snapshot() throws IOException {
     synchronized (snapshotMutex) {
+      long t0 = System.nanoTime();
       long start;
       List<TableStore> stores;
       synchronized (engine.catalogue()) {
         start = wal.rotate();
         stores = engine.tables();
       }
+      steps.at("rotated");
       Path tmp = snapDir.resolve(snapshotName(start) + ".tmp");
       deleteTree(tmp);
       Files.createDirectories(tmp);
@@ -276,6 +292,7 @@ public final class ShardState implements AutoCloseable {
           .setNumShards(engine.numShards()).setStartLsn(start)
           .setCreatedAt(java.time.Instant.now().toString());
       stores.sort(Comparator.comparing(TableStore::name));
+      long bytes = 0;
       for (TableStore t : stores) {
         t.quiesce.writeLock().lock();
         try {
@@ -285,6 +302,8 @@ public final class ShardState implements AutoCloseable {
           long lsn = wal.lastLsn() + 1;
           CheckpointFile f = CheckpointIo.write(t, tmp, 0);
           m.addTables(SnapshotTable.newBuilder().setTable(t.name()).setFile(f).setLsn(lsn));
+          bytes += f.getBytes();
+          steps.at("table written");
         } finally {
           t.quiesce.writeLock().unlock();
         }
@@ -292,19 +311,28 @@ public final class ShardState implements AutoCloseable {
       m.addAllClients(engine.ledger().snapshot(start));
       Durable.writeAtomically(tmp.resolve(MANIFEST), m.build().toByteArray());
       Durable.fsyncDirectory(tmp);
+      steps.at("manifest written");
       Path dir = snapDir.resolve(snapshotName(start));
       deleteTree(dir);
       Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
       Durable.fsyncDirectory(snapDir);
+      steps.at("renamed");
       Durable.writeAtomically(snapDir.resolve(CURRENT),
           snapshotName(start).getBytes(StandardCharsets.UTF_8));
+      steps.at("current written");
+      log.info(String.format("shard %d: snapshot at log record %d: %d tables, %.1f MB written in"
+          + " %.2f s", engine.shardIndex(), start, m.getTablesCount(), bytes / 1e6,
+          (System.nanoTime() - t0) / 1e9));
+      lastSnapshotBytes = bytes;
       // durable from here: what it covers can go
       wal.deleteBefore(start);
+      steps.at("log truncated");
       try (Stream<Path> s = Files.list(snapDir)) {
         for (Path p : s.toList()) {
           String n = p.getFileName().toString();
           if (n.startsWith("snap-") && !n.equals(snapshotName(start))) {
             deleteTree(p);
+            steps.at("old snapshot deleted");
           }
         }
       }

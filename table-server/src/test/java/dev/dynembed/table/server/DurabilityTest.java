@@ -240,6 +240,37 @@ class DurabilityTest {
         .build();
   }
 
+  /** A crash at each step of a snapshot recovers the state before it, and snapshots again. */
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"rotated", "table written",
+      "manifest written", "renamed", "current written", "log truncated", "old snapshot deleted"})
+  void crashAtEachStepOfASnapshot_recoversTheSameTables(String step) throws Exception {
+    start(ShardLog.Fsync.EVERYSEC, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    engine.create(adagrad("adm", 8, 3));
+    Random r = new Random(6);
+    train(r, 8, 8);
+    state.snapshot(); // an older snapshot, so that "old snapshot deleted" happens
+    train(r, 8, 8);
+    class Crash extends IOException {
+      Crash() {
+        super("crash at " + step);
+      }
+    }
+    state.onStep(s -> {
+      if (s.equals(step)) {
+        throw new Crash();
+      }
+    });
+    org.junit.jupiter.api.Assertions.assertThrows(Crash.class, state::snapshot);
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine), "after a crash at " + step);
+    train(r, 4, 8); // and it goes on: another snapshot, another recovery
+    state.snapshot();
+    before = crashAndRecover();
+    assertEquals(before, contents(engine));
+  }
+
   @Test
   void dropCreateAndRestore_replayInOrder() throws Exception {
     start(ShardLog.Fsync.EVERYSEC, 1L << 40);
