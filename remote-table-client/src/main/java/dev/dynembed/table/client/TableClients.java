@@ -20,7 +20,7 @@ public final class TableClients {
 
   /** In-process, with relative checkpoint directories resolved against {@code dataDir}. */
   public static TableClient inProcess(Path dataDir) {
-    return new ShardedTableClient(List.of(new LocalShard(new ShardEngine(0, 1, dataDir))));
+    return new ShardedTableClient(List.of(new LocalShard(new ShardEngine(0, 1, dataDir, false))));
   }
 
   /**

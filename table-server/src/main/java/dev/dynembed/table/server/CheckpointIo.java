@@ -142,7 +142,7 @@ public final class CheckpointIo {
     writeInt(out, crc(b.array(), b.position()));
   }
 
-  private static void readPending(DataInputStream in, Path p, Target target) throws IOException {
+  private static void readPending(DataInputStream in, String p, Target target) throws IOException {
     long entries = readLong(in);
     if (entries < 0 || entries > (1L << 27)) {
       throw TableException.dataLoss("%s: admission-count section has %d entries", p, entries);
@@ -195,21 +195,22 @@ public final class CheckpointIo {
       try {
         long size = Files.size(p);
         if (size != f.getBytes()) {
-          throw TableException.dataLoss("checkpoint file %s is %d bytes but the manifest says %d"
-              + " (truncated or replaced)", p, size, f.getBytes());
+          throw TableException.dataLoss("checkpoint file %s is %s than its manifest says"
+              + " (truncated or replaced)", f.getName(), size < f.getBytes() ? "shorter" : "longer");
         }
         int crc = (int) crcOfFile(p);
         if (crc != f.getCrc32C()) {
-          throw TableException.dataLoss("checkpoint file %s has CRC32C %08x but the manifest says"
-              + " %08x (corrupt)", p, crc, f.getCrc32C());
+          throw TableException.dataLoss("checkpoint file %s does not match its manifest's checksum"
+              + " (corrupt)", f.getName());
         }
         try (InputStream in = new BufferedInputStream(Files.newInputStream(p), 1 << 16)) {
-          readFile(in, p, expectedName, target);
+          readFile(in, f.getName(), expectedName, target);
         }
       } catch (NoSuchFileException e) {
-        throw TableException.dataLoss("checkpoint file %s is missing", p);
+        throw TableException.dataLoss("checkpoint file %s is missing", f.getName());
       } catch (IOException e) {
-        throw TableException.dataLoss("checkpoint file %s cannot be read: %s", p, e.getMessage());
+        throw TableException.dataLoss("checkpoint file %s cannot be read (%s)", f.getName(),
+            e.getClass().getSimpleName());
       }
     }
     return target.table;
@@ -227,7 +228,8 @@ public final class CheckpointIo {
     }
   }
 
-  private static void readFile(InputStream raw, Path p, String expectedName, Target target)
+  /** Reads one file; messages name it by {@code p}, its file name (never a server path). */
+  private static void readFile(InputStream raw, String p, String expectedName, Target target)
       throws IOException {
     int shardIndex = target.shardIndex;
     int numShards = target.numShards;

@@ -32,6 +32,7 @@ public final class ShardEngine {
   private final int shardIndex;
   private final int numShards;
   private final Path dataDir;
+  private final boolean confined;
   private final ConcurrentHashMap<String, TableStore> tables = new ConcurrentHashMap<>();
   /** Held by create, drop, restore and a snapshot's start: the catalogue and the log agree. */
   private final Object catalogue = new Object();
@@ -40,9 +41,20 @@ public final class ShardEngine {
   private volatile boolean ready = true;
 
   /**
+   * A shard engine whose checkpoints stay inside {@code dataDir} (a server: clients name
+   * checkpoints, they cannot write or read elsewhere).
+   *
    * @param dataDir base of relative checkpoint directories
    */
   public ShardEngine(int shardIndex, int numShards, Path dataDir) {
+    this(shardIndex, numShards, dataDir, true);
+  }
+
+  /**
+   * @param confined whether checkpoint directories must stay inside {@code dataDir}: true for
+   *     a server, false for a table inside the caller's own process (no boundary to guard)
+   */
+  public ShardEngine(int shardIndex, int numShards, Path dataDir, boolean confined) {
     if (numShards < 1 || shardIndex < 0 || shardIndex >= numShards) {
       throw TableException.invalid(
           "shard index must be in [0, num_shards) and num_shards >= 1, but were %d and %d",
@@ -50,7 +62,8 @@ public final class ShardEngine {
     }
     this.shardIndex = shardIndex;
     this.numShards = numShards;
-    this.dataDir = dataDir.toAbsolutePath();
+    this.dataDir = dataDir.toAbsolutePath().normalize();
+    this.confined = confined;
   }
 
   public int shardIndex() {
@@ -184,11 +197,44 @@ public final class ShardEngine {
     return TopK.run(get(table), queries, q, k, biasLastDim, metric, exclude);
   }
 
+  /**
+   * The checkpoint directory a client named: relative to {@code --data-dir}, or absolute but
+   * inside it; refused if it leads outside, also through a symbolic link (the real path of its
+   * deepest existing part must stay inside the data directory's real path). Messages quote the
+   * client's own string, never a server path.
+   */
   public Path resolve(String directory) {
     if (directory == null || directory.isEmpty()) {
       throw TableException.invalid("checkpoint directory is empty");
     }
-    return dataDir.resolve(directory).normalize();
+    Path abs;
+    try {
+      abs = dataDir.resolve(directory).normalize();
+    } catch (java.nio.file.InvalidPathException e) {
+      throw TableException.invalid("checkpoint directory '%s' is not a valid path", directory);
+    }
+    if (!confined) {
+      return abs;
+    }
+    if (!abs.startsWith(dataDir)) {
+      throw TableException.invalid("checkpoint directory '%s' is outside this shard's data"
+          + " directory: name checkpoints relative to the shard's --data-dir", directory);
+    }
+    try {
+      Path existing = abs;
+      while (existing != null && !java.nio.file.Files.exists(existing,
+          java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        existing = existing.getParent();
+      }
+      if (existing != null && !existing.toRealPath().startsWith(dataDir.toRealPath())) {
+        throw TableException.invalid("checkpoint directory '%s' leads outside this shard's data"
+            + " directory through a symbolic link", directory);
+      }
+    } catch (IOException e) {
+      throw TableException.invalid("checkpoint directory '%s' cannot be resolved (%s)",
+          directory, e.getClass().getSimpleName());
+    }
+    return abs;
   }
 
   /** Writes this shard's file of a checkpoint, with no mutation in flight. */
@@ -201,7 +247,8 @@ public final class ShardEngine {
       return CheckpointIo.write(t, dir, step);
     } catch (IOException e) {
       throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
-          String.format("table '%s': writing checkpoint under %s failed: %s", table, dir, e));
+          String.format("table '%s': writing checkpoint '%s' failed (%s)", table, directory,
+              e.getClass().getSimpleName()));
     } finally {
       t.quiesce.writeLock().unlock();
     }
@@ -214,6 +261,9 @@ public final class ShardEngine {
    */
   public long restore(String table, String directory, List<CheckpointFile> files) {
     Path dir = resolve(directory);
+    for (CheckpointFile f : files) { // a file may not be a link to elsewhere either
+      resolve(directory + "/" + f.getName());
+    }
     TableStore fresh = CheckpointIo.read(dir, files, table, shardIndex, numShards);
     ShardState s = state;
     if (s == null) {

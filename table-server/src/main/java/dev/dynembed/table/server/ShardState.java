@@ -31,7 +31,8 @@ import java.util.logging.Logger;
 import java.util.stream.Stream;
 
 /**
- * A shard's durable state under {@code DATA_DIR/state/shard-I} (docs/design/0008-durability.md):
+ * A shard's durable state under {@code STATE_DIR/shard-I} (default {@code DATA_DIR/state};
+ * docs/design/0008-durability.md):
  * the write-ahead log ({@code wal/}) and snapshots ({@code snapshots/snap-LSN/}, the current one
  * named by {@code snapshots/CURRENT}). {@link #recover} loads the current snapshot and replays
  * the log after it; a snapshot is taken in the background whenever the log has grown by the
@@ -59,6 +60,7 @@ public final class ShardState implements AutoCloseable {
   private final Object snapshotMutex = new Object();
   private volatile Recovery recovery;
   private volatile long lastSnapshotBytes;
+  private volatile long lastSnapshotMillis;
 
   /** Called at each step of a snapshot (tests make it throw there: a crash at that point). */
   interface StepHook {
@@ -70,6 +72,9 @@ public final class ShardState implements AutoCloseable {
   void onStep(StepHook hook) {
     this.steps = hook;
   }
+
+  private java.nio.channels.FileChannel lockChannel;
+  private java.nio.channels.FileLock lock;
 
   private ShardState(ShardEngine engine, Path root, ShardLog wal, long snapshotBytes) {
     this.engine = engine;
@@ -84,30 +89,61 @@ public final class ShardState implements AutoCloseable {
     });
   }
 
-  /** The state directory of shard {@code index} under a data directory. */
-  public static Path root(Path dataDir, int index) {
-    return dataDir.toAbsolutePath().resolve("state").resolve("shard-" + index);
+  /** The state directory of shard {@code index}: {@code STATE_DIR/shard-I}. */
+  public static Path root(Path stateDir, int index) {
+    return stateDir.toAbsolutePath().resolve("shard-" + index);
   }
 
   /**
-   * Rebuilds {@code engine}'s tables from its state directory (snapshot, then log) and attaches
+   * Rebuilds {@code engine}'s tables from {@code STATE_DIR/shard-I} (snapshot, then log; a
+   * table-server's state dir is {@code DATA_DIR/state} unless {@code --state-dir}) and attaches
    * the log, so that every later mutation is logged. The engine takes no calls meanwhile.
    *
    * @param snapshotBytes log bytes after which a snapshot is taken
    * @param onLogFailure told of the first I/O error of the log (the process should exit)
    */
-  public static ShardState recover(ShardEngine engine, Path dataDir, ShardLog.Fsync policy,
+  public static ShardState recover(ShardEngine engine, Path stateDir, ShardLog.Fsync policy,
       long snapshotBytes, Consumer<IOException> onLogFailure) throws IOException {
     long t0 = System.nanoTime();
     engine.setReady(false);
-    Path root = root(dataDir, engine.shardIndex());
+    Path root = root(stateDir, engine.shardIndex());
     Files.createDirectories(root);
+    // one process per state directory (RocksDB's LOCK file): a second shard started on the same
+    // directory would interleave its log and snapshots with this one's
+    java.nio.channels.FileChannel lockChannel = java.nio.channels.FileChannel.open(
+        root.resolve("LOCK"), java.nio.file.StandardOpenOption.CREATE,
+        java.nio.file.StandardOpenOption.WRITE);
+    java.nio.channels.FileLock lock;
+    try {
+      lock = lockChannel.tryLock();
+    } catch (java.nio.channels.OverlappingFileLockException e) {
+      lock = null;
+    }
+    if (lock == null) {
+      lockChannel.close();
+      throw TableException.precondition("the state of shard %d under this data directory is in"
+          + " use by another table-server process", engine.shardIndex());
+    }
+    try {
+      return recover(engine, root, policy, snapshotBytes, onLogFailure, lockChannel, lock, t0);
+    } catch (IOException | RuntimeException e) {
+      lock.release();
+      lockChannel.close();
+      throw e;
+    }
+  }
+
+  private static ShardState recover(ShardEngine engine, Path root, ShardLog.Fsync policy,
+      long snapshotBytes, Consumer<IOException> onLogFailure,
+      java.nio.channels.FileChannel lockChannel, java.nio.channels.FileLock lock, long t0)
+      throws IOException {
     checkIdentity(root, engine);
     Path snapDir = root.resolve("snapshots");
     Path walDir = root.resolve("wal");
     SnapshotManifest m = readCurrent(snapDir);
     Map<String, Long> thresholds = new HashMap<>();
     long start = 1;
+    long snapshotTime = 0;
     if (m != null) {
       if (m.getShardIndex() != engine.shardIndex() || m.getNumShards() != engine.numShards()) {
         throw TableException.precondition("snapshot %s belongs to shard %d of %d, not %d of %d",
@@ -122,6 +158,7 @@ public final class ShardState implements AutoCloseable {
       }
       engine.ledger().restore(m.getClientsList());
       start = m.getStartLsn();
+      snapshotTime = java.time.Instant.parse(m.getCreatedAt()).toEpochMilli();
     }
     long from = start;
     long[] replayed = {0};
@@ -131,6 +168,9 @@ public final class ShardState implements AutoCloseable {
     });
     ShardLog wal = new ShardLog(walDir, policy, next, onLogFailure);
     ShardState s = new ShardState(engine, root, wal, snapshotBytes);
+    s.lastSnapshotMillis = snapshotTime;
+    s.lockChannel = lockChannel;
+    s.lock = lock;
     s.recovery = new Recovery(engine.tables().size(), start, replayed[0], next,
         (System.nanoTime() - t0) / 1e9);
     engine.attach(s);
@@ -242,6 +282,17 @@ public final class ShardState implements AutoCloseable {
     return wal.lastLsn();
   }
 
+  /** Log bytes a restart would replay now. */
+  long logBytesSinceSnapshot() {
+    return wal.bytesSinceRotate();
+  }
+
+  /** Seconds since the last durable snapshot (this process's or the one recovered), or NaN. */
+  double snapshotAgeSeconds() {
+    long t = lastSnapshotMillis;
+    return t == 0 ? Double.NaN : (System.currentTimeMillis() - t) / 1e3;
+  }
+
   ShardLog.Fsync policy() {
     return wal.policy();
   }
@@ -320,6 +371,7 @@ public final class ShardState implements AutoCloseable {
       Durable.writeAtomically(snapDir.resolve(CURRENT),
           snapshotName(start).getBytes(StandardCharsets.UTF_8));
       steps.at("current written");
+      lastSnapshotMillis = System.currentTimeMillis();
       log.info(String.format("shard %d: snapshot at log record %d: %d tables, %.1f MB written in"
           + " %.2f s", engine.shardIndex(), start, m.getTablesCount(), bytes / 1e6,
           (System.nanoTime() - t0) / 1e9));
@@ -355,7 +407,30 @@ public final class ShardState implements AutoCloseable {
         snapshot();
       }
     } finally {
-      wal.close();
+      try {
+        wal.close();
+      } finally {
+        unlock();
+      }
+    }
+  }
+
+  /**
+   * Stops as a kill would (tests): background snapshots end, the log's file is closed without a
+   * flush of anything, and the directory lock goes, so that another engine can recover it.
+   */
+  void crash() throws IOException, InterruptedException {
+    snapshotter.shutdownNow();
+    snapshotter.awaitTermination(1, java.util.concurrent.TimeUnit.MINUTES);
+    wal.abandon();
+    unlock();
+  }
+
+  private void unlock() throws IOException {
+    if (lock != null) {
+      lock.release();
+      lockChannel.close();
+      lock = null;
     }
   }
 

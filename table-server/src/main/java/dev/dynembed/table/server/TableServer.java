@@ -72,16 +72,24 @@ public final class TableServer implements AutoCloseable {
         .build()
         .start();
     ServingStatus status = engine.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+    serving = engine.ready();
     health.setStatus("", status);
     health.setStatus(SERVICE, status);
   }
 
   private static final String SERVICE = "dynembed.table.v1.EmbeddingTableService";
+  private volatile boolean serving;
+
+  /** Whether the server takes calls: started, recovered, not shutting down. */
+  public boolean serving() {
+    return serving && !closed.get();
+  }
   private static final java.util.Set<String> MUTATING = java.util.Set.of("CreateTable",
       "DropTable", "FindOrInsert", "ApplyGradients", "Read", "Write");
 
   /** Reports SERVING from now on (a shard that recovered its tables). */
   public void markServing() {
+    serving = true;
     health.setStatus("", ServingStatus.SERVING);
     health.setStatus(SERVICE, ServingStatus.SERVING);
   }

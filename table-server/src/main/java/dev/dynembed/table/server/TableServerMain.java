@@ -34,10 +34,14 @@ public final class TableServerMain implements Callable<Integer> {
   Long exitWith;
 
   @Option(names = "--wal", defaultValue = "on", description = "write-ahead log and snapshots"
-      + " under DATA_DIR/state/shard-I: on (every acknowledged write survives a crash of this"
+      + " under STATE_DIR/shard-I: on (every acknowledged write survives a crash of this"
       + " process; the tables come back on restart) or off (the tables live in memory only);"
       + " default ${DEFAULT-VALUE}")
   String wal;
+
+  @Option(names = "--state-dir", description = "where the write-ahead log and snapshots live"
+      + " (STATE_DIR/shard-I; default DATA_DIR/state): one shard process per directory")
+  Path stateDir;
 
   @Option(names = "--fsync", defaultValue = "everysec", description = "when logged writes are"
       + " forced to the disk: always (before the reply; a power loss loses nothing answered),"
@@ -54,6 +58,10 @@ public final class TableServerMain implements Callable<Integer> {
       fallbackValue = "true", description = "on SIGTERM, snapshot if the log grew since the last"
       + " snapshot, so the next start replays nothing (default ${DEFAULT-VALUE})")
   boolean snapshotOnExit;
+
+  @Option(names = "--metrics-port", description = "serve /metrics (Prometheus), /live and /ready"
+      + " over HTTP on this port of --host (0 = any free port; omitted = no HTTP)")
+  Integer metricsPort;
 
   @Override
   public Integer call() throws Exception {
@@ -77,6 +85,11 @@ public final class TableServerMain implements Callable<Integer> {
       System.err.printf("table-server: --wal must be on or off; got '%s'%n", wal);
       return 2;
     }
+    if (metricsPort != null && (metricsPort < 0 || metricsPort > 65535)) {
+      System.err.printf("table-server: --metrics-port must be in [0, 65535]; got %d%n",
+          metricsPort);
+      return 2;
+    }
     if (snapshotEveryMb < 1) {
       System.err.printf("table-server: --snapshot-every-mb must be >= 1; got %d%n",
           snapshotEveryMb);
@@ -88,7 +101,12 @@ public final class TableServerMain implements Callable<Integer> {
     if (wal.equals("on")) {
       engine.setReady(false); // NOT_SERVING until the tables are back
     }
-    TableServer server = new TableServer(engine, host, port, n);
+    ShardMetrics metrics = metricsPort == null ? null : new ShardMetrics(engine);
+    TableServer server = new TableServer(engine, host, port, n,
+        metrics == null ? java.util.List.of() : java.util.List.of(metrics));
+    if (metrics != null) {
+      metrics.serve(host, metricsPort, server::serving);
+    }
     java.util.concurrent.atomic.AtomicReference<ShardState> state =
         new java.util.concurrent.atomic.AtomicReference<>();
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -107,9 +125,14 @@ public final class TableServerMain implements Callable<Integer> {
     }
     System.out.printf("table-server shard %d of %d listening on %s:%d (data dir %s)%n",
         shardIndex, numShards, host, server.port(), dataDir.toAbsolutePath());
+    if (metrics != null) {
+      System.out.printf("table-server shard %d metrics on http://%s:%d/metrics (/live, /ready)%n",
+          shardIndex, host, metrics.port());
+    }
     System.out.flush();
     if (wal.equals("on")) {
-      ShardState s = ShardState.recover(engine, dataDir, policy, snapshotEveryMb << 20, e -> {
+      Path states = stateDir != null ? stateDir : dataDir.resolve("state");
+      ShardState s = ShardState.recover(engine, states, policy, snapshotEveryMb << 20, e -> {
         // crash-only: a log that cannot be written cannot promise anything; the restart replays
         // what the disk holds
         System.err.println("table-server: write-ahead log failed, exiting: " + e);

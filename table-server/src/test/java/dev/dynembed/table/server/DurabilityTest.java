@@ -51,7 +51,7 @@ class DurabilityTest {
 
   private void start(ShardLog.Fsync policy, long snapshotBytes) throws IOException {
     engine = new ShardEngine(0, 1, dir);
-    state = ShardState.recover(engine, dir, policy, snapshotBytes, e -> {
+    state = ShardState.recover(engine, dir.resolve("state"), policy, snapshotBytes, e -> {
       throw new AssertionError("log failed", e);
     });
     service = new TableGrpcService(engine);
@@ -60,6 +60,11 @@ class DurabilityTest {
   /** Abandons the running engine as a kill -9 would (nothing closed or flushed), recovers. */
   private Map<String, Map<String, TableStore.Record>> crashAndRecover() throws IOException {
     Map<String, Map<String, TableStore.Record>> before = contents(engine);
+    try {
+      state.crash();
+    } catch (InterruptedException e) {
+      throw new AssertionError(e);
+    }
     start(ShardLog.Fsync.NO, 1L << 40);
     return before;
   }
@@ -318,8 +323,17 @@ class DurabilityTest {
     bytes[40] ^= 1;
     Files.write(seg, bytes);
     Fixtures.assertError(ErrorCode.DATA_LOSS, "checksum does not match) and records follow",
-        () -> ShardState.recover(new ShardEngine(0, 1, dir), dir, ShardLog.Fsync.NO, 1L << 40,
+        () -> ShardState.recover(new ShardEngine(0, 1, dir), dir.resolve("state"), ShardLog.Fsync.NO, 1L << 40,
             e -> {}));
+  }
+
+  @Test
+  void aSecondProcessOnTheSameState_isRefused() throws Exception {
+    start(ShardLog.Fsync.NO, 1L << 40);
+    Fixtures.assertError(ErrorCode.FAILED_PRECONDITION, "in use by another table-server",
+        () -> ShardState.recover(new ShardEngine(0, 1, dir), dir.resolve("state"), ShardLog.Fsync.NO, 1L << 40,
+            e -> {}));
+    state.close();
   }
 
   @Test
@@ -328,7 +342,7 @@ class DurabilityTest {
     engine.create(adagrad("emb", 8, 1));
     state.close();
     Fixtures.assertError(ErrorCode.FAILED_PRECONDITION, "holds the state of shard 0 of 1, but"
-        + " this is shard 0 of 3", () -> ShardState.recover(new ShardEngine(0, 3, dir), dir,
+        + " this is shard 0 of 3", () -> ShardState.recover(new ShardEngine(0, 3, dir), dir.resolve("state"),
         ShardLog.Fsync.NO, 1L << 40, e -> {}));
   }
 
@@ -351,7 +365,7 @@ class DurabilityTest {
   }
 
   private Path walDir() {
-    return ShardState.root(dir, 0).resolve("wal");
+    return ShardState.root(dir.resolve("state"), 0).resolve("wal");
   }
 
   private Path lastSegment() throws IOException {
