@@ -39,6 +39,8 @@ public final class ShardEngine {
   private final CallLedger ledger = new CallLedger();
   private volatile ShardState state;
   private volatile boolean ready = true;
+  private volatile long memoryBudget; // 0: none
+  private volatile int maxTables = 1024;
 
   /**
    * A shard engine whose checkpoints stay inside {@code dataDir} (a server: clients name
@@ -82,6 +84,10 @@ public final class ShardEngine {
     synchronized (catalogue) {
       t = tables.get(config.getName());
       if (t == null) {
+        if (tables.size() >= maxTables) {
+          throw TableException.exhausted("shard %d holds the maximum of %d tables; drop one or"
+              + " raise --max-tables", shardIndex, maxTables);
+        }
         t = new TableStore(config, shardIndex, numShards);
         lsn = log(LogRecord.newBuilder().setCreate(config).build());
         tables.put(config.getName(), t);
@@ -265,6 +271,14 @@ public final class ShardEngine {
       resolve(directory + "/" + f.getName());
     }
     TableStore fresh = CheckpointIo.read(dir, files, table, shardIndex, numShards);
+    TableStore old = tables.get(table);
+    long budget = memoryBudget;
+    long after = bytesInUse() - (old == null ? 0 : old.bytesEstimate()) + fresh.bytesEstimate();
+    if (budget > 0 && after > budget) {
+      throw TableException.exhausted("shard %d: restoring table '%s' would take its tables to %d"
+          + " MiB, past the memory budget of %d MiB; nothing was changed", shardIndex, table,
+          after >> 20, budget >> 20);
+    }
     ShardState s = state;
     if (s == null) {
       swap(table, fresh, null);
@@ -294,11 +308,17 @@ public final class ShardEngine {
     try {
       List<TableStore.CheckedGradients> checked = new ArrayList<>(req.getItemsCount());
       List<TableStore> stores = new ArrayList<>();
+      long need = 0;
       for (ApplyGradientsRequest item : req.getItemsList()) {
         TableStore t = get(item.getTable());
         checked.add(check.apply(t, item));
         stores.add(t);
+        if (t.config().getMinCount() <= 1) { // keys without a row get one
+          need += t.bytesForNewKeys(item.getKeys().getLengthsCount(),
+              item.getKeys().getUtf8().size());
+        }
       }
+      checkBudget(need, stores);
       int[] out = new int[checked.size()];
       long lsn;
       List<TableStore> locked = lockShared(stores);
@@ -347,6 +367,17 @@ public final class ShardEngine {
       }
       return b.build();
     }
+    long need = 0;
+    for (ReadItem item : req.getItemsList()) {
+      if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT) {
+        FindOrInsertRequest f = item.getFindOrInsert();
+        TableStore t = get(f.getTable());
+        if (t.config().getMinCount() <= 1 || !f.getNoCount()) {
+          need += t.bytesForNewKeys(f.getKeys().getLengthsCount(), f.getKeys().getUtf8().size());
+        }
+      }
+    }
+    checkBudget(need, stores);
     CallId id = req.getCallId();
     boolean duplicate = ledger.claim(id) == CallLedger.Claim.DUPLICATE;
     boolean settled = duplicate; // a duplicate has nothing to record
@@ -434,6 +465,55 @@ public final class ShardEngine {
   private static void unlockShared(List<TableStore> locked) {
     for (TableStore t : locked) {
       t.quiesce.readLock().unlock();
+    }
+  }
+
+  // ---------------------------------------------------------------- admission control
+
+  /**
+   * Sets the shard's memory budget for tables (0: none). A call that could take the tables past
+   * it (counting every key it names as new: the worst case) is refused with RESOURCE_EXHAUSTED
+   * before anything changes; reads of existing rows go on.
+   */
+  public void setMemoryBudget(long bytes) {
+    if (bytes < 0) {
+      throw TableException.invalid("memory budget must be >= 0 but was %d", bytes);
+    }
+    this.memoryBudget = bytes;
+  }
+
+  /** The memory budget in bytes (0: none). */
+  public long memoryBudget() {
+    return memoryBudget;
+  }
+
+  public void setMaxTables(int n) {
+    if (n < 1) {
+      throw TableException.invalid("max tables must be >= 1 but was %d", n);
+    }
+    this.maxTables = n;
+  }
+
+  /** Bytes the tables hold (estimate, O(tables)). */
+  public long bytesInUse() {
+    long used = 0;
+    for (TableStore t : tables.values()) {
+      used += t.bytesEstimate();
+    }
+    return used;
+  }
+
+  private void checkBudget(long need, List<TableStore> stores) {
+    long budget = memoryBudget;
+    if (budget <= 0 || need == 0) {
+      return;
+    }
+    long used = bytesInUse();
+    if (used + need > budget) {
+      throw TableException.exhausted("shard %d: memory budget of %d MiB reached: its %d tables"
+          + " hold %d MiB and this call may add up to %d MiB (table '%s'); nothing was changed."
+          + " Raise --memory-budget-mb, add shards, or drop tables", shardIndex, budget >> 20,
+          tables.size(), used >> 20, (need + (1 << 20) - 1) >> 20, stores.get(0).name());
     }
   }
 

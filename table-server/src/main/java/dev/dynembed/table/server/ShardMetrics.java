@@ -38,7 +38,8 @@ import java.util.function.BooleanSupplier;
  * <ul>
  *   <li>{@code GET /metrics}: per gRPC method and status code a latency histogram ({@code
  *       dynembed_rpc_seconds}, whose count is the request rate and whose non-OK codes are the
- *       errors), calls in flight; per table keys, bytes, total frequency, updates; the log's
+ *       errors), calls in flight; per table keys, bytes, total frequency, updates, pending
+ *       keys; memory in use against the budget; the log's
  *       bytes since the last snapshot, last record, snapshot age; the call ledger's clients;
  *       JVM memory, GC, threads, CPU, uptime;
  *   <li>{@code GET /live}: 200 while the process serves HTTP (liveness: restart it if not);
@@ -88,6 +89,10 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
         .register(registry);
     Gauge.builder("dynembed.calls.clients", engine, e -> e.ledger().clients())
         .description("clients whose resends the shard recognizes").register(registry);
+    Gauge.builder("dynembed.memory.used", engine, ShardEngine::bytesInUse).baseUnit("bytes")
+        .description("the tables' bytes, as the memory budget counts them").register(registry);
+    Gauge.builder("dynembed.memory.budget", engine, ShardEngine::memoryBudget).baseUnit("bytes")
+        .description("--memory-budget-mb (0: none)").register(registry);
     Gauge.builder("dynembed.ready", engine, e -> e.ready() ? 1 : 0)
         .description("1 once the tables are recovered").register(registry);
     new JvmMemoryMetrics().bindTo(registry);

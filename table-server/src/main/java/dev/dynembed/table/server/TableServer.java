@@ -47,13 +47,14 @@ public final class TableServer implements AutoCloseable {
     });
     // Data calls are short and CPU-bound: they run on the Netty event loop that read them, which
     // saves two thread hand-offs per call (measured: docs/benchmarks.md). Save and Restore do
-    // file I/O for seconds, so they go to the pool and never block an event loop.
+    // file I/O for seconds and TopK scans the whole table, so they go to the pool and never
+    // block an event loop.
     ServerCallExecutorSupplier perCall = new ServerCallExecutorSupplier() {
       @Override
       public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata headers) {
         String method = call.getMethodDescriptor().getBareMethodName();
-        if ("Save".equals(method) || "Restore".equals(method)) {
-          return executor;
+        if ("Save".equals(method) || "Restore".equals(method) || "TopK".equals(method)) {
+          return executor; // seconds of I/O, or a scan of the table: never on an event loop
         }
         // with fsync=always a mutating call waits for the disk: off the event loop
         ShardState s = engine.state();

@@ -59,6 +59,15 @@ public final class TableServerMain implements Callable<Integer> {
       + " snapshot, so the next start replays nothing (default ${DEFAULT-VALUE})")
   boolean snapshotOnExit;
 
+  @Option(names = "--memory-budget-mb", defaultValue = "0", description = "refuse calls that"
+      + " could take this shard's tables past this many MiB (RESOURCE_EXHAUSTED, nothing"
+      + " changed; 0 = no budget: the heap is the limit)")
+  long memoryBudgetMb;
+
+  @Option(names = "--max-tables", defaultValue = "1024", description = "tables this shard"
+      + " accepts (default ${DEFAULT-VALUE})")
+  int maxTables;
+
   @Option(names = "--metrics-port", description = "serve /metrics (Prometheus), /live and /ready"
       + " over HTTP on this port of --host (0 = any free port; omitted = no HTTP)")
   Integer metricsPort;
@@ -97,7 +106,14 @@ public final class TableServerMain implements Callable<Integer> {
     }
     Files.createDirectories(dataDir);
     int n = threads != null ? threads : 2 * Runtime.getRuntime().availableProcessors();
+    if (memoryBudgetMb < 0 || maxTables < 1) {
+      System.err.printf("table-server: --memory-budget-mb must be >= 0 and --max-tables >= 1;"
+          + " got %d and %d%n", memoryBudgetMb, maxTables);
+      return 2;
+    }
     ShardEngine engine = new ShardEngine(shardIndex, numShards, dataDir);
+    engine.setMemoryBudget(memoryBudgetMb << 20);
+    engine.setMaxTables(maxTables);
     if (wal.equals("on")) {
       engine.setReady(false); // NOT_SERVING until the tables are back
     }

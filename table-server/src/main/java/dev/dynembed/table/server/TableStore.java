@@ -903,6 +903,28 @@ public final class TableStore {
     return b;
   }
 
+  /** Bytes of an admission count waiting in {@link #pending} (boxed map entry). */
+  static final int PENDING_BYTES = 96;
+  /** Index bytes per key (a {@code long} slot at load <= 3/4, with doubling slack). */
+  private static final int INDEX_BYTES = 21;
+
+  /**
+   * What the store holds, estimated in O(1) for admission control: rows, slots, metadata, key
+   * bytes, index and pending counts (within a page of {@link #bytesUsed}).
+   */
+  public long bytesEstimate() {
+    long n = numRows;
+    return n * (4L * rowFloats + 8L * META + INDEX_BYTES) + keyBytes
+        + (long) PENDING_BYTES * pending.size();
+  }
+
+  /** The most {@code keys} new keys of {@code keyBytes} bytes in all can add. */
+  public long bytesForNewKeys(long keys, long keyBytes) {
+    long perKey = minCount <= 1 ? 4L * rowFloats + 8L * META + INDEX_BYTES : PENDING_BYTES
+        + 4L * rowFloats + 8L * META + INDEX_BYTES;
+    return keys * perKey + keyBytes;
+  }
+
   /** Live bytes, without the unused tail of the last pages: the figure that scales with keys. */
   public long bytesPerKeyLive() {
     int n = numRows;

@@ -99,6 +99,7 @@ class MetricsTest {
       assertEquals(4, value(text, "dynembed_log_last_record", "shard=\"0\"")); // create + 3
       assertTrue(value(text, "dynembed_log_bytes_since_snapshot_bytes", "shard=\"0\"") > 100);
       assertEquals(1, value(text, "dynembed_ready", "shard=\"0\""));
+      assertEquals(engine.bytesInUse(), value(text, "dynembed_memory_used_bytes", "shard=\"0\""));
       assertTrue(text.contains("jvm_memory_used_bytes{"), "JVM metrics");
       state.close();
     }
