@@ -96,6 +96,10 @@ public final class Word2VecCli {
     @Option(names = "--name", defaultValue = Word2VecConfig.DEFAULT_NAME, description = "table name prefix (default ${DEFAULT-VALUE})") String name;
     @Option(names = "--table", description = "train against running shards: host:port,host:port,...")
     String table;
+    @picocli.CommandLine.Mixin
+    dev.dynembed.table.client.cli.CredentialOptions credentials =
+        new dev.dynembed.table.client.cli.CredentialOptions();
+
     @Option(names = "--shards", defaultValue = "0", description = "start N local shard processes for this run")
     int shards;
     @Option(names = "--shard-heap", defaultValue = "2g", description = "heap of each shard started by --shards")
@@ -135,7 +139,8 @@ public final class Word2VecCli {
         throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
             + simulatedRttMs);
       }
-      ClientOptions.Builder clientOptions = ClientOptions.builder().rowEncoding(rowEncoding);
+      ClientOptions.Builder clientOptions = credentials.apply(
+          ClientOptions.builder().rowEncoding(rowEncoding));
       if (simulatedRttMs > 0) {
         clientOptions.interceptors(List.of(new SimulatedLatency(
             java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))));

@@ -3,6 +3,7 @@ package dev.dynembed.table.client;
 import dev.dynembed.table.common.Rows;
 import dev.dynembed.table.v1.RowEncoding;
 import io.grpc.ClientInterceptor;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 
@@ -15,7 +16,9 @@ import java.util.List;
  *       recovering) or, for calls safe to resend, past their deadline (backoff 50 ms .. 1 s);
  *   <li>rows of lookups and samples as FLOAT32 (BFLOAT16 or FLOAT16 halve their bytes:
  *       docs/design/0007-pipelined-steps.md);
- *   <li>no extra client interceptors.
+ *   <li>no extra client interceptors;
+ *   <li>plaintext and no credentials ({@link Builder#tls}, {@link Builder#bearerToken} for
+ *       shards that require them: docs/design/0009-security.md).
  * </ul>
  */
 public final class ClientOptions {
@@ -26,8 +29,18 @@ public final class ClientOptions {
   private final Duration retryFor;
   private final RowEncoding rowEncoding;
   private final List<ClientInterceptor> interceptors;
+  private final Tls tls;
+  private final String bearerToken;
+
+  /**
+   * TLS towards the shards: the CA (PEM) that signs their certificates, and for mutual TLS this
+   * client's certificate chain and PKCS#8 key (PEM; both null without).
+   */
+  public record Tls(Path ca, Path cert, Path key) {}
 
   private ClientOptions(Builder b) {
+    this.tls = b.tls;
+    this.bearerToken = b.bearerToken;
     this.deadline = b.deadline;
     this.checkpointDeadline = b.checkpointDeadline;
     this.retryFor = b.retryFor;
@@ -42,7 +55,8 @@ public final class ClientOptions {
   /** A builder holding these options. */
   public Builder toBuilder() {
     return new Builder().deadline(deadline).checkpointDeadline(checkpointDeadline)
-        .retryFor(retryFor).rowEncoding(rowEncoding).interceptors(interceptors);
+        .retryFor(retryFor).rowEncoding(rowEncoding).interceptors(interceptors)
+        .tls(tls).bearerToken(bearerToken);
   }
 
   public Duration deadline() {
@@ -64,6 +78,16 @@ public final class ClientOptions {
 
   public List<ClientInterceptor> interceptors() {
     return interceptors;
+  }
+
+  /** TLS settings, or null for plaintext. */
+  public Tls tls() {
+    return tls;
+  }
+
+  /** The bearer token sent with every call, or null. */
+  public String bearerToken() {
+    return bearerToken;
   }
 
   public ClientOptions withDeadline(Duration d) {
@@ -88,8 +112,39 @@ public final class ClientOptions {
     private Duration retryFor = Duration.ofMinutes(2);
     private RowEncoding rowEncoding = RowEncoding.FLOAT32;
     private List<ClientInterceptor> interceptors = List.of();
+    private Tls tls;
+    private String bearerToken;
 
     private Builder() {}
+
+    /** TLS settings ({@link Tls}), or null for plaintext (the default). */
+    public Builder tls(Tls t) {
+      if (t != null) {
+        if (t.ca() == null) {
+          throw new IllegalArgumentException("tls: the CA file that signs the shards'"
+              + " certificates is required");
+        }
+        if ((t.cert() == null) != (t.key() == null)) {
+          throw new IllegalArgumentException("tls: a client certificate and its key go together");
+        }
+        for (Path p : new Path[] {t.ca(), t.cert(), t.key()}) {
+          if (p != null && !java.nio.file.Files.isReadable(p)) {
+            throw new IllegalArgumentException("tls: cannot read " + p);
+          }
+        }
+      }
+      this.tls = t;
+      return this;
+    }
+
+    /** A bearer token sent with every call (at least 16 characters), or null. */
+    public Builder bearerToken(String token) {
+      if (token != null && token.length() < 16) {
+        throw new IllegalArgumentException("bearer token must have at least 16 characters");
+      }
+      this.bearerToken = token;
+      return this;
+    }
 
     /** Deadline of every data call (default 30 s); must be &gt; 0. */
     public Builder deadline(Duration d) {

@@ -21,6 +21,10 @@ public enum ErrorCode {
   UNAVAILABLE(true),
   /** The call's deadline passed; idempotent calls may be retried. */
   DEADLINE_EXCEEDED(true),
+  /** The caller presented no credentials the shard knows (certificate or bearer token). */
+  UNAUTHENTICATED(false),
+  /** The caller's role does not allow the call (a trainer calling drop, save, ...). */
+  PERMISSION_DENIED(false),
   /** A bug or an I/O failure on the server. */
   INTERNAL(false);
 

@@ -39,6 +39,15 @@ public final class TableServer implements AutoCloseable {
    */
   public TableServer(ShardEngine engine, String host, int port, int threads,
       List<ServerInterceptor> interceptors) throws IOException {
+    this(engine, host, port, threads, interceptors, null);
+  }
+
+  /**
+   * @param credentials TLS ({@link ServerTls}), or null for plaintext
+   */
+  public TableServer(ShardEngine engine, String host, int port, int threads,
+      List<ServerInterceptor> interceptors, io.grpc.ServerCredentials credentials)
+      throws IOException {
     this.engine = engine;
     this.executor = Executors.newFixedThreadPool(threads, r -> {
       Thread t = new Thread(r, "table-shard-" + engine.shardIndex());
@@ -62,7 +71,9 @@ public final class TableServer implements AutoCloseable {
             ? executor : null;
       }
     };
-    this.server = NettyServerBuilder.forAddress(new InetSocketAddress(host, port))
+    InetSocketAddress address = new InetSocketAddress(host, port);
+    this.server = (credentials == null ? NettyServerBuilder.forAddress(address)
+            : NettyServerBuilder.forAddress(address, credentials))
         .addService(ServerInterceptors.intercept(new TableGrpcService(engine),
             interceptors.toArray(new ServerInterceptor[0])))
         .addService(health.getHealthService())

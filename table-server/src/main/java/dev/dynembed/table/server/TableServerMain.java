@@ -68,6 +68,32 @@ public final class TableServerMain implements Callable<Integer> {
       + " accepts (default ${DEFAULT-VALUE})")
   int maxTables;
 
+  @Option(names = "--tls-cert", description = "PEM certificate chain of this shard: serve TLS")
+  Path tlsCert;
+
+  @Option(names = "--tls-key", description = "PEM private key (PKCS#8) of --tls-cert")
+  Path tlsKey;
+
+  @Option(names = "--tls-client-ca", description = "PEM CA that signs client certificates:"
+      + " mutual TLS, every client must present one")
+  Path tlsClientCa;
+
+  @Option(names = "--tls-reload-seconds", defaultValue = "60", description = "re-read the"
+      + " certificate files this often (renewals need no restart; default ${DEFAULT-VALUE})")
+  long tlsReloadSeconds;
+
+  @Option(names = "--admin-clients", split = ",", description = "client certificate CNs with"
+      + " the admin role (create, drop, save, restore); other verified clients are trainers")
+  java.util.Set<String> adminClients = java.util.Set.of();
+
+  @Option(names = "--tokens", description = "bearer tokens, one 'trainer TOKEN' or 'admin TOKEN'"
+      + " per line; with this file or --tls-client-ca every caller must authenticate")
+  Path tokensFile;
+
+  @Option(names = "--insecure", description = "allow a non-loopback --host without TLS (anyone"
+      + " who reaches the port can read, change and drop tables)")
+  boolean insecure;
+
   @Option(names = "--metrics-port", description = "serve /metrics (Prometheus), /live and /ready"
       + " over HTTP on this port of --host (0 = any free port; omitted = no HTTP)")
   Integer metricsPort;
@@ -111,6 +137,29 @@ public final class TableServerMain implements Callable<Integer> {
           + " got %d and %d%n", memoryBudgetMb, maxTables);
       return 2;
     }
+    if ((tlsCert == null) != (tlsKey == null)) {
+      System.err.println("table-server: --tls-cert and --tls-key go together");
+      return 2;
+    }
+    if (tlsClientCa != null && tlsCert == null) {
+      System.err.println("table-server: --tls-client-ca needs --tls-cert and --tls-key");
+      return 2;
+    }
+    if (tlsCert == null && !insecure && !isLoopback(host)) {
+      System.err.printf("table-server: --host %s serves other machines in plaintext: anyone who"
+          + " reaches it can read, change and drop tables. Give --tls-cert/--tls-key (and"
+          + " --tls-client-ca or --tokens), or --insecure to accept that%n", host);
+      return 2;
+    }
+    java.util.Map<String, AccessControl.Role> tokens = java.util.Map.of();
+    if (tokensFile != null) {
+      try {
+        tokens = AccessControl.readTokens(tokensFile);
+      } catch (IllegalArgumentException | java.io.IOException e) {
+        System.err.println("table-server: --tokens: " + e.getMessage());
+        return 2;
+      }
+    }
     ShardEngine engine = new ShardEngine(shardIndex, numShards, dataDir);
     engine.setMemoryBudget(memoryBudgetMb << 20);
     engine.setMaxTables(maxTables);
@@ -118,8 +167,17 @@ public final class TableServerMain implements Callable<Integer> {
       engine.setReady(false); // NOT_SERVING until the tables are back
     }
     ShardMetrics metrics = metricsPort == null ? null : new ShardMetrics(engine);
-    TableServer server = new TableServer(engine, host, port, n,
-        metrics == null ? java.util.List.of() : java.util.List.of(metrics));
+    java.util.List<io.grpc.ServerInterceptor> interceptors = new java.util.ArrayList<>();
+    if (metrics != null) {
+      interceptors.add(metrics); // outermost: refused calls are counted too
+    }
+    if (tokensFile != null || tlsClientCa != null) {
+      interceptors.add(new AccessControl(adminClients, tokens, shardIndex));
+    }
+    ServerTls tls = tlsCert == null ? null
+        : ServerTls.load(tlsCert, tlsKey, tlsClientCa, tlsReloadSeconds);
+    TableServer server = new TableServer(engine, host, port, n, interceptors,
+        tls == null ? null : tls.credentials());
     if (metrics != null) {
       metrics.serve(host, metricsPort, server::serving);
     }
@@ -139,8 +197,9 @@ public final class TableServerMain implements Callable<Integer> {
     if (exitWith != null) {
       watchParent(exitWith);
     }
-    System.out.printf("table-server shard %d of %d listening on %s:%d (data dir %s)%n",
-        shardIndex, numShards, host, server.port(), dataDir.toAbsolutePath());
+    System.out.printf("table-server shard %d of %d listening on %s:%d (data dir %s; %s)%n",
+        shardIndex, numShards, host, server.port(), dataDir.toAbsolutePath(),
+        tls == null ? "plaintext" : tlsClientCa != null ? "mutual TLS" : "TLS");
     if (metrics != null) {
       System.out.printf("table-server shard %d metrics on http://%s:%d/metrics (/live, /ready)%n",
           shardIndex, host, metrics.port());
@@ -167,6 +226,14 @@ public final class TableServerMain implements Callable<Integer> {
     server.markServing();
     server.awaitTermination();
     return 0;
+  }
+
+  static boolean isLoopback(String host) {
+    try {
+      return java.net.InetAddress.getByName(host).isLoopbackAddress();
+    } catch (java.net.UnknownHostException e) {
+      return false;
+    }
   }
 
   /** Exits (running the shutdown hooks) once the process {@code pid} has ended. */

@@ -32,8 +32,11 @@ public final class TableCli {
         description = "host:port of every shard, in shard order, comma-separated")
     String endpoints;
 
+    @CommandLine.Mixin CredentialOptions credentials = new CredentialOptions();
+
     TableClient connect() {
-      return TableClients.connect(TableClients.parseEndpoints(endpoints));
+      return TableClients.connect(TableClients.parseEndpoints(endpoints),
+          credentials.apply(dev.dynembed.table.client.ClientOptions.builder()).build());
     }
   }
 

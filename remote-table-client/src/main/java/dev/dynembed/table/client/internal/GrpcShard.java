@@ -69,12 +69,18 @@ public final class GrpcShard implements Shard {
     this.endpoint = endpoint;
     this.options = options;
     this.encoding = options.rowEncoding();
-    this.channel = NettyChannelBuilder.forTarget(endpoint)
-        .usePlaintext()
+    java.util.List<ClientInterceptor> interceptors = new ArrayList<>(options.interceptors());
+    if (options.bearerToken() != null) {
+      io.grpc.Metadata md = new io.grpc.Metadata();
+      md.put(io.grpc.Metadata.Key.of("authorization", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
+          "Bearer " + options.bearerToken());
+      interceptors.add(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(md));
+    }
+    this.channel = builder(endpoint, options.tls())
         // replies are handed to the caller's future straight from the event loop (no hop
         // through a callback executor); nothing blocking runs in those callbacks
         .directExecutor()
-        .intercept(options.interceptors().toArray(new ClientInterceptor[0]))
+        .intercept(interceptors.toArray(new ClientInterceptor[0]))
         .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)
         .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
         .disableRetry() // resent here, whatever the size (see the class comment)
@@ -93,6 +99,23 @@ public final class GrpcShard implements Shard {
 
   private EmbeddingTableServiceGrpc.EmbeddingTableServiceFutureStub data() {
     return stub(options.deadline());
+  }
+
+  private static NettyChannelBuilder builder(String endpoint, ClientOptions.Tls tls) {
+    if (tls == null) {
+      return NettyChannelBuilder.forTarget(endpoint).usePlaintext();
+    }
+    try {
+      io.grpc.TlsChannelCredentials.Builder b = io.grpc.TlsChannelCredentials.newBuilder()
+          .trustManager(tls.ca().toFile());
+      if (tls.cert() != null) {
+        b.keyManager(tls.cert().toFile(), tls.key().toFile());
+      }
+      return NettyChannelBuilder.forTarget(endpoint, b.build());
+    } catch (java.io.IOException e) {
+      throw new IllegalArgumentException("tls: cannot load the certificates: " + e.getMessage(),
+          e);
+    }
   }
 
   /** A new call id; its sequence number stays unsettled until {@link #settle}. */

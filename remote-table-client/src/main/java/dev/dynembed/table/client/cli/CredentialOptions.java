@@ -1,0 +1,46 @@
+package dev.dynembed.table.client.cli;
+
+import dev.dynembed.table.client.ClientOptions;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import picocli.CommandLine.Option;
+
+/**
+ * The client's credentials towards shards that require them (docs/design/0009-security.md),
+ * shared by {@code bin/table-cli} and {@code bin/word2vec}.
+ */
+public final class CredentialOptions {
+  @Option(names = "--tls-ca", description = "PEM CA that signs the shards' certificates: connect"
+      + " with TLS")
+  Path ca;
+
+  @Option(names = "--tls-cert", description = "PEM certificate chain of this client (mutual TLS)")
+  Path cert;
+
+  @Option(names = "--tls-key", description = "PEM (PKCS#8) key of --tls-cert")
+  Path key;
+
+  @Option(names = "--token-file", description = "file holding a bearer token sent with every"
+      + " call (kept out of the command line and the process list)")
+  Path tokenFile;
+
+  /** Adds the credentials to {@code b}; a clear IllegalArgumentException for bad files. */
+  public ClientOptions.Builder apply(ClientOptions.Builder b) {
+    if (ca == null && (cert != null || key != null)) {
+      throw new IllegalArgumentException("--tls-cert and --tls-key need --tls-ca");
+    }
+    if (ca != null) {
+      b.tls(new ClientOptions.Tls(ca, cert, key));
+    }
+    if (tokenFile != null) {
+      try {
+        b.bearerToken(Files.readString(tokenFile, StandardCharsets.UTF_8).strip());
+      } catch (IOException e) {
+        throw new IllegalArgumentException("--token-file: cannot read " + tokenFile);
+      }
+    }
+    return b;
+  }
+}

@@ -1,0 +1,122 @@
+package dev.dynembed.table.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.server.AccessControl;
+import dev.dynembed.table.server.ServerTls;
+import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.server.TableServer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Mutual TLS with roles by certificate, bearer tokens, and what unknown callers get. */
+class SecurityTest {
+  @TempDir static Path dir;
+  static TestPki pki;
+  static TestPki.Identity shard;
+  static TestPki.Identity trainer;
+  static TestPki.Identity admin;
+  static TestPki.Identity stranger; // signed by another CA
+
+  @BeforeAll
+  static void certificates() throws Exception {
+    pki = new TestPki(dir.resolve("pki"));
+    shard = pki.issue("shard-0", true);
+    trainer = pki.issue("trainer-1", false);
+    admin = pki.issue("ops-admin", false);
+    stranger = new TestPki(dir.resolve("other-pki")).issue("trainer-1", false);
+  }
+
+  private static ClientOptions.Builder options() {
+    return ClientOptions.builder().retryFor(Duration.ZERO).deadline(Duration.ofSeconds(10));
+  }
+
+  private static TableClient connect(TableServer s, ClientOptions o) {
+    return TableClients.connect(List.of("localhost:" + s.port()), o);
+  }
+
+  @Test
+  void mutualTls_rolesFromCertificates() throws Exception {
+    ShardEngine engine = new ShardEngine(0, 1, dir.resolve("data-mtls"));
+    try (ServerTls tls = ServerTls.load(shard.chain(), shard.key(), pki.caPem, 60);
+        TableServer server = new TableServer(engine, "127.0.0.1", 0, 2,
+            List.of(new AccessControl(Set.of("ops-admin"), Map.of(), 0)), tls.credentials())) {
+      try (TableClient a = connect(server, options().tls(new ClientOptions.Tls(pki.caPem,
+          admin.chain(), admin.key())).build())) {
+        a.createTable(TableConfigs.builder("emb", 4).build()); // admin: allowed
+      }
+      try (TableClient t = connect(server, options().tls(new ClientOptions.Tls(pki.caPem,
+          trainer.chain(), trainer.key())).build())) {
+        EmbeddingTable emb = t.openTable("emb");
+        assertEquals(8, emb.findOrInsert("a", "b").length); // trainer: data calls allowed
+        TableException e = assertThrows(TableException.class, () -> t.dropTable("emb"));
+        assertEquals(ErrorCode.PERMISSION_DENIED, e.code(), e.getMessage());
+        assertTrue(e.getMessage().contains("DropTable needs the admin role"), e.getMessage());
+        assertEquals(1, engine.tables().size());
+      }
+      // no client certificate, or one from another CA: the handshake fails
+      for (ClientOptions.Tls bad : List.of(new ClientOptions.Tls(pki.caPem, null, null),
+          new ClientOptions.Tls(pki.caPem, stranger.chain(), stranger.key()))) {
+        try (TableClient c = connect(server, options().tls(bad).build())) {
+          TableException e = assertThrows(TableException.class, () -> c.openTable("emb"));
+          assertEquals(ErrorCode.UNAVAILABLE, e.code(), e.getMessage());
+        }
+      }
+      // plaintext to a TLS port
+      try (TableClient c = connect(server, options().build())) {
+        assertThrows(TableException.class, () -> c.openTable("emb"));
+      }
+    }
+  }
+
+  @Test
+  void bearerTokens_roles_andUnknownCallers() throws Exception {
+    Path tokens = dir.resolve("tokens");
+    Files.writeString(tokens, "# role token\ntrainer tr-0123456789abcdef\nadmin "
+        + "ad-0123456789abcdef\n");
+    ShardEngine engine = new ShardEngine(0, 1, dir.resolve("data-tokens"));
+    try (TableServer server = new TableServer(engine, "127.0.0.1", 0, 2, List.of(
+        new AccessControl(Set.of(), AccessControl.readTokens(tokens), 0)), null)) {
+      try (TableClient a = connect(server, options().bearerToken("ad-0123456789abcdef").build())) {
+        a.createTable(TableConfigs.builder("emb", 4).build());
+      }
+      try (TableClient t = connect(server, options().bearerToken("tr-0123456789abcdef").build())) {
+        t.openTable("emb").findOrInsert("x");
+        TableException e = assertThrows(TableException.class,
+            () -> t.createTable(TableConfigs.builder("other", 4).build()));
+        assertTrue(e.getMessage().contains("CreateTable needs the admin role"), e.getMessage());
+      }
+      for (String token : new String[] {null, "xx-0123456789abcdef"}) {
+        try (TableClient c = connect(server, options().bearerToken(token).build())) {
+          TableException e = assertThrows(TableException.class, () -> c.openTable("emb"));
+          assertEquals(ErrorCode.UNAUTHENTICATED, e.code(), e.getMessage());
+          assertTrue(e.getMessage().contains(token == null ? "requires a client certificate or a"
+              + " bearer token" : "bearer token is not known"), e.getMessage());
+        }
+      }
+      assertEquals(Set.of("emb"), Set.copyOf(engine.tables().stream().map(
+          dev.dynembed.table.server.TableStore::name).toList()));
+    }
+  }
+
+  @Test
+  void tokensFile_withABadLine_isRefusedWithItsLineNumber() throws Exception {
+    Path tokens = dir.resolve("bad-tokens");
+    Files.writeString(tokens, "trainer tr-0123456789abcdef\nroot short\n");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> AccessControl.readTokens(tokens));
+    assertTrue(e.getMessage().contains("line 2"), e.getMessage());
+  }
+}

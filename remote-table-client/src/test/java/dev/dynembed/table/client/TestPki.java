@@ -1,0 +1,81 @@
+package dev.dynembed.table.client;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.Key;
+import java.security.KeyStore;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+
+/**
+ * A throw-away certificate authority for tests, made with the JDK's own keytool: a CA, server
+ * certificates for 127.0.0.1/localhost, client certificates by CN, as PEM files (chain + PKCS#8
+ * key) the way an operator would hand them to table-server and its clients.
+ */
+final class TestPki {
+  private static final String PASS = "changeit";
+  final Path dir;
+  final Path caPem;
+
+  record Identity(Path chain, Path key) {}
+
+  TestPki(Path dir) throws Exception {
+    this.dir = Files.createDirectories(dir);
+    keytool("-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-dname",
+        "CN=dynembed-test-ca", "-ext", "bc:c", "-validity", "3", "-keystore", p12("ca"));
+    caPem = dir.resolve("ca.pem");
+    keytool("-exportcert", "-rfc", "-alias", "ca", "-keystore", p12("ca"), "-file",
+        caPem.toString());
+  }
+
+  /** A certificate signed by this CA: for a server (127.0.0.1, localhost) or a client. */
+  Identity issue(String cn, boolean server) throws Exception {
+    keytool("-genkeypair", "-alias", "leaf", "-keyalg", "RSA", "-keysize", "2048", "-dname",
+        "CN=" + cn, "-validity", "3", "-keystore", p12(cn));
+    Path csr = dir.resolve(cn + ".csr");
+    keytool("-certreq", "-alias", "leaf", "-keystore", p12(cn), "-file", csr.toString());
+    Path leaf = dir.resolve(cn + ".leaf.pem");
+    List<String> sign = new ArrayList<>(List.of("-gencert", "-alias", "ca", "-keystore",
+        p12("ca"), "-infile", csr.toString(), "-outfile", leaf.toString(), "-rfc", "-validity",
+        "3"));
+    if (server) {
+      sign.addAll(List.of("-ext", "san=ip:127.0.0.1,dns:localhost", "-ext", "eku=serverAuth"));
+    } else {
+      sign.addAll(List.of("-ext", "eku=clientAuth"));
+    }
+    keytool(sign.toArray(new String[0]));
+    Path chain = dir.resolve(cn + ".pem");
+    Files.writeString(chain, Files.readString(leaf) + Files.readString(caPem));
+    KeyStore ks = KeyStore.getInstance("PKCS12");
+    try (InputStream in = Files.newInputStream(Path.of(p12(cn)))) {
+      ks.load(in, PASS.toCharArray());
+    }
+    Key k = ks.getKey("leaf", PASS.toCharArray());
+    Path key = dir.resolve(cn + ".key");
+    Files.writeString(key, "-----BEGIN PRIVATE KEY-----\n"
+        + Base64.getMimeEncoder(64, "\n".getBytes(StandardCharsets.US_ASCII))
+            .encodeToString(k.getEncoded())
+        + "\n-----END PRIVATE KEY-----\n");
+    return new Identity(chain, key);
+  }
+
+  private String p12(String name) {
+    return dir.resolve(name + ".p12").toString();
+  }
+
+  private void keytool(String... args) throws IOException, InterruptedException {
+    List<String> cmd = new ArrayList<>(List.of(
+        Path.of(System.getProperty("java.home"), "bin", "keytool").toString()));
+    cmd.addAll(List.of(args));
+    cmd.addAll(List.of("-storepass", PASS, "-storetype", "PKCS12", "-noprompt"));
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (p.waitFor() != 0) {
+      throw new IOException("keytool " + String.join(" ", args) + " failed:\n" + out);
+    }
+  }
+}
