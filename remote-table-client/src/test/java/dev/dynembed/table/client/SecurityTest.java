@@ -112,6 +112,74 @@ class SecurityTest {
   }
 
   @Test
+  void renewedServerCertificate_isServedWithoutARestart() throws Exception {
+    Path cert = dir.resolve("live.pem");
+    Path key = dir.resolve("live.key");
+    Files.copy(shard.chain(), cert);
+    Files.copy(shard.key(), key);
+    ShardEngine engine = new ShardEngine(0, 1, dir.resolve("data-reload"));
+    try (ServerTls tls = ServerTls.load(cert, key, null, 1);
+        TableServer server = new TableServer(engine, "127.0.0.1", 0, 2, List.of(),
+            tls.credentials())) {
+      assertEquals("shard-0", serverCn(server.port()));
+      TestPki.Identity renewed = pki.issue("shard-0-renewed", true);
+      Files.copy(renewed.key(), key, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+      Files.copy(renewed.chain(), cert, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+      String cn = null;
+      for (int i = 0; i < 100 && !"shard-0-renewed".equals(cn); i++) {
+        Thread.sleep(100);
+        cn = serverCn(server.port());
+      }
+      assertEquals("shard-0-renewed", cn); // a new connection gets the renewed certificate
+    }
+  }
+
+  /** The CN of the certificate the server presents to a new connection. */
+  private static String serverCn(int port) throws Exception {
+    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+    ks.load(null, null);
+    try (java.io.InputStream in = Files.newInputStream(pki.caPem)) {
+      ks.setCertificateEntry("ca", java.security.cert.CertificateFactory.getInstance("X.509")
+          .generateCertificate(in));
+    }
+    javax.net.ssl.TrustManagerFactory tmf = javax.net.ssl.TrustManagerFactory.getInstance(
+        javax.net.ssl.TrustManagerFactory.getDefaultAlgorithm());
+    tmf.init(ks);
+    javax.net.ssl.X509TrustManager ca = (javax.net.ssl.X509TrustManager) tmf.getTrustManagers()[0];
+    String[] seen = new String[1];
+    javax.net.ssl.X509TrustManager recording = new javax.net.ssl.X509TrustManager() {
+      @Override
+      public void checkClientTrusted(java.security.cert.X509Certificate[] c, String a)
+          throws java.security.cert.CertificateException {
+        ca.checkClientTrusted(c, a);
+      }
+
+      @Override
+      public void checkServerTrusted(java.security.cert.X509Certificate[] c, String a)
+          throws java.security.cert.CertificateException {
+        seen[0] = c[0].getSubjectX500Principal().getName().replaceFirst("^CN=", "");
+        ca.checkServerTrusted(c, a);
+      }
+
+      @Override
+      public java.security.cert.X509Certificate[] getAcceptedIssuers() {
+        return ca.getAcceptedIssuers();
+      }
+    };
+    io.grpc.ManagedChannel ch = io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder.forTarget(
+        "localhost:" + port, io.grpc.TlsChannelCredentials.newBuilder().trustManager(recording)
+            .build()).build();
+    try {
+      io.grpc.health.v1.HealthGrpc.newBlockingStub(ch).withDeadlineAfter(5,
+          java.util.concurrent.TimeUnit.SECONDS).check(
+          io.grpc.health.v1.HealthCheckRequest.getDefaultInstance());
+    } finally {
+      ch.shutdownNow();
+    }
+    return seen[0];
+  }
+
+  @Test
   void tokensFile_withABadLine_isRefusedWithItsLineNumber() throws Exception {
     Path tokens = dir.resolve("bad-tokens");
     Files.writeString(tokens, "trainer tr-0123456789abcdef\nroot short\n");

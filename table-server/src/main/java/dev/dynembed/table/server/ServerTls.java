@@ -18,49 +18,76 @@ import java.util.concurrent.TimeUnit;
  * certificates take effect for new connections without a restart.
  */
 public final class ServerTls implements AutoCloseable {
+  private static final java.util.logging.Logger log =
+      java.util.logging.Logger.getLogger(ServerTls.class.getName());
   private final ServerCredentials credentials;
   private final ScheduledExecutorService reloader;
-  private final AdvancedTlsX509KeyManager.Closeable keyWatch;
-  private final AdvancedTlsX509TrustManager.Closeable trustWatch;
 
-  private ServerTls(ServerCredentials credentials, ScheduledExecutorService reloader,
-      AdvancedTlsX509KeyManager.Closeable keyWatch, AdvancedTlsX509TrustManager.Closeable trustWatch) {
+  private ServerTls(ServerCredentials credentials, ScheduledExecutorService reloader) {
     this.credentials = credentials;
     this.reloader = reloader;
-    this.keyWatch = keyWatch;
-    this.trustWatch = trustWatch;
   }
 
   /**
    * @param clientCa PEM of the CA that signs client certificates, or null for TLS without
    *     client certificates
+   * @param reloadSeconds how often the files' modification times are checked (grpc-util's own
+   *     watcher would not check more often than once a minute)
    */
   public static ServerTls load(Path certChain, Path key, Path clientCa, long reloadSeconds)
       throws IOException, GeneralSecurityException {
+    if (reloadSeconds < 1) {
+      throw new IllegalArgumentException("reloadSeconds must be >= 1 but was " + reloadSeconds);
+    }
+    AdvancedTlsX509KeyManager km = new AdvancedTlsX509KeyManager();
+    km.updateIdentityCredentials(certChain.toFile(), key.toFile());
+    TlsServerCredentials.Builder b = TlsServerCredentials.newBuilder().keyManager(km);
+    AdvancedTlsX509TrustManager tm = null;
+    if (clientCa != null) {
+      tm = AdvancedTlsX509TrustManager.newBuilder()
+          .setVerification(AdvancedTlsX509TrustManager.Verification.CERTIFICATE_ONLY_VERIFICATION)
+          .build();
+      tm.updateTrustCredentials(clientCa.toFile());
+      b.trustManager(tm).clientAuth(TlsServerCredentials.ClientAuth.REQUIRE);
+    }
     ScheduledExecutorService reloader = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "tls-reload");
       t.setDaemon(true);
       return t;
     });
-    try {
-      AdvancedTlsX509KeyManager km = new AdvancedTlsX509KeyManager();
-      AdvancedTlsX509KeyManager.Closeable keyWatch = km.updateIdentityCredentials(
-          certChain.toFile(), key.toFile(), reloadSeconds, TimeUnit.SECONDS, reloader);
-      TlsServerCredentials.Builder b = TlsServerCredentials.newBuilder().keyManager(km);
-      AdvancedTlsX509TrustManager.Closeable trustWatch = null;
-      if (clientCa != null) {
-        AdvancedTlsX509TrustManager tm = AdvancedTlsX509TrustManager.newBuilder()
-            .setVerification(AdvancedTlsX509TrustManager.Verification.CERTIFICATE_ONLY_VERIFICATION)
-            .build();
-        trustWatch = tm.updateTrustCredentials(clientCa.toFile(), reloadSeconds,
-            TimeUnit.SECONDS, reloader);
-        b.trustManager(tm).clientAuth(TlsServerCredentials.ClientAuth.REQUIRE);
+    AdvancedTlsX509TrustManager trust = tm;
+    long[] seen = {stamp(certChain, key, clientCa)};
+    reloader.scheduleWithFixedDelay(() -> {
+      long now = stamp(certChain, key, clientCa);
+      if (now == seen[0]) {
+        return;
       }
-      return new ServerTls(b.build(), reloader, keyWatch, trustWatch);
-    } catch (IOException | GeneralSecurityException | RuntimeException e) {
-      reloader.shutdownNow();
-      throw e;
+      try {
+        km.updateIdentityCredentials(certChain.toFile(), key.toFile());
+        if (trust != null) {
+          trust.updateTrustCredentials(clientCa.toFile());
+        }
+        seen[0] = now;
+        log.info("reloaded the TLS certificate files");
+      } catch (IOException | GeneralSecurityException | RuntimeException e) {
+        // a half-copied pair (key and certificate do not match yet): the next check retries
+        log.warning("reloading the TLS certificate files failed (kept the previous ones): " + e);
+      }
+    }, reloadSeconds, reloadSeconds, TimeUnit.SECONDS);
+    return new ServerTls(b.build(), reloader);
+  }
+
+  /** A fingerprint of the files' modification times and sizes. */
+  private static long stamp(Path... files) {
+    long h = 17;
+    for (Path p : files) {
+      if (p != null) {
+        java.io.File f = p.toFile();
+        h = h * 31 + f.lastModified();
+        h = h * 31 + f.length();
+      }
     }
+    return h;
   }
 
   public ServerCredentials credentials() {
@@ -69,10 +96,6 @@ public final class ServerTls implements AutoCloseable {
 
   @Override
   public void close() {
-    keyWatch.close();
-    if (trustWatch != null) {
-      trustWatch.close();
-    }
     reloader.shutdownNow();
   }
 }
