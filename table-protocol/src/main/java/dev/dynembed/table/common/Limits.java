@@ -49,4 +49,11 @@ public final class Limits {
   public static final int FLOW_CONTROL_WINDOW = 64 << 20;
   /** Table names: letters, digits, '_', '.', '-'; 1..128 characters. */
   public static final String TABLE_NAME_PATTERN = "[A-Za-z0-9_.\\-]{1,128}";
+
+  /**
+   * Calls a shard runs at once per client connection (a client's further calls queue in its
+   * transport): with the message limit and the flow-control window, it bounds the memory one
+   * connection can hold on a shard.
+   */
+  public static final int MAX_CALLS_PER_CONNECTION = 256;
 }

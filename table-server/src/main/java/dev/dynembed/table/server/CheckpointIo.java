@@ -255,7 +255,13 @@ public final class CheckpointIo {
         throw TableException.dataLoss("%s: header checksum mismatch or truncated header", p);
       }
       CheckpointHeader h = CheckpointHeader.parseFrom(hb);
-      TableConfig cfg = TableConfigs.normalize(h.getConfig());
+      TableConfig cfg;
+      try {
+        cfg = TableConfigs.normalize(h.getConfig());
+      } catch (TableException e) { // found by FuzzTest: an empty header passes an empty CRC
+        throw TableException.dataLoss("%s: the header holds no valid table config (%s)", p,
+            e.getMessage());
+      }
       if (!cfg.getName().equals(expectedName)) {
         throw TableException.precondition("%s holds table '%s', not '%s'", p, cfg.getName(),
             expectedName);

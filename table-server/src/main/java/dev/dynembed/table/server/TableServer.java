@@ -80,7 +80,10 @@ public final class TableServer implements AutoCloseable {
         .directExecutor()
         .callExecutor(perCall)
         .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)
+        // bytes in flight per connection are bounded by HTTP/2 flow control (the window) and
+        // the message limit; calls per connection by this cap (more wait in the client)
         .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
+        .maxConcurrentCallsPerConnection(Limits.MAX_CALLS_PER_CONNECTION)
         .build()
         .start();
     ServingStatus status = engine.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
