@@ -252,7 +252,8 @@ class FuzzTest {
       t.quiesce.writeLock().unlock();
     }
     Path p = d.resolve(f.getName());
-    byte[] b = Files.readAllBytes(p);
+    byte[] original = Files.readAllBytes(p);
+    byte[] b = original.clone();
     for (int[] e : edits) { // {kind, position, value}
       int at = Math.floorMod(e[1], Math.max(1, b.length));
       switch (Math.floorMod(e[0], 3)) {
@@ -274,6 +275,10 @@ class FuzzTest {
     crc.update(b);
     CheckpointFile lying = f.toBuilder().setBytes(b.length).setCrc32C((int) crc.getValue())
         .build();
+    if (java.util.Arrays.equals(b, original)) { // edits that undid each other (append, cut)
+      assertEquals(t.size(), CheckpointIo.read(d, List.of(lying), "emb", 0, 1).size());
+      return;
+    }
     TableException e = org.junit.jupiter.api.Assertions.assertThrows(TableException.class,
         () -> CheckpointIo.read(d, List.of(lying), "emb", 0, 1), "an edit went unnoticed");
     assertTrue(e.code() == dev.dynembed.table.common.ErrorCode.DATA_LOSS
