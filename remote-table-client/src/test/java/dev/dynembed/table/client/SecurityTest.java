@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.dynembed.table.client.cli.DevCertificates;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
@@ -24,19 +25,19 @@ import org.junit.jupiter.api.io.TempDir;
 /** Mutual TLS with roles by certificate, bearer tokens, and what unknown callers get. */
 class SecurityTest {
   @TempDir static Path dir;
-  static TestPki pki;
-  static TestPki.Identity shard;
-  static TestPki.Identity trainer;
-  static TestPki.Identity admin;
-  static TestPki.Identity stranger; // signed by another CA
+  static DevCertificates pki;
+  static DevCertificates.Identity shard;
+  static DevCertificates.Identity trainer;
+  static DevCertificates.Identity admin;
+  static DevCertificates.Identity stranger; // signed by another CA
 
   @BeforeAll
   static void certificates() throws Exception {
-    pki = new TestPki(dir.resolve("pki"));
+    pki = new DevCertificates(dir.resolve("pki"));
     shard = pki.issue("shard-0", true);
     trainer = pki.issue("trainer-1", false);
     admin = pki.issue("ops-admin", false);
-    stranger = new TestPki(dir.resolve("other-pki")).issue("trainer-1", false);
+    stranger = new DevCertificates(dir.resolve("other-pki")).issue("trainer-1", false);
   }
 
   private static ClientOptions.Builder options() {
@@ -122,7 +123,7 @@ class SecurityTest {
         TableServer server = new TableServer(engine, "127.0.0.1", 0, 2, List.of(),
             tls.credentials())) {
       assertEquals("shard-0", serverCn(server.port()));
-      TestPki.Identity renewed = pki.issue("shard-0-renewed", true);
+      DevCertificates.Identity renewed = pki.issue("shard-0-renewed", true);
       Files.copy(renewed.key(), key, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
       Files.copy(renewed.chain(), cert, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
       String cn = null;

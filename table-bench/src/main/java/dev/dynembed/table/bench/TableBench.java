@@ -87,6 +87,11 @@ public final class TableBench implements Callable<Integer> {
       + " shards' write-ahead log, one run per value: off, or its fsync policy no, everysec"
       + " (the table-server default) or always (default ${DEFAULT-VALUE})")
   List<String> shardWal;
+  @Option(names = "--shard-security", defaultValue = "plain", split = ",", description = "one"
+      + " run per value: plain, metrics (the metrics interceptor), mtls (mutual TLS and the"
+      + " access-control interceptor, certificates from a throw-away CA), mtls+metrics"
+      + " (default ${DEFAULT-VALUE})")
+  List<String> shardSecurity;
   @Option(names = "--shard-args", defaultValue = "", description = "extra table-server options"
       + " of every shard, space-separated (e.g. \"--snapshot-every-mb 8192\")")
   String shardArgs;
@@ -143,6 +148,7 @@ public final class TableBench implements Callable<Integer> {
       }
     }
     for (int n : shardCounts) {
+      for (String security : shardSecurity) {
       for (String wal : shardWal) {
         Path data = Files.createTempDirectory("bench-shards");
         List<String> launcher = serverCpus == null ? List.of()
@@ -154,12 +160,29 @@ public final class TableBench implements Callable<Integer> {
             serverArgs.add(a);
           }
         }
+        ClientOptions.Builder options = ClientOptions.builder().rowEncoding(wireRows);
+        if (security.contains("metrics")) {
+          serverArgs.addAll(List.of("--metrics-port", "0"));
+        }
+        if (security.startsWith("mtls")) {
+          dev.dynembed.table.client.cli.DevCertificates ca =
+              new dev.dynembed.table.client.cli.DevCertificates(data.resolve("certs"));
+          var shard = ca.issue("shard", true);
+          var admin = ca.issue("bench", false);
+          serverArgs.addAll(List.of("--tls-cert", shard.chain().toString(), "--tls-key",
+              shard.key().toString(), "--tls-client-ca", ca.caPem.toString(),
+              "--admin-clients", "bench"));
+          options.tls(new ClientOptions.Tls(ca.caPem, admin.chain(), admin.key()));
+        } else if (!security.equals("plain") && !security.equals("metrics")) {
+          throw new IllegalArgumentException("--shard-security: unknown value " + security);
+        }
         String label = n + " shard" + (n > 1 ? "s" : "") + " (loopback"
-            + (shardWal.size() > 1 || !wal.equals("everysec") ? ", wal " + wal : "") + ")";
+            + (shardWal.size() > 1 || !wal.equals("everysec") ? ", wal " + wal : "")
+            + (security.equals("plain") ? "" : ", " + security) + ")";
         try (LocalShardProcesses s = new LocalShardProcesses(n, basePort, data, serverHeap,
             serverJavaOpts, launcher, serverArgs);
-            TableClient c = TableClients.connect(s.endpoints(),
-                ClientOptions.builder().rowEncoding(wireRows).build())) {
+            TableClient c = TableClients.connect(s.endpoints().stream()
+                .map(e -> e.replace("127.0.0.1", "localhost")).toList(), options.build())) {
           shardProcesses = s;
           ours(label, c);
           shardProcesses = null;
@@ -168,6 +191,7 @@ public final class TableBench implements Callable<Integer> {
           lines.add(String.format(Locale.ROOT, "  log + snapshots on disk: %,d MB",
               du(data.resolve("state")) >> 20));
         }
+      }
       }
     }
     if (redis != null) {

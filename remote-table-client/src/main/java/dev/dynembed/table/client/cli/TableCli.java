@@ -25,7 +25,7 @@ import picocli.CommandLine.Parameters;
     description = "Operate embedding tables on running table-server shards.",
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
         TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
-        TableCli.Ingest.class, TableCli.Sample.class})
+        TableCli.Ingest.class, TableCli.Sample.class, TableCli.DevCerts.class})
 public final class TableCli {
   static class Common {
     @Option(names = "--endpoints", required = true,
@@ -205,6 +205,31 @@ public final class TableCli {
     void run(TableClient c) {
       c.dropTable(table);
       System.out.println("dropped table '" + table + "'");
+    }
+  }
+
+  @Command(name = "dev-certs", description = "Make a throw-away CA with a shard certificate"
+      + " (127.0.0.1, localhost) and client certificates, to try TLS on one machine. Not for"
+      + " production: the keys are unencrypted.")
+  static final class DevCerts implements Callable<Integer> {
+    @Option(names = "--dir", required = true, description = "where the PEM files go") Path dir;
+    @Option(names = "--clients", split = ",", defaultValue = "trainer,admin",
+        description = "client certificate CNs (default ${DEFAULT-VALUE})") List<String> clients;
+
+    @Override
+    public Integer call() throws Exception {
+      DevCertificates ca = new DevCertificates(dir);
+      DevCertificates.Identity shard = ca.issue("shard", true);
+      System.out.printf("CA         %s%nshard      %s  %s%n", ca.caPem, shard.chain(), shard.key());
+      for (String cn : clients) {
+        DevCertificates.Identity c = ca.issue(cn, false);
+        System.out.printf("client %-4s %s  %s%n", cn.length() > 4 ? cn.substring(0, 4) : cn,
+            c.chain(), c.key());
+      }
+      System.out.printf("%nbin/table-server ... --tls-cert %s --tls-key %s --tls-client-ca %s"
+          + " --admin-clients admin%nbin/table-cli ... --tls-ca %s --tls-cert %s/admin.pem"
+          + " --tls-key %s/admin.key%n", shard.chain(), shard.key(), ca.caPem, ca.caPem, dir, dir);
+      return 0;
     }
   }
 

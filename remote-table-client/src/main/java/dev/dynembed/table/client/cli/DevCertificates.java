@@ -1,4 +1,4 @@
-package dev.dynembed.table.client;
+package dev.dynembed.table.client.cli;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -12,18 +12,21 @@ import java.util.Base64;
 import java.util.List;
 
 /**
- * A throw-away certificate authority for tests, made with the JDK's own keytool: a CA, server
- * certificates for 127.0.0.1/localhost, client certificates by CN, as PEM files (chain + PKCS#8
- * key) the way an operator would hand them to table-server and its clients.
+ * A throw-away certificate authority, made with the JDK's own keytool, for trying TLS on one
+ * machine, for tests and for the benchmarks: a CA, server certificates for 127.0.0.1/localhost,
+ * client certificates by CN, as PEM files (chain + PKCS#8 key) the way an operator hands them to
+ * table-server and its clients. Not for production: the keys sit unencrypted beside the CA's.
  */
-final class TestPki {
+public final class DevCertificates {
   private static final String PASS = "changeit";
-  final Path dir;
-  final Path caPem;
+  public final Path dir;
+  public final Path caPem;
 
-  record Identity(Path chain, Path key) {}
+  /** A certificate chain (leaf + CA) and its private key, PEM. */
+  public record Identity(Path chain, Path key) {}
 
-  TestPki(Path dir) throws Exception {
+  /** Creates a CA in {@code dir} ({@code ca.pem}). */
+  public DevCertificates(Path dir) throws Exception {
     this.dir = Files.createDirectories(dir);
     keytool("-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-dname",
         "CN=dynembed-test-ca", "-ext", "bc:c", "-validity", "3", "-keystore", p12("ca"));
@@ -33,7 +36,7 @@ final class TestPki {
   }
 
   /** A certificate signed by this CA: for a server (127.0.0.1, localhost) or a client. */
-  Identity issue(String cn, boolean server) throws Exception {
+  public Identity issue(String cn, boolean server) throws Exception {
     keytool("-genkeypair", "-alias", "leaf", "-keyalg", "RSA", "-keysize", "2048", "-dname",
         "CN=" + cn, "-validity", "3", "-keystore", p12(cn));
     Path csr = dir.resolve(cn + ".csr");
