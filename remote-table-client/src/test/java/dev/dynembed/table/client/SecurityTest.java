@@ -70,10 +70,15 @@ class SecurityTest {
       // no client certificate, or one from another CA: the handshake fails
       for (ClientOptions.Tls bad : List.of(new ClientOptions.Tls(pki.caPem, null, null),
           new ClientOptions.Tls(pki.caPem, stranger.chain(), stranger.key()))) {
-        try (TableClient c = connect(server, options().tls(bad).build())) {
+        // with the default 2 minutes of resends: a handshake failure is not resent
+        long t0 = System.nanoTime();
+        try (TableClient c = connect(server, options().retryFor(Duration.ofMinutes(2)).tls(bad)
+            .build())) {
           TableException e = assertThrows(TableException.class, () -> c.openTable("emb"));
           assertEquals(ErrorCode.UNAVAILABLE, e.code(), e.getMessage());
+          assertTrue(e.getMessage().contains("TLS with the shard at"), e.getMessage());
         }
+        assertTrue(System.nanoTime() - t0 < 30e9, "a TLS failure was resent");
       }
       // plaintext to a TLS port
       try (TableClient c = connect(server, options().build())) {

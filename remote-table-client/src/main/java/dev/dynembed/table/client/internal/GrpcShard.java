@@ -179,7 +179,7 @@ public final class GrpcShard implements Shard {
           out.complete(null); // the first attempt dropped it and its answer was lost
           return;
         }
-        boolean resend = code == Status.Code.UNAVAILABLE || connectionLost(t)
+        boolean resend = (code == Status.Code.UNAVAILABLE && !tlsFailure(t)) || connectionLost(t)
             || (resendOnDeadline && code == Status.Code.DEADLINE_EXCEEDED);
         if (!resend || closed || System.nanoTime() >= giveUp) {
           out.completeExceptionally(map(t, call, table, attempt));
@@ -215,6 +215,24 @@ public final class GrpcShard implements Shard {
     return false;
   }
 
+  private static String rootMessage(Throwable t) {
+    Throwable c = t;
+    while (c.getCause() != null) {
+      c = c.getCause();
+    }
+    return c.getMessage() != null ? c.getMessage() : c.getClass().getSimpleName();
+  }
+
+  /** A TLS handshake that failed (wrong CA, no or unknown client certificate): not transient. */
+  private static boolean tlsFailure(Throwable t) {
+    for (Throwable c = Status.fromThrowable(t).getCause(); c != null; c = c.getCause()) {
+      if (c instanceof javax.net.ssl.SSLException) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   private TableException map(Throwable t, String call, String table, int attempts) {
     Status s = Status.fromThrowable(t);
     ErrorCode code;
@@ -227,7 +245,11 @@ public final class GrpcShard implements Shard {
     if (connectionLost(t)) {
       code = ErrorCode.UNAVAILABLE;
     }
-    if (code == ErrorCode.UNAVAILABLE || code == ErrorCode.DEADLINE_EXCEEDED) {
+    if (tlsFailure(t)) {
+      desc = "TLS with the shard at " + endpoint + " failed (" + rootMessage(t) + "): check the"
+          + " CA that signs its certificate and, for mutual TLS, this client's certificate and"
+          + " key (--tls-ca, --tls-cert, --tls-key)";
+    } else if (code == ErrorCode.UNAVAILABLE || code == ErrorCode.DEADLINE_EXCEEDED) {
       desc = "shard at " + endpoint + " did not answer (" + s.getCode() + "): " + desc;
       if (attempts > 0) {
         desc += String.format(" (sent %d times over %d s; a write may or may not have been"
