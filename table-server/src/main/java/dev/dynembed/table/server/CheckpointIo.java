@@ -55,13 +55,14 @@ public final class CheckpointIo {
     return String.format("%s.shard-%05d-of-%05d.ckpt", table, shard, numShards);
   }
 
-  /** Writes a table's shard file; the caller holds the table's quiesce lock exclusively. */
-  static CheckpointFile write(TableStore t, Path dir, long step) throws IOException {
+  /** Writes a table's shard file from a frozen copy; needs no lock. */
+  static CheckpointFile write(TableStore.Frozen f, Path dir, long step) throws IOException {
+    TableStore t = f.table; // config and layout; every row comes from the copy
     Files.createDirectories(dir);
     String name = fileName(t.name(), t.shardIndex, t.numShards);
     Path target = dir.resolve(name);
     Path tmp = dir.resolve(name + ".tmp");
-    int n = t.size();
+    int n = f.size();
     long records = 0;
     CRC32C whole = new CRC32C();
     try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE,
@@ -86,22 +87,22 @@ public final class CheckpointIo {
       ByteBuffer block = ByteBuffer.allocate(BLOCK_RECORDS * rowBytes).order(ByteOrder.LITTLE_ENDIAN);
       int inBlock = 0;
       for (int r = 0; r < n; r++) {
-        if (!t.isReady(r)) {
+        if (!f.isReady(r)) {
           continue;
         }
         PackedKeys.Builder kb = new PackedKeys.Builder(1);
-        t.appendKey(r, kb);
+        f.appendKey(r, kb);
         PackedKeys key = kb.build();
         block.putShort((short) key.length(0));
         block.put(key.bytes(), 0, key.length(0));
-        float[] page = t.rowPage(r);
-        int base = t.rowBase(r);
+        float[] page = f.rowPage(r);
+        int base = f.rowBase(r);
         for (int j = 0; j < t.rowFloats; j++) {
           block.putFloat(page[base + j]);
         }
-        block.putLong(t.meta(r, TableStore.M_FREQ));
-        block.putLong(t.meta(r, TableStore.M_STEP));
-        block.putLong(t.meta(r, TableStore.M_UPDATES));
+        block.putLong(f.meta(r, TableStore.M_FREQ));
+        block.putLong(f.meta(r, TableStore.M_STEP));
+        block.putLong(f.meta(r, TableStore.M_UPDATES));
         records++;
         if (++inBlock == BLOCK_RECORDS) {
           flushBlock(out, block, inBlock);
@@ -114,7 +115,7 @@ public final class CheckpointIo {
       writeInt(out, 0);
       writeLong(out, records);
       if (t.config().getMinCount() > 1) {
-        writePending(out, t.pendingCounts());
+        writePending(out, f.pendingCounts());
       }
       out.flush();
       writeInt(out, (int) whole.getValue());

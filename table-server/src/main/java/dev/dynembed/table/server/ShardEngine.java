@@ -243,20 +243,27 @@ public final class ShardEngine {
     return abs;
   }
 
-  /** Writes this shard's file of a checkpoint, with no mutation in flight. */
+  /**
+   * Writes this shard's file of a checkpoint: a consistent cut, copied in memory under the
+   * table's exclusive lock (mutations wait for the copy only), written to disk outside it.
+   */
   public CheckpointFile save(String table, String directory, long step) {
     TableStore t = get(table);
     Path dir = resolve(directory);
+    TableStore.Frozen copy;
     t.quiesce.writeLock().lock();
     try {
       t.samplers().invalidate();
-      return CheckpointIo.write(t, dir, step);
+      copy = t.freeze();
+    } finally {
+      t.quiesce.writeLock().unlock();
+    }
+    try {
+      return CheckpointIo.write(copy, dir, step);
     } catch (IOException e) {
       throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
           String.format("table '%s': writing checkpoint '%s' failed (%s)", table, directory,
               e.getClass().getSimpleName()));
-    } finally {
-      t.quiesce.writeLock().unlock();
     }
   }
 

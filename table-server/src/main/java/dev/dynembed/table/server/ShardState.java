@@ -307,7 +307,7 @@ public final class ShardState implements AutoCloseable {
       CheckpointFile f;
       try {
         deleteTree(dir);
-        f = CheckpointIo.write(fresh, dir, 0);
+        f = CheckpointIo.write(fresh.freeze(), dir, 0); // not shared yet: no lock needed
         Durable.fsyncDirectory(dir);
         Durable.fsyncDirectory(walDir);
       } catch (IOException e) {
@@ -322,8 +322,8 @@ public final class ShardState implements AutoCloseable {
 
   /**
    * Writes a snapshot of every table and makes it current; then the log before it, older
-   * snapshots and restored-table copies are deleted. Tables are written one at a time under
-   * their exclusive lock (that table's writes wait meanwhile; the others' do not).
+   * snapshots and restored-table copies are deleted. Each table is copied in memory under its
+   * exclusive lock (its writes wait for the copy, not for the disk) and written from the copy.
    */
   public void snapshot() throws IOException {
     synchronized (snapshotMutex) {
@@ -345,19 +345,22 @@ public final class ShardState implements AutoCloseable {
       stores.sort(Comparator.comparing(TableStore::name));
       long bytes = 0;
       for (TableStore t : stores) {
-        t.quiesce.writeLock().lock();
+        TableStore.Frozen copy;
+        long lsn;
+        t.quiesce.writeLock().lock(); // held for the copy, not for the disk write
         try {
           if (t.retired) {
             continue; // dropped or replaced after the cut: the log holds what happened
           }
-          long lsn = wal.lastLsn() + 1;
-          CheckpointFile f = CheckpointIo.write(t, tmp, 0);
-          m.addTables(SnapshotTable.newBuilder().setTable(t.name()).setFile(f).setLsn(lsn));
-          bytes += f.getBytes();
-          steps.at("table written");
+          lsn = wal.lastLsn() + 1;
+          copy = t.freeze();
         } finally {
           t.quiesce.writeLock().unlock();
         }
+        CheckpointFile f = CheckpointIo.write(copy, tmp, 0);
+        m.addTables(SnapshotTable.newBuilder().setTable(t.name()).setFile(f).setLsn(lsn));
+        bytes += f.getBytes();
+        steps.at("table written");
       }
       m.addAllClients(engine.ledger().snapshot(start));
       Durable.writeAtomically(tmp.resolve(MANIFEST), m.build().toByteArray());

@@ -62,8 +62,9 @@ public final class TableServer implements AutoCloseable {
       @Override
       public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata headers) {
         String method = call.getMethodDescriptor().getBareMethodName();
-        if ("Save".equals(method) || "Restore".equals(method) || "TopK".equals(method)) {
-          return executor; // seconds of I/O, or a scan of the table: never on an event loop
+        if ("Save".equals(method) || "Restore".equals(method) || "TopK".equals(method)
+            || "Sample".equals(method)) {
+          return executor; // I/O, a scan of the table, or up to 4M draws: not on an event loop
         }
         // with fsync=always a mutating call waits for the disk: off the event loop
         ShardState s = engine.state();

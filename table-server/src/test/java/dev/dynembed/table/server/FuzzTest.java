@@ -247,7 +247,7 @@ class FuzzTest {
     CheckpointFile f;
     t.quiesce.writeLock().lock();
     try {
-      f = CheckpointIo.write(t, d, 7);
+      f = CheckpointIo.write(t.freeze(), d, 7);
     } finally {
       t.quiesce.writeLock().unlock();
     }
