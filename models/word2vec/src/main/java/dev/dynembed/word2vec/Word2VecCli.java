@@ -27,6 +27,11 @@ import picocli.CommandLine.Parameters;
         Word2VecCli.Eval.class, Word2VecCli.Export.class})
 public final class Word2VecCli {
   public static void main(String[] args) {
+    // java.util.logging (gRPC, the table client) as one line each, starting on a line of its own
+    // so that a message never lands inside the progress bar
+    if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+      System.setProperty("java.util.logging.SimpleFormatter.format", "%n%4$s: %5$s%6$s%n");
+    }
     System.exit(run(args, System.out, System.err));
   }
 

@@ -255,6 +255,11 @@ public final class TableServerMain implements Callable<Integer> {
   }
 
   public static void main(String[] args) {
+    // one line per log record, with its time and source (audit lines included)
+    if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+      System.setProperty("java.util.logging.SimpleFormatter.format",
+          "%1$tF %1$tT %4$s %3$s: %5$s%6$s%n");
+    }
     System.exit(new CommandLine(new TableServerMain()).execute(args));
   }
 }

@@ -239,6 +239,25 @@ class DurabilityTest {
     }
   }
 
+  @Test
+  void aFrozenCopy_isNotChangedByLaterWrites() throws Exception {
+    // what a save or a snapshot writes outside the lock: the cut, not what came after it
+    TableStore t = new TableStore(adagrad("emb", 8, 3), 0, 1);
+    PackedKeys keys = PackedKeys.of("a", "b", "c", "d", "e");
+    t.findOrInsert(keys, new int[] {3, 3, 3, 1, 1}, null);
+    Map<String, TableStore.Record> before = Fixtures.snapshot(t);
+    Map<Long, Long> pendingBefore = new HashMap<>(t.pendingCounts());
+    TableStore.Frozen f = t.freeze();
+    t.applyGradients(PackedKeys.of("a", "b"), new float[16], 0f, 9); // slots and metadata change
+    t.applyGradients(PackedKeys.of("a"), new float[] {1, 2, 3, 4, 5, 6, 7, 8}, 0f, 10);
+    t.findOrInsert(PackedKeys.of("d", "d", "z"), null, null); // d admitted, z pending
+    Path d = Files.createDirectories(dir.resolve("frozen"));
+    CheckpointFile file = CheckpointIo.write(f, d, 1);
+    TableStore back = CheckpointIo.read(d, List.of(file), "emb", 0, 1);
+    assertEquals(before, Fixtures.snapshot(back));
+    assertEquals(pendingBefore, new HashMap<>(back.pendingCounts()));
+  }
+
   private static ApplyGradientsRequest item(String table, String[] keys, float[] g, long step) {
     return ApplyGradientsRequest.newBuilder().setTable(table)
         .setKeys(PackedKeys.of(keys).toProto()).setGradients(Rows.encode(g)).setStep(step)

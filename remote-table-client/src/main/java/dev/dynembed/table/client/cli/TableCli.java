@@ -326,6 +326,9 @@ public final class TableCli {
   }
 
   public static void main(String[] args) {
+    if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+      System.setProperty("java.util.logging.SimpleFormatter.format", "%4$s: %5$s%6$s%n");
+    }
     System.exit(new CommandLine(new TableCli()).execute(args));
   }
 }
