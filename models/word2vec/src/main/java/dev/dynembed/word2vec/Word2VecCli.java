@@ -36,6 +36,38 @@ public final class Word2VecCli {
   }
 
   /** Runs a command line; errors of input are one line on {@code err}, never a stack trace. */
+  /**
+   * Remote shards write their part of every checkpoint under the model directory, which must lie
+   * inside their --data-dir (docs/design/0009-security.md). Checked before training with a
+   * one-row probe table, so that a misplaced --model fails now, not at the end of the run.
+   */
+  static void checkShardsCanCheckpoint(TableClient c, Path modelDir) {
+    String name = "w2v-preflight-" + Long.toHexString(System.nanoTime());
+    Path probe = modelDir.resolve("." + name);
+    try {
+      c.createTable(dev.dynembed.table.common.TableConfigs.builder(name, 1).build())
+          .save(probe, 0);
+    } catch (TableException e) {
+      throw new CorpusException("the shards cannot write this model's checkpoints under "
+          + modelDir + " (" + e.getMessage() + "): start them with a --data-dir that contains"
+          + " the model directory (the same machine, or a shared file system at the same path)");
+    } finally {
+      try {
+        c.dropTable(name);
+      } catch (RuntimeException ignored) {
+        // the probe may not exist (create failed); nothing else to undo
+      }
+      try (java.util.stream.Stream<Path> files = Files.exists(probe) ? Files.walk(probe)
+          : java.util.stream.Stream.empty()) {
+        for (Path q : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
+          Files.deleteIfExists(q);
+        }
+      } catch (java.io.IOException ignored) {
+        // a leftover probe directory is harmless
+      }
+    }
+  }
+
   public static int run(String[] args, PrintStream out, PrintStream err) {
     CommandLine cl = new CommandLine(new Word2VecCli());
     cl.setOut(new java.io.PrintWriter(out, true));
@@ -160,6 +192,12 @@ public final class Word2VecCli {
         client = TableClients.connect(procs.endpoints(), clientOptions.build());
       } else if (table != null) {
         client = TableClients.connect(TableClients.parseEndpoints(table), clientOptions.build());
+        try {
+          checkShardsCanCheckpoint(client, modelDir);
+        } catch (RuntimeException e) {
+          client.close();
+          throw e;
+        }
       } else {
         client = TableClients.inProcess(modelDir);
       }
