@@ -181,7 +181,7 @@ public final class DynamicEmbeddingLookup extends TableOp {
     boolean gathered = args().length == 3;
     SDVariable handleGrad = training
         ? new DynamicEmbeddingLookupBp(sameDiff, arg(0), arg(1), grads.get(0),
-            gathered ? arg(2) : null, table, dim).outputVariable()
+            gathered ? arg(2) : null, table, dim, outputVariable().name()).outputVariable()
         : sameDiff.zerosLike(arg(1)); // inference: nothing goes to the table
     // Keys (UTF8) and the index have no gradient, but SameDiff names one variable per input.
     // These are never executed: no requested gradient depends on a placeholder's gradient.

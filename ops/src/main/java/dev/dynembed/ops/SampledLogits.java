@@ -37,7 +37,9 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * draws are read together (one call per shard), and can be planned ahead of the step.
  *
  * <p>The backward op returns dL/d(activations) and sends the gradient of every candidate row to
- * the table, summed per distinct key (positives and sampled keys alike).
+ * the table, summed per distinct key (positives and sampled keys alike); with {@link
+ * Sampling#implicitRowSteps} each distinct key's sum is damped by its curvature ({@link
+ * ImplicitSteps}).
  */
 public final class SampledLogits extends TableOp {
   static final String OP_NAME = "dynembed_sampled_logits";
@@ -51,10 +53,11 @@ public final class SampledLogits extends TableOp {
    * @param posIdx [b * p]: which of them is positive slot i (-1 for padding)
    * @param sampled the distinct sampled keys; {@code sampRows} their rows [u, d]
    * @param sampIdx [b * s]: which of them is candidate k of example e (at e * s + k)
+   * @param logits [b, p + s] as output, kept for implicit row steps (else null)
    */
   record Forward(Activations activations, String[] uniq, int[] posIdx, double[] mask,
       String[] sampled, float[] posRows, float[] sampRows, int[] sampIdx, boolean[] hit, int b,
-      int p, int s, int d) {}
+      int p, int s, int d, boolean implicitRowSteps, double[] logits) {}
 
   /** A batch's positives: every slot's key, the distinct real ones, and each slot's index. */
   private record Positives(String[] pos, double[] mask, String[] uniq, int[] posIdx, int real) {}
@@ -255,7 +258,8 @@ public final class SampledLogits extends TableOp {
     logits(a, ps.mask(), ps.posIdx(), posRows, sr.positiveProbability(), sampIdx, sampRows,
         drawProb, hit, b, p, s, d, logits, labels);
     step.putForward(getOwnName(), new Forward(a, ps.uniq(), ps.posIdx(), ps.mask(), sampled,
-        posRows, sampRows, sampIdx, hit, b, p, s, d));
+        posRows, sampRows, sampIdx, hit, b, p, s, d, sampling.implicitRowSteps(),
+        sampling.implicitRowSteps() ? logits : null));
     DataType type = act.dataType();
     NdArrays.output(oc, 0, logits, type, b, p + s);
     NdArrays.output(oc, 1, labels, type, b, p + s);
@@ -366,7 +370,7 @@ public final class SampledLogits extends TableOp {
   @Override
   public List<SDVariable> doDiff(List<SDVariable> grads) {
     SDVariable[] bp = new SampledLogitsBp(sameDiff, arg(0), arg(3), grads.get(0), table,
-        getOwnName()).outputVariables();
+        getOwnName(), arg(0).name()).outputVariables();
     return Arrays.asList(bp[0], sameDiff.zerosLike(arg(3)), sameDiff.zerosLike(arg(2)), bp[1]);
   }
 
@@ -383,6 +387,7 @@ public final class SampledLogits extends TableOp {
     out.put("perExample", sampling.perExample());
     out.put("countPositives", sampling.countPositives());
     out.put("pool", (long) sampling.pool());
+    out.put("implicitRowSteps", sampling.implicitRowSteps());
   }
 
   @Override
@@ -392,6 +397,6 @@ public final class SampledLogits extends TableOp {
     sampling = new Sampling(in.integer("numSampled"), SamplerKind.forNumber(in.integer("sampler")),
         in.floatValue("alpha"), in.bool("removeAccidentalHits"), in.bool("subtractLogQ"),
         in.longValue("seed"), in.bool("perExample"), in.bool("countPositives"),
-        in.integer("pool"));
+        in.integer("pool"), in.bool("implicitRowSteps"));
   }
 }

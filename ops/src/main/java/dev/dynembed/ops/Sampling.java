@@ -23,6 +23,11 @@ import dev.dynembed.table.v1.SamplerKind;
  *   <tr><td>{@link Builder#countPositives}</td><td>on</td><td>each positive occurrence counts
  *       toward its frequency (what the unigram sampler draws from); off for a caller that
  *       counts keys itself</td></tr>
+ *   <tr><td>{@link Builder#implicitRowSteps}</td><td>off: summed</td><td>each candidate row's
+ *       summed gradient is damped by its curvature, 1 / (1 + lr C), the implicit SGD step of
+ *       {@link ImplicitSteps} (for plain SGD tables with many terms per row and step); the
+ *       activation rows' curvature goes to the {@code dynamicEmbeddingLookup} that produced
+ *       them</td></tr>
  * </table>
  *
  * <p>With a pool, each candidate is still distributed as the sampler's q (a uniform pick of an
@@ -36,7 +41,7 @@ import dev.dynembed.table.v1.SamplerKind;
  */
 public record Sampling(int numSampled, SamplerKind sampler, float alpha,
     boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
-    boolean countPositives, int pool) {
+    boolean countPositives, int pool, boolean implicitRowSteps) {
   public static final float DEFAULT_ALPHA = 0.75f;
 
   public Sampling {
@@ -90,6 +95,7 @@ public record Sampling(int numSampled, SamplerKind sampler, float alpha,
     private boolean perExample;
     private boolean countPositives = true;
     private int pool;
+    private boolean implicitRowSteps;
 
     private Builder(int numSampled) {
       this.numSampled = numSampled;
@@ -135,9 +141,18 @@ public record Sampling(int numSampled, SamplerKind sampler, float alpha,
       return this;
     }
 
+    /**
+     * Implicit SGD steps for the candidate rows (and, through the lookup that produced the
+     * activations, for the activation rows): see {@link ImplicitSteps}. Off by default.
+     */
+    public Builder implicitRowSteps(boolean on) {
+      this.implicitRowSteps = on;
+      return this;
+    }
+
     public Sampling build() {
       return new Sampling(numSampled, sampler, alpha, removeAccidentalHits, subtractLogQ, seed,
-          perExample, countPositives, pool);
+          perExample, countPositives, pool, implicitRowSteps);
     }
   }
 }

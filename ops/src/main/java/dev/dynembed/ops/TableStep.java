@@ -102,6 +102,19 @@ public final class TableStep {
     return type.cast(s);
   }
 
+  /**
+   * Publishes the curvature of each row of {@code variable} (an op's activations) for the
+   * backward of the op that produced it ({@link ImplicitSteps}).
+   */
+  void putCurvature(String variable, ImplicitSteps.RowCurvature perRow) {
+    forward.put("curvature\u0000" + variable, perRow);
+  }
+
+  /** Takes the curvature published for {@code variable} in this step, or null. */
+  ImplicitSteps.RowCurvature takeCurvature(String variable) {
+    return (ImplicitSteps.RowCurvature) forward.remove("curvature\u0000" + variable);
+  }
+
   // ------------------------------------------------------------------ pipelining
 
   /**
