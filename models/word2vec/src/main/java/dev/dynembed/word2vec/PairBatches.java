@@ -44,7 +44,7 @@ final class PairBatches implements Iterator<Map<String, INDArray>> {
     this.cfg = cfg;
     this.out = out;
     this.split = split;
-    this.counting = epoch == 0;
+    this.counting = epoch == 0 && !cfg.countPass(); // a counting pass counted every word
     this.st = st;
     this.reader = new TokenReader(split, Word2Vec.MAX_WORD_BYTES);
     this.rnd = KeyHashing.splitMix64(

@@ -153,7 +153,8 @@ public final class Word2Vec {
     SDVariable h = layers.ops().dynamicEmbeddingLookup("h", centers, centerOf, in, true,
         DataType.FLOAT, false); // [b, dim]
     Sampling negatives = Sampling.builder(cfg.negative()).seed(cfg.seed())
-        .perExample(cfg.negativePool()).countPositives(false).build(); // the reader counts
+        .perExample(cfg.negativePool()).countPositives(false) // the reader counts
+        .implicitRowSteps(cfg.implicitSteps()).build();
     SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out, negatives,
         true); // summed: word2vec's per-pair rate
     sd.updateVariableNameAndReference(loss.div(mask.sum()), "loss_per_pair");
@@ -200,6 +201,9 @@ public final class Word2Vec {
     String corpus = fingerprint(files);
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
     State st = begin(opt, ckpt, corpus);
+    if (cfg.countPass() && !opt.resume()) {
+      countPass(splits);
+    }
     long started = System.nanoTime() - (long) (st.elapsed * 1e9);
     LossMeter loss = new LossMeter(st.curve);
     for (int i = 0; i < threads; i++) {
@@ -275,6 +279,56 @@ public final class Word2Vec {
     progress.accept(new Status(st.epoch, cfg.epochs(), 1, st.tokens.get(), st.words.get(),
         st.pairs.get(), st.elapsed, loss.last(), alpha.getAsDouble(), true));
     return result(st, loss.curve(), lastEpoch);
+  }
+
+  /**
+   * The C tool's vocabulary pass: every word of the corpus counted by the output table before
+   * training ({@code threads} readers, one byte range each at a time), so that admission and
+   * subsampling see the final counts from the first pair on.
+   */
+  private void countPass(List<TextSplits.Split> splits) {
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(
+        threads, r -> {
+          Thread t = new Thread(r, "word2vec-count");
+          t.setDaemon(true);
+          return t;
+        });
+    try {
+      List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+      for (TextSplits.Split split : splits) {
+        done.add(pool.submit(() -> {
+          List<String> sentence = new ArrayList<>();
+          List<String> chunk = new ArrayList<>(COUNT_CHUNK + 1024);
+          try (TokenReader reader = new TokenReader(split, MAX_WORD_BYTES)) {
+            while (reader.nextSentence(sentence)) {
+              chunk.addAll(sentence);
+              if (chunk.size() >= COUNT_CHUNK) {
+                out.count(chunk.toArray(new String[0]), true);
+                chunk.clear();
+              }
+            }
+            if (!chunk.isEmpty()) {
+              out.count(chunk.toArray(new String[0]), true);
+            }
+          }
+        }));
+      }
+      for (java.util.concurrent.Future<?> f : done) {
+        try {
+          f.get();
+        } catch (java.util.concurrent.ExecutionException e) {
+          if (e.getCause() instanceof RuntimeException r) {
+            throw r;
+          }
+          throw new IllegalStateException(e.getCause());
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new IllegalStateException("interrupted while counting the corpus", e);
+        }
+      }
+    } finally {
+      pool.shutdownNow();
+    }
   }
 
   private Result result(State st, List<double[]> curve, double[] lastEpoch) {

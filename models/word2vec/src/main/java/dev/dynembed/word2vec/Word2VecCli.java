@@ -95,7 +95,7 @@ public final class Word2VecCli {
   }
 
   @Command(name = "train", mixinStandardHelpOptions = true,
-      description = "Train on raw text files (streamed; no vocabulary pass)")
+      description = "Train on raw text files (streamed; no vocabulary pass unless --count-pass)")
   static final class Train implements Callable<Integer> {
     @Option(names = "--input", required = true, split = ",", description = "text files (UTF-8, whitespace-separated words)")
     List<Path> input;
@@ -113,6 +113,15 @@ public final class Word2VecCli {
     @Option(names = "--negative-pool", description = "negatives drawn per step, shared by the"
         + " batch's pairs (each picks --negative among them); 0 = independent draws per pair"
         + " (default: a quarter of the batch)") Integer negativePool;
+    @Option(names = "--implicit-steps", defaultValue = "auto", description = "damp each row's"
+        + " summed gradient of a step by its curvature, 1 / (1 + 2 alpha C) (implicit SGD): on,"
+        + " off, or auto (on with sgd, whose summed batches diverge without it; off with adagrad;"
+        + " default ${DEFAULT-VALUE})")
+    String implicitSteps;
+    @Option(names = "--count-pass", description = "count the whole corpus before training (the C"
+        + " tool's vocabulary pass): admission and subsampling use the final counts from the"
+        + " start")
+    boolean countPass;
     @Option(names = "--seed", defaultValue = "" + Word2VecConfig.DEFAULT_SEED) long seed;
     @Option(names = "--threads", defaultValue = "2") int threads;
     @Option(names = "--prefetch", defaultValue = "2", description = "batches each thread reads ahead (0 = none; a 1-thread run is then exactly reproducible)")
@@ -151,9 +160,15 @@ public final class Word2VecCli {
     @Override
     public Integer call() throws Exception {
       Word2VecConfig.Optimizer opt = Word2VecConfig.Optimizer.parse(optimizer);
+      if (!List.of("auto", "on", "off").contains(implicitSteps)) {
+        throw new CorpusException("--implicit-steps must be on, off or auto but was '"
+            + implicitSteps + "'");
+      }
       Word2VecConfig cfg = new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
           alpha != null ? alpha : Word2VecConfig.defaultAlpha(opt), opt, batch, seed, name,
-          negativePool != null ? negativePool : Word2VecConfig.defaultPool(batch));
+          negativePool != null ? negativePool : Word2VecConfig.defaultPool(batch),
+          implicitSteps.equals("auto") ? Word2VecConfig.defaultImplicitSteps(opt)
+              : implicitSteps.equals("on"), countPass);
       if (table != null && shards > 0) {
         throw new CorpusException("--table and --shards exclude each other");
       }

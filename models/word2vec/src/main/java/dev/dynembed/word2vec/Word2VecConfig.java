@@ -16,8 +16,8 @@ import java.util.Map;
  * @param epochs passes over the corpus
  * @param alpha starting learning rate, decayed linearly to alpha * 1e-4
  * @param optimizer the tables' optimizer: ADAGRAD (default; stable with summed batches, where
- *     a frequent word gets hundreds of updates at once) or SGD (word2vec's own, for small
- *     batches)
+ *     a frequent word gets hundreds of updates at once) or SGD (word2vec's own; with {@code
+ *     implicitSteps}, at any batch size)
  * @param batchPairs (center, context) pairs per training step
  * @param seed initialisation, windows, subsampling and negatives
  * @param name prefix of the two tables ({@code <name>_in}, {@code <name>_out})
@@ -27,10 +27,25 @@ import java.util.Map;
  *     #defaultPool}, is a quarter of the batch: 20x fewer draws than pairs x negatives and a
  *     third of the distinct negative rows of a batch-sized pool to read and update per step, at
  *     equal quality (docs/benchmarks.md)
+ * @param implicitSteps each row's summed gradient of a step is damped by its curvature, {@code 1
+ *     / (1 + 2 alpha C)} (implicit SGD; the ops' {@code ImplicitSteps}): what lets plain SGD train
+ *     with summed batches of thousands of pairs. On by default with SGD, off with Adagrad
+ * @param countPass count every word of the corpus before training (the C tool's vocabulary
+ *     pass): admission and subsampling then use the final counts from the first pair on,
+ *     instead of the counts so far. Off by default: one pass fewer, the same quality on Brown
+ *     (docs/benchmarks.md)
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
     int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
-    int negativePool) {
+    int negativePool, boolean implicitSteps, boolean countPass) {
+
+  /** With each optimizer's default for implicit steps and no counting pass. */
+  public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
+      int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
+      int negativePool) {
+    this(dim, window, negative, sample, minCount, epochs, alpha, optimizer, batchPairs, seed,
+        name, negativePool, defaultImplicitSteps(optimizer), false);
+  }
 
   public static final int DEFAULT_DIM = 100;
   public static final int DEFAULT_WINDOW = 5;
@@ -62,7 +77,13 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
   public static final Optimizer DEFAULT_OPTIMIZER = Optimizer.ADAGRAD;
   /** {@link #DEFAULT_OPTIMIZER}'s spelling, as a constant (for annotations). */
   public static final String DEFAULT_OPTIMIZER_SPELLING = "adagrad";
-  public static final int DEFAULT_BATCH_PAIRS = 8192;
+  /**
+   * 4,096 since issue 17 (was 8,192): on Brown, medians of 3, WordSim-353 all / sim / rel 0.343 /
+   * 0.488 / 0.262 against 0.294 / 0.452 / 0.151 at the same speed in process (time ratio 1.05,
+   * last epoch 1.00), 1.07x the time on 2 shards; smaller batches sum fewer terms per row into one
+   * step (docs/benchmarks.md).
+   */
+  public static final int DEFAULT_BATCH_PAIRS = 4096;
   public static final long DEFAULT_SEED = 1;
   public static final String DEFAULT_NAME = "w2v";
 
@@ -73,9 +94,14 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         DEFAULT_BATCH_PAIRS, DEFAULT_SEED, DEFAULT_NAME, defaultPool(DEFAULT_BATCH_PAIRS));
   }
 
-  /** The default negative pool of a batch: a quarter of its pairs (2,048 for 8,192). */
+  /** The default negative pool of a batch: a quarter of its pairs (1,024 for 4,096). */
   public static int defaultPool(int batchPairs) {
     return Math.max(1, batchPairs / 4);
+  }
+
+  /** Implicit steps by default with SGD (which diverges on summed batches without them). */
+  public static boolean defaultImplicitSteps(Optimizer optimizer) {
+    return optimizer == Optimizer.SGD;
   }
 
   /** The default rate of each optimizer. */
@@ -100,6 +126,13 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         "negativePool (--negative-pool) must be in 0..16777216 but was " + negativePool);
     check(name != null && name.matches("[A-Za-z0-9_.-]{1,100}"),
         "name (--name) must match [A-Za-z0-9_.-]{1,100} but was '" + name + "'");
+  }
+
+  private static boolean bool(String v) {
+    if (!v.equals("true") && !v.equals("false")) {
+      throw new IllegalArgumentException("not a boolean: '" + v + "'");
+    }
+    return v.equals("true");
   }
 
   private static void check(boolean ok, String message) {
@@ -131,6 +164,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("seed", String.valueOf(seed));
     m.put("name", name);
     m.put("negative_pool", String.valueOf(negativePool));
+    m.put("implicit_steps", String.valueOf(implicitSteps));
+    m.put("count_pass", String.valueOf(countPass));
     return m;
   }
 
@@ -141,7 +176,9 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
           Integer.parseInt(m.get("min_count")), Integer.parseInt(m.get("epochs")),
           Float.parseFloat(m.get("alpha")), Optimizer.parse(m.get("optimizer")), Integer.parseInt(m.get("batch")),
           Long.parseLong(m.get("seed")), m.get("name"),
-          Integer.parseInt(m.getOrDefault("negative_pool", "0"))); // models before the pool: 0
+          Integer.parseInt(m.getOrDefault("negative_pool", "0")), // models before the pool: 0
+          bool(m.getOrDefault("implicit_steps", "false")), // models before: summed steps
+          bool(m.getOrDefault("count_pass", "false")));
     } catch (RuntimeException e) {
       throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);
     }

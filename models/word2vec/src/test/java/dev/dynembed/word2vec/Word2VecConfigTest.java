@@ -14,11 +14,37 @@ class Word2VecConfigTest {
     assertEquals(5, d.window());
     assertEquals(Word2VecConfig.Optimizer.ADAGRAD, d.optimizer());
     assertEquals(0.3f, d.alpha());
-    assertEquals(2048, d.negativePool());
+    assertEquals(4096, d.batchPairs());
+    assertEquals(1024, d.negativePool());
     assertEquals(Word2VecConfig.DEFAULT_OPTIMIZER.spelling(),
         Word2VecConfig.DEFAULT_OPTIMIZER_SPELLING);
     assertEquals(d, Word2VecConfig.fromMap(d.toMap()));
     assertEquals("adagrad", d.toMap().get("optimizer")); // checkpoints keep the old spelling
+    assertEquals(false, d.implicitSteps()); // Adagrad normalises its own steps
+    assertEquals(false, d.countPass());
+  }
+
+  @Test
+  void implicitSteps_onWithSgd_andOldManifestsReadAsTheyTrained() {
+    Word2VecConfig d = Word2VecConfig.defaults();
+    Word2VecConfig sgd = new Word2VecConfig(d.dim(), d.window(), d.negative(), d.sample(),
+        d.minCount(), d.epochs(), 0.025f, Word2VecConfig.Optimizer.SGD, d.batchPairs(), d.seed(),
+        d.name(), d.negativePool());
+    assertTrue(sgd.implicitSteps());
+    Word2VecConfig both = new Word2VecConfig(d.dim(), d.window(), d.negative(), d.sample(),
+        d.minCount(), d.epochs(), 0.025f, Word2VecConfig.Optimizer.SGD, d.batchPairs(), d.seed(),
+        d.name(), d.negativePool(), false, true);
+    assertEquals(both, Word2VecConfig.fromMap(both.toMap()));
+    // a checkpoint written before these settings existed trained with summed steps and no pass
+    java.util.Map<String, String> old = new java.util.LinkedHashMap<>(sgd.toMap());
+    old.remove("implicit_steps");
+    old.remove("count_pass");
+    Word2VecConfig back = Word2VecConfig.fromMap(old);
+    assertEquals(false, back.implicitSteps());
+    assertEquals(false, back.countPass());
+    old.put("count_pass", "yes");
+    CorpusException e = assertThrows(CorpusException.class, () -> Word2VecConfig.fromMap(old));
+    assertTrue(e.getMessage().contains("no valid word2vec settings"), e.getMessage());
   }
 
   @Test

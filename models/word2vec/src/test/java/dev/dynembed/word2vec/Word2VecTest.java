@@ -145,6 +145,84 @@ class Word2VecTest {
     }
   }
 
+  /**
+   * Plain SGD at the C tool's rate with batches of 1,024 and 8,192 pairs: on 21 words every row
+   * takes hundreds to thousands of terms per step, so summed steps overshoot (they diverge,
+   * checked below) while implicit steps train: the loss falls at both sizes. (Topics separate
+   * at 8,192; at 1,024 the margin stays under the other tests' 0.3 within 3 epochs:
+   * docs/benchmarks.md.)
+   */
+  @Test
+  void sgd_largeBatches_implicitStepsTrain_summedStepsDiverge(@TempDir Path dir) {
+    for (int batch : new int[] {1024, 8192}) {
+      Path model = dir.resolve("implicit" + batch);
+      Word2Vec.Result r = trainSgd(model, batch, true);
+      double last = r.lossCurve().get(r.lossCurve().size() - 1)[1];
+      assertTrue(last < 0.8 * 6 * Math.log(2), "batch " + batch + ": final loss " + last
+          + " should be well below 4.16");
+      if (batch == 8192) {
+        try (Queries q = new Queries(model)) {
+          assertTopicsSeparate(q);
+        }
+      }
+    }
+    // the same run with summed steps: NaN gradients (refused by the table) or a loss that
+    // does not fall
+    Path model = dir.resolve("summed");
+    try {
+      Word2Vec.Result r = trainSgd(model, 8192, false);
+      double last = r.lossCurve().get(r.lossCurve().size() - 1)[1];
+      assertTrue(!(last < 0.8 * 6 * Math.log(2)), "summed SGD steps at batch 8192 were expected"
+          + " to diverge, but the loss fell to " + last);
+    } catch (dev.dynembed.table.common.TableException e) {
+      assertTrue(e.getMessage().contains("NaN") || e.getMessage().contains("finite"),
+          e.getMessage());
+    }
+  }
+
+  private static Word2Vec.Result trainSgd(Path model, int batch, boolean implicit) {
+    Word2VecConfig cfg = new Word2VecConfig(16, 3, 5, 0, 5, 3, 0.025f,
+        Word2VecConfig.Optimizer.SGD, batch, 3, "t", Word2VecConfig.defaultPool(batch), implicit,
+        false);
+    try (TableClient c = TableClients.inProcess(model)) {
+      return new Word2Vec(cfg, c, 2).train(List.of(corpus),
+          new Word2Vec.TrainOptions(model, 0, false, false), s -> {});
+    }
+  }
+
+  /**
+   * The counting pass: every word is admitted before training, so the first epoch trains every
+   * occurrence of an admitted word (without it, a word's first min_count - 1 occurrences are
+   * skipped), and frequencies are the corpus counts (counted once, not again by epoch 1).
+   */
+  @Test
+  void countPass_admitsBeforeTraining_andCountsOnce(@TempDir Path dir) throws Exception {
+    java.util.Map<String, Long> exact = new java.util.HashMap<>();
+    for (String w : Files.readString(corpus).trim().split("\\s+")) {
+      exact.merge(w, 1L, Long::sum);
+    }
+    long rare = exact.values().stream().filter(n -> n < 5).mapToLong(n -> n).sum();
+    String[] words = exact.keySet().stream().filter(w -> exact.get(w) >= 5)
+        .toArray(String[]::new);
+    for (boolean pass : new boolean[] {true, false}) {
+      Path model = dir.resolve("pass-" + pass);
+      Word2VecConfig cfg = new Word2VecConfig(16, 3, 5, 0, 5, 1, 0.025f,
+          Word2VecConfig.Optimizer.SGD, 64, 3, "t", 64, true, pass);
+      try (TableClient c = TableClients.inProcess(model)) {
+        Word2Vec w2v = new Word2Vec(cfg, c, 2);
+        Word2Vec.Result r = w2v.train(List.of(corpus),
+            new Word2Vec.TrainOptions(model, 0, false, false), s -> {});
+        assertEquals(words.length, r.vocabulary());
+        long skipped = pass ? 0 : (long) words.length * (5 - 1);
+        assertEquals(r.tokens() - rare - skipped, r.words(), "pass " + pass);
+        long[] f = w2v.outputTable().count(words, false).frequencies();
+        for (int i = 0; i < words.length; i++) {
+          assertEquals(exact.get(words[i]), f[i], words[i] + ", pass " + pass);
+        }
+      }
+    }
+  }
+
   @Test
   void export_thenReimport_roundTripsInBothFormats(@TempDir Path model) throws Exception {
     train(model, 1, 1);
