@@ -50,6 +50,11 @@ public final class KeyArrays {
     return make(keys.toArray(new String[0]), shape);
   }
 
+  /** The keys of a UTF8 array of rank 1 or 2, in row-major order (as the ops read them). */
+  public static List<String> toList(INDArray a) {
+    return List.of(DynamicEmbeddingLookup.keys(a, "KeyArrays.toList"));
+  }
+
   /** Builds the array of {@code keys} and remembers them; the array is not copied again. */
   private static INDArray make(String[] keys, long... shape) {
     long[] s = shape.length == 0 ? new long[] {keys.length} : shape;
