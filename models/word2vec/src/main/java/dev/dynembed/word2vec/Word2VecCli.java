@@ -218,8 +218,9 @@ public final class Word2VecCli {
       }
       String where = shards > 0 ? shards + " local shard processes"
           : table != null ? "shards " + table : "the in-process table";
-      System.err.printf("word2vec: training on %s with %s, %d threads%s%n", input, where, threads,
-          pipelined ? ", pipelined steps" : "");
+      System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
+          threads, pipelined ? ", pipelined steps" : "",
+          countPass && !resume ? "; counting the corpus first (--count-pass)" : "");
       Progress progress = new Progress(System.err, System.console() != null);
       try (client) {
         Word2Vec w2v = new Word2Vec(cfg, client, threads).setPrefetch(prefetch)
