@@ -87,6 +87,19 @@ public final class Layers {
   }
 
   /**
+   * Softmax cross-entropy over a dense set of classes, mean over the batch: {@code
+   * logsumexp(logits) - sum(labels * logits)} per example. Built from plain ops (M2.1's loss ops
+   * ignore the gradient flowing into them, and its logSumExp backward fails; see above).
+   *
+   * @param logits [b, c]
+   * @param labels [b, c], one-hot (or any distribution), same type
+   */
+  public SDVariable softmaxLoss(String name, SDVariable logits, SDVariable labels) {
+    SDVariable perExample = logSumExp(logits).sub(labels.mul(logits).sum(1));
+    return sd.updateVariableNameAndReference(perExample.mean(), name);
+  }
+
+  /**
    * Negative-sampling loss (word2vec): {@code -log sigma(a . w_pos) - sum_neg log sigma(-a .
    * w_neg)} per example, summed over its positives and S negatives drawn by the unigram^0.75
    * sampler with {@code seed}, mean over the batch. No logQ correction (as in word2vec);

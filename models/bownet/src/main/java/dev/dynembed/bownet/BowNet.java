@@ -1,0 +1,202 @@
+package dev.dynembed.bownet;
+
+import dev.dynembed.layers.AsyncExecutor;
+import dev.dynembed.layers.Combiner;
+import dev.dynembed.layers.Layers;
+import dev.dynembed.layers.Trainer;
+import dev.dynembed.layers.feed.FeedDescription;
+import dev.dynembed.layers.feed.FeedException;
+import dev.dynembed.layers.feed.MultiSlotReader;
+import dev.dynembed.ops.KeyArrays;
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.common.TableConfigs;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+import org.nd4j.linalg.api.buffer.DataType;
+import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
+import org.nd4j.linalg.learning.config.Adam;
+
+/**
+ * bow_net, Paddle's bag-of-words text classifier: the mean of an example's word rows (table
+ * {@code <name>_words}, dictionary-free: a word met for the first time gets a row), a tanh hidden
+ * layer, a softmax over a fixed list of labels. Trained from multi-slot feed files (a sparse key
+ * slot {@code words} and a one-key slot {@code label}) on N Hogwild threads through the {@link
+ * AsyncExecutor}; evaluated by an inference graph (lookups that never create rows) sharing the
+ * dense variables.
+ *
+ * @see dev.dynembed.layers.feed.FeedDescription
+ */
+public final class BowNet {
+  /**
+   * @param dim word row size
+   * @param hidden hidden layer size
+   * @param tableRate the word table's Adagrad rate
+   * @param denseRate the dense layers' Adam rate
+   */
+  public record Config(String name, int dim, int hidden, float tableRate, float denseRate,
+      long seed) {
+    public static Config defaults() {
+      return new Config("bow", 64, 64, 0.1f, 2e-3f, 1);
+    }
+
+    public Config {
+      if (dim < 1 || dim > 4096 || hidden < 1 || hidden > 4096) {
+        throw new IllegalArgumentException("dim and hidden must be in 1..4096 but were " + dim
+            + " and " + hidden);
+      }
+      if (!(tableRate > 0) || !(denseRate > 0)) {
+        throw new IllegalArgumentException("rates must be > 0 but were " + tableRate + " and "
+            + denseRate);
+      }
+    }
+  }
+
+  /** Held-out accuracy: correct of total examples. */
+  public record Accuracy(long correct, long total) {
+    public double value() {
+      return total == 0 ? Double.NaN : (double) correct / total;
+    }
+  }
+
+  private final List<String> labels;
+  private final Map<String, Integer> labelIndex = new HashMap<>();
+  private final MultiSlotReader feed;
+  private final EmbeddingTable words;
+  private final AsyncExecutor executor;
+  private final SameDiff inference;
+  private final int threads;
+
+  /**
+   * @param desc the feed's description: a used sparse key slot {@code words} and a used sparse
+   *     key slot {@code label} (one key per line)
+   * @param labels the classes, in output order
+   */
+  public BowNet(Config cfg, FeedDescription desc, List<String> labels, TableClient client,
+      int threads) {
+    if (labels.size() < 2) {
+      throw new IllegalArgumentException("bow_net needs at least 2 labels but got " + labels);
+    }
+    for (String slot : List.of("words", "label")) {
+      FeedDescription.Slot s = desc.slots().stream().filter(x -> x.name().equals(slot))
+          .findFirst().orElseThrow(() -> new FeedException("the feed description has no slot '"
+              + slot + "' (bow_net reads 'words' and 'label')"));
+      if (!s.used() || s.dense() || !s.keys()) {
+        throw new FeedException("slot '" + slot + "' must be a used sparse key slot (uint64 or"
+            + " string, is_used: true, is_dense: false)");
+      }
+    }
+    this.labels = List.copyOf(labels);
+    for (int i = 0; i < labels.size(); i++) {
+      if (labelIndex.put(labels.get(i), i) != null) {
+        throw new IllegalArgumentException("label '" + labels.get(i) + "' is listed twice");
+      }
+    }
+    this.threads = threads;
+    this.feed = new MultiSlotReader(desc);
+    this.words = client.createTable(TableConfigs.builder(cfg.name() + "_words", cfg.dim())
+        .setOptimizer(TableConfigs.adagrad(cfg.tableRate(), 1e-4f, 1e-8f))
+        .setInitializer(TableConfigs.uniform(-0.1f, 0.1f, cfg.seed())).build());
+    this.executor = new AsyncExecutor(i -> new Trainer(graph(cfg, true), "loss",
+        new Adam(cfg.denseRate()), List.of(words)), threads);
+    this.inference = graph(cfg, false);
+    // the inference graph reads the trained dense arrays themselves (as the threads share them)
+    inference.setVariablesArrays(executor.trainer(0).graph().getVariablesArrays());
+  }
+
+  private SameDiff graph(Config cfg, boolean training) {
+    SameDiff sd = SameDiff.create();
+    Layers layers = new Layers(sd);
+    SDVariable w = sd.placeHolder("words", DataType.UTF8, -1, -1);
+    SDVariable wm = sd.placeHolder("words_mask", DataType.FLOAT, -1, -1);
+    SDVariable y = sd.placeHolder("label_onehot", DataType.FLOAT, -1, labels.size());
+    SDVariable bag = layers.embeddingBag("bag", w, wm, words, Combiner.MEAN, training);
+    // the same initial values in every thread's graph (they share thread 0's arrays anyway)
+    Nd4j.getRandom().setSeed(cfg.seed());
+    SDVariable w1 = sd.var("w1", Nd4j.randn(DataType.FLOAT, cfg.dim(), cfg.hidden())
+        .muli(Math.sqrt(1.0 / cfg.dim())));
+    SDVariable b1 = sd.var("b1", Nd4j.zeros(DataType.FLOAT, 1, cfg.hidden()));
+    SDVariable w2 = sd.var("w2", Nd4j.randn(DataType.FLOAT, cfg.hidden(), labels.size())
+        .muli(Math.sqrt(1.0 / cfg.hidden())));
+    SDVariable b2 = sd.var("b2", Nd4j.zeros(DataType.FLOAT, 1, labels.size()));
+    SDVariable h = sd.math().tanh(bag.mmul(w1).add(b1));
+    SDVariable logits = sd.updateVariableNameAndReference(h.mmul(w2).add(b2), "logits");
+    layers.softmaxLoss("loss", logits, y);
+    return sd;
+  }
+
+  /** The feed's batch with the label as a one-hot row over {@link #labels}. */
+  private Map<String, INDArray> withOneHot(Map<String, INDArray> batch, Path file) {
+    List<String> y = KeyArrays.toList(batch.get("label"));
+    int b = (int) batch.get("label").size(0);
+    int per = (int) batch.get("label").size(1);
+    float[] oneHot = new float[b * labels.size()];
+    for (int e = 0; e < b; e++) {
+      float[] mask = batch.get("label_mask").getRow(e).toFloatVector();
+      int real = 0;
+      for (float m : mask) {
+        real += m != 0 ? 1 : 0;
+      }
+      if (real != 1) {
+        throw new FeedException(file + ": an example has " + real + " labels; bow_net needs"
+            + " exactly one per line");
+      }
+      String label = y.get(e * per);
+      Integer c = labelIndex.get(label);
+      if (c == null) {
+        throw new FeedException(file + ": label '" + label + "' is not one of the " + labels.size()
+            + " labels " + labels);
+      }
+      oneHot[e * labels.size() + c] = 1f;
+    }
+    return Map.of("words", batch.get("words"), "words_mask", batch.get("words_mask"),
+        "label_onehot", Nd4j.create(oneHot, new long[] {b, labels.size()}, DataType.FLOAT));
+  }
+
+  /** One epoch over {@code files} on the threads; the mean training loss. */
+  public AsyncExecutor.RunResult trainEpoch(List<Path> files) {
+    return executor.runFromFiles(files, threads, file -> () -> {
+      java.util.Iterator<Map<String, INDArray>> it = feed.read(file).iterator();
+      return new java.util.Iterator<>() {
+        @Override
+        public boolean hasNext() {
+          return it.hasNext();
+        }
+
+        @Override
+        public Map<String, INDArray> next() {
+          return withOneHot(it.next(), file);
+        }
+      };
+    }, List.of("loss"), 0f);
+  }
+
+  /** Accuracy of the current model on {@code files} (unseen words read as zero rows). */
+  public Accuracy evaluate(List<Path> files) {
+    long correct = 0;
+    long total = 0;
+    for (Path f : files) {
+      for (Map<String, INDArray> batch : feed.read(f)) {
+        Map<String, INDArray> in = withOneHot(batch, f);
+        INDArray logits = inference.output(Map.of("words", in.get("words"), "words_mask",
+            in.get("words_mask")), "logits").get("logits");
+        INDArray predicted = logits.argMax(1);
+        INDArray truth = in.get("label_onehot").argMax(1);
+        for (int e = 0; e < predicted.length(); e++) {
+          correct += predicted.getLong(e) == truth.getLong(e) ? 1 : 0;
+        }
+        total += predicted.length();
+      }
+    }
+    return new Accuracy(correct, total);
+  }
+
+  public List<String> labels() {
+    return labels;
+  }
+}
