@@ -21,7 +21,7 @@ import org.nd4j.linalg.factory.Nd4j;
  *
  * <p>When the op that consumes the looked-up rows published their curvature in this step (a
  * {@code sampledLogits} with {@link Sampling#implicitRowSteps}), each distinct key's summed
- * gradient is damped by its rows' total curvature, {@code 1 / (1 + lr C)} ({@link
+ * gradient is damped by its rows' total curvature, {@code 1 / (1 + 2 lr C)} ({@link
  * ImplicitSteps}).
  */
 public final class DynamicEmbeddingLookupBp extends JavaOp {
@@ -64,12 +64,12 @@ public final class DynamicEmbeddingLookupBp extends JavaOp {
       }
       g = summed;
     }
+    EmbeddingTable t = graph.table(table);
     if (curvature != null) {
-      EmbeddingTable t = graph.table(table);
       ImplicitSteps.scale(g, dim, factors(k, idx, g, curvature,
           ImplicitSteps.rate(graph.step().learningRate(), t)));
     }
-    graph.step().applyGradients(graph.table(table), k, g);
+    graph.step().applyGradients(t, k, g);
     oc.setOutputArray(0, Nd4j.zeros(oc.getInputArray(1).dataType()));
   }
 

@@ -53,11 +53,11 @@ public final class SampledLogits extends TableOp {
    * @param posIdx [b * p]: which of them is positive slot i (-1 for padding)
    * @param sampled the distinct sampled keys; {@code sampRows} their rows [u, d]
    * @param sampIdx [b * s]: which of them is candidate k of example e (at e * s + k)
-   * @param logits [b, p + s] as output, kept for implicit row steps (else null)
+   * @param logits [b, p + s] as output, kept only with implicit row steps (null without them)
    */
   record Forward(Activations activations, String[] uniq, int[] posIdx, double[] mask,
       String[] sampled, float[] posRows, float[] sampRows, int[] sampIdx, boolean[] hit, int b,
-      int p, int s, int d, boolean implicitRowSteps, double[] logits) {}
+      int p, int s, int d, double[] logits) {}
 
   /** A batch's positives: every slot's key, the distinct real ones, and each slot's index. */
   private record Positives(String[] pos, double[] mask, String[] uniq, int[] posIdx, int real) {}
@@ -258,8 +258,7 @@ public final class SampledLogits extends TableOp {
     logits(a, ps.mask(), ps.posIdx(), posRows, sr.positiveProbability(), sampIdx, sampRows,
         drawProb, hit, b, p, s, d, logits, labels);
     step.putForward(getOwnName(), new Forward(a, ps.uniq(), ps.posIdx(), ps.mask(), sampled,
-        posRows, sampRows, sampIdx, hit, b, p, s, d, sampling.implicitRowSteps(),
-        sampling.implicitRowSteps() ? logits : null));
+        posRows, sampRows, sampIdx, hit, b, p, s, d, sampling.implicitRowSteps() ? logits : null));
     DataType type = act.dataType();
     NdArrays.output(oc, 0, logits, type, b, p + s);
     NdArrays.output(oc, 1, labels, type, b, p + s);

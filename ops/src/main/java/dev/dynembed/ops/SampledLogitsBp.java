@@ -58,7 +58,7 @@ public final class SampledLogitsBp extends JavaOp {
     float[] sampRows = f.sampRows();
     int[] sampIdx = f.sampIdx();
     boolean[] hit = f.hit();
-    Curvature curv = f.implicitRowSteps() ? new Curvature(a, f, np) : null;
+    Curvature curv = f.logits() != null ? new Curvature(a, f, np) : null; // implicit steps
     // each example's live logits (the forward's candidates) in one pass over its activation row
     double[] cg = new double[p + s];
     float[][] cRows = new float[p + s][];
@@ -184,13 +184,13 @@ public final class SampledLogitsBp extends JavaOp {
         dir[r] = r;
       }
       if (np > 0 && rows > np) {
-        java.util.HashMap<String, Integer> positive = new java.util.HashMap<>(np * 2);
+        StringIndex positive = new StringIndex(np); // ids 0..np-1: the positives' rows
         for (int r = 0; r < np; r++) {
-          positive.put(keys[r], r);
+          positive.add(keys[r]);
         }
         for (int r = np; r < rows; r++) {
-          Integer q = positive.get(keys[r]);
-          if (q != null) {
+          int q = positive.indexOf(keys[r]);
+          if (q >= 0) {
             if (grads == rowGrads) {
               grads = rowGrads.clone();
             }

@@ -7,12 +7,10 @@ import dev.dynembed.layers.Trainer;
 import dev.dynembed.layers.feed.FeedDescription;
 import dev.dynembed.layers.feed.FeedException;
 import dev.dynembed.layers.feed.MultiSlotReader;
-import dev.dynembed.ops.KeyArrays;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.common.TableConfigs;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.nd4j.autodiff.samediff.SDVariable;
@@ -64,8 +62,7 @@ public final class BowNet {
     }
   }
 
-  private final List<String> labels;
-  private final Map<String, Integer> labelIndex = new HashMap<>();
+  private final Labels labels;
   private final MultiSlotReader feed;
   private final EmbeddingTable words;
   private final AsyncExecutor executor;
@@ -79,9 +76,7 @@ public final class BowNet {
    */
   public BowNet(Config cfg, FeedDescription desc, List<String> labels, TableClient client,
       int threads) {
-    if (labels.size() < 2) {
-      throw new IllegalArgumentException("bow_net needs at least 2 labels but got " + labels);
-    }
+    this.labels = new Labels(labels);
     for (String slot : List.of("words", "label")) {
       FeedDescription.Slot s = desc.slots().stream().filter(x -> x.name().equals(slot))
           .findFirst().orElseThrow(() -> new FeedException("the feed description has no slot '"
@@ -89,12 +84,6 @@ public final class BowNet {
       if (!s.used() || s.dense() || !s.keys()) {
         throw new FeedException("slot '" + slot + "' must be a used sparse key slot (uint64 or"
             + " string, is_used: true, is_dense: false)");
-      }
-    }
-    this.labels = List.copyOf(labels);
-    for (int i = 0; i < labels.size(); i++) {
-      if (labelIndex.put(labels.get(i), i) != null) {
-        throw new IllegalArgumentException("label '" + labels.get(i) + "' is listed twice");
       }
     }
     this.threads = threads;
@@ -132,27 +121,11 @@ public final class BowNet {
 
   /** The feed's batch with the label as a one-hot row over {@link #labels}. */
   private Map<String, INDArray> withOneHot(Map<String, INDArray> batch, Path file) {
-    List<String> y = KeyArrays.toList(batch.get("label"));
-    int b = (int) batch.get("label").size(0);
-    int per = (int) batch.get("label").size(1);
+    int[] y = labels.of(batch, file);
+    int b = y.length;
     float[] oneHot = new float[b * labels.size()];
     for (int e = 0; e < b; e++) {
-      float[] mask = batch.get("label_mask").getRow(e).toFloatVector();
-      int real = 0;
-      for (float m : mask) {
-        real += m != 0 ? 1 : 0;
-      }
-      if (real != 1) {
-        throw new FeedException(file + ": an example has " + real + " labels; bow_net needs"
-            + " exactly one per line");
-      }
-      String label = y.get(e * per);
-      Integer c = labelIndex.get(label);
-      if (c == null) {
-        throw new FeedException(file + ": label '" + label + "' is not one of the " + labels.size()
-            + " labels " + labels);
-      }
-      oneHot[e * labels.size() + c] = 1f;
+      oneHot[e * labels.size() + y[e]] = 1f;
     }
     return Map.of("words", batch.get("words"), "words_mask", batch.get("words_mask"),
         "label_onehot", Nd4j.create(oneHot, new long[] {b, labels.size()}, DataType.FLOAT));
@@ -197,6 +170,6 @@ public final class BowNet {
   }
 
   public List<String> labels() {
-    return labels;
+    return labels.list();
   }
 }

@@ -15,18 +15,14 @@ import org.nd4j.linalg.api.ndarray.INDArray;
  * prediction), the class prior from the training lines. A strong baseline for genre-like labels.
  */
 public final class NaiveBayes {
-  private final List<String> labels;
-  private final Map<String, Integer> labelIndex = new HashMap<>();
+  private final Labels labels;
   private final Map<String, long[]> counts = new HashMap<>();
   private final long[] wordsPerClass;
   private final long[] linesPerClass;
   private final MultiSlotReader feed;
 
   public NaiveBayes(FeedDescription desc, List<String> labels) {
-    this.labels = List.copyOf(labels);
-    for (int i = 0; i < labels.size(); i++) {
-      labelIndex.put(labels.get(i), i);
-    }
+    this.labels = new Labels(labels);
     this.wordsPerClass = new long[labels.size()];
     this.linesPerClass = new long[labels.size()];
     this.feed = new MultiSlotReader(desc);
@@ -94,25 +90,17 @@ public final class NaiveBayes {
 
   private void forEach(Map<String, INDArray> batch, Path file, Line line) {
     List<String> w = KeyArrays.toList(batch.get("words"));
-    List<String> y = KeyArrays.toList(batch.get("label"));
-    INDArray mask = batch.get("words_mask");
-    int b = (int) mask.size(0);
-    int len = (int) mask.size(1);
-    int per = (int) batch.get("label").size(1);
-    for (int e = 0; e < b; e++) {
-      Integer label = labelIndex.get(y.get(e * per));
-      if (label == null) {
-        throw new dev.dynembed.layers.feed.FeedException(file + ": label '" + y.get(e * per)
-            + "' is not one of " + labels);
-      }
-      float[] m = mask.getRow(e).toFloatVector();
+    int[] y = labels.of(batch, file);
+    float[][] mask = batch.get("words_mask").toFloatMatrix();
+    for (int e = 0; e < y.length; e++) {
+      int len = mask[e].length;
       List<String> words = new java.util.ArrayList<>();
       for (int i = 0; i < len; i++) {
-        if (m[i] != 0) {
+        if (mask[e][i] != 0) {
           words.add(w.get(e * len + i));
         }
       }
-      line.accept(label, words);
+      line.accept(y[e], words);
     }
   }
 }
