@@ -102,6 +102,45 @@ public final class DynEmbed {
   }
 
   /**
+   * Pooled embedding bag: one vector per example, its keys' rows combined by the shards that own
+   * them ({@link DynamicEmbeddingBag}; docs/design/0011-pooled-lookups.md). The same function as
+   * a lookup followed by a masked sum or mean on the client, with bags x dim values per shard on
+   * the wire instead of a row per distinct key.
+   *
+   * @param keys UTF8 [b, s], padded with any key of weight 0
+   * @param weights FLOAT or DOUBLE [b, s]: 1 for a real key, 0 for padding (or any finite weight;
+   *     MEAN and SQRTN need a positive sum per example that has keys)
+   * @param training true: missing keys get rows and the backward sends gradients (one row per
+   *     example) to the table; false: unknown keys pool as zeros, nothing is created or sent
+   * @return [b, dim] in {@code dataType} (FLOAT, or DOUBLE for gradient checks)
+   */
+  public SDVariable dynamicEmbeddingBag(String name, SDVariable keys, SDVariable weights,
+      EmbeddingTable table, Combiner combiner, boolean training, DataType dataType) {
+    if (keys.dataType() != DataType.UTF8) {
+      throw new IllegalArgumentException("dynamicEmbeddingBag: keys must be UTF8 but '"
+          + keys.name() + "' is " + keys.dataType());
+    }
+    if (!weights.dataType().isFPType()) {
+      throw new IllegalArgumentException("dynamicEmbeddingBag: weights must be floating point"
+          + " but '" + weights.name() + "' is " + weights.dataType());
+    }
+    if (dataType != DataType.FLOAT && dataType != DataType.DOUBLE) {
+      throw new IllegalArgumentException(
+          "dynamicEmbeddingBag: dataType must be FLOAT or DOUBLE but was " + dataType);
+    }
+    SDVariable handle = handle(table, dataType);
+    SDVariable out = new DynamicEmbeddingBag(sd, keys, weights, handle, tables.bind(table),
+        table.dim(), combiner, training, true).outputVariable();
+    return sd.updateVariableNameAndReference(out, name);
+  }
+
+  /** As above, FLOAT. */
+  public SDVariable dynamicEmbeddingBag(String name, SDVariable keys, SDVariable weights,
+      EmbeddingTable table, Combiner combiner, boolean training) {
+    return dynamicEmbeddingBag(name, keys, weights, table, combiner, training, DataType.FLOAT);
+  }
+
+  /**
    * Logits of each example's positives and of keys sampled from the output table (see {@link
    * SampledLogits}), drawn as {@code sampling} says.
    *

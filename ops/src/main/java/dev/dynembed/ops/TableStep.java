@@ -3,6 +3,7 @@ package dev.dynembed.ops;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableReads;
 import dev.dynembed.table.client.TableWrites;
+import dev.dynembed.table.common.KeyBags;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -191,6 +192,24 @@ public final class TableStep {
     }
     writes.applyGradients(table, keys, gradients, learningRate, step);
     sent.add(table, keys, gradients, learningRate);
+  }
+
+  /**
+   * Sends the gradient of a pooled lookup (one row per bag) to a table, as {@link
+   * #applyGradients} does; a trainer also keeps the per-key gradients the shards will apply, for
+   * the next step's replay.
+   */
+  void applyPooledGradients(EmbeddingTable table, String[] keys, KeyBags bags,
+      float[] bagGradients) {
+    if (!trainer) {
+      table.applyPooledGradients(keys, bags, bagGradients, learningRate, step);
+      return;
+    }
+    if (writes == null) {
+      writes = new TableWrites();
+    }
+    writes.applyPooledGradients(table, keys, bags, bagGradients, learningRate, step);
+    sent.add(table, keys, bags.spread(bagGradients, keys.length, table.dim()), learningRate);
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.dynembed.layers;
 
+import dev.dynembed.ops.Combiner;
 import dev.dynembed.ops.DynEmbed;
 import dev.dynembed.ops.Sampling;
 import dev.dynembed.table.client.EmbeddingTable;
@@ -35,10 +36,11 @@ public final class Layers {
   }
 
   /**
-   * Embedding bag: one vector per example from a variable number of keys.
+   * Embedding bag: one vector per example from a variable number of keys, pooled here from the
+   * rows a lookup brings ({@link #embeddingBagOnShards} pools on the shards instead).
    *
    * @param keys UTF8 [b, s], padded with any non-empty key (its mask 0: it gets no gradient)
-   * @param mask FLOAT [b, s]: 1 for a real key, 0 for padding
+   * @param mask FLOAT [b, s]: 1 for a real key, 0 for padding (or any weight &gt;= 0)
    * @return FLOAT [b, dim]
    */
   public SDVariable embeddingBag(String name, SDVariable keys, SDVariable mask,
@@ -48,8 +50,26 @@ public final class Layers {
     if (combiner == Combiner.SUM) {
       return sd.updateVariableNameAndReference(summed, name);
     }
-    SDVariable count = sd.math().max(mask.sum(true, 1), one(mask)); // [b, 1]
-    return sd.updateVariableNameAndReference(summed.div(count), name);
+    // an example without keys has summed = 0: any positive divisor keeps it at zero
+    SDVariable norm = combiner == Combiner.MEAN ? mask.sum(true, 1)
+        : sd.math().sqrt(mask.mul(mask).sum(true, 1));
+    SDVariable tiny = sd.constant(org.nd4j.linalg.factory.Nd4j.scalar(mask.dataType(),
+        Float.MIN_NORMAL));
+    return sd.updateVariableNameAndReference(summed.div(sd.math().max(norm, tiny)), name);
+  }
+
+  /**
+   * Embedding bag pooled on the shards that own the rows ({@link DynEmbed#dynamicEmbeddingBag}):
+   * the same function as {@link #embeddingBag}, with one vector per example and shard on the
+   * wire instead of one row per distinct key, each way. Its reads are not made ahead of a step.
+   *
+   * @param keys UTF8 [b, s], padded with any key of mask 0
+   * @param mask FLOAT [b, s]: 1 for a real key, 0 for padding (or any weight &gt;= 0)
+   * @return FLOAT [b, dim]
+   */
+  public SDVariable embeddingBagOnShards(String name, SDVariable keys, SDVariable mask,
+      EmbeddingTable table, Combiner combiner, boolean training) {
+    return ops.dynamicEmbeddingBag(name, keys, mask, table, combiner, training);
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.dynembed.layers;
 
+import dev.dynembed.ops.Combiner;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 

@@ -1,5 +1,6 @@
 package dev.dynembed.table.client;
 
+import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.v1.CheckpointManifest;
 import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.TableConfig;
@@ -70,6 +71,65 @@ public interface EmbeddingTable {
    * @return distinct keys updated
    */
   int applyGradients(String[] keys, float[] gradients, float learningRate, long step);
+
+  /**
+   * A pooled lookup: one vector per bag, {@code scale_b * sum_e weight_e * row(keys[e])} over the
+   * bag's entries ({@link KeyBags}). Tables over shards pool on the shards, so that bags x dim
+   * values per shard cross the wire instead of a row per key (docs/design/0011-pooled-lookups.md);
+   * other tables read the rows and pool here.
+   *
+   * @param keys UTF8 [u], the keys the bags index (normally distinct); every key must be used
+   * @param bags built over {@code keys.length} keys
+   * @param insert true: as {@link #findOrInsert(String[], boolean)} (counting each key once per
+   *     entry that uses it when {@code count}); false: as {@link #find}, missing keys pool as zeros
+   * @return FLOAT [bags, dim]
+   */
+  default float[] pooled(String[] keys, KeyBags bags, boolean insert, boolean count) {
+    checkBags(keys, bags);
+    float[] rows;
+    if (insert) { // each key read once per entry that uses it, so that each entry counts once
+      String[] perEntry = new String[bags.entries()];
+      for (int e = 0; e < perEntry.length; e++) {
+        perEntry[e] = keys[bags.keyIndex(e)];
+      }
+      float[] entryRows = findOrInsert(perEntry, count);
+      rows = new float[keys.length * dim()];
+      for (int e = 0; e < perEntry.length; e++) {
+        System.arraycopy(entryRows, e * dim(), rows, bags.keyIndex(e) * dim(), dim());
+      }
+    } else {
+      rows = find(keys).rows();
+    }
+    return bags.pool(rows, dim());
+  }
+
+  /**
+   * Sends the gradient of a {@link #pooled} lookup: one row per bag, spread over the bags' keys
+   * ({@code scale_b * weight_e * g_b}, summed per key) and applied by the table's optimizer, as
+   * {@link #applyGradients} would apply the spread rows.
+   *
+   * @param bagGradients FLOAT [bags, dim]
+   * @return distinct keys updated
+   */
+  default int applyPooledGradients(String[] keys, KeyBags bags, float[] bagGradients,
+      float learningRate, long step) {
+    checkBags(keys, bags);
+    int unused = bags.firstUnused(keys.length);
+    if (unused >= 0) {
+      throw dev.dynembed.table.common.TableException.invalid("table '%s': key %d ('%s') is in"
+          + " no bag; send only the keys the bags use", name(), unused, keys[unused]);
+    }
+    return applyGradients(keys, bags.spread(bagGradients, keys.length, dim()), learningRate,
+        step);
+  }
+
+  /** Refuses bags built over another number of keys. */
+  private void checkBags(String[] keys, KeyBags bags) {
+    if (bags.numKeys() != keys.length) {
+      throw dev.dynembed.table.common.TableException.invalid("table '%s': bags built over %d"
+          + " keys were sent with %d keys", name(), bags.numKeys(), keys.length);
+    }
+  }
 
   /**
    * Candidate sampling over the whole table (every shard gets its share of the draws).

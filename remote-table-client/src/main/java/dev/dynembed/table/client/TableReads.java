@@ -60,6 +60,12 @@ public final class TableReads {
     return batch.sampleDistinct(table, positives, numSampled, sampler, alpha, seed, withState);
   }
 
+  /** As {@link EmbeddingTable#pooled}: FLOAT [bags, dim]. */
+  public CompletableFuture<float[]> pooled(EmbeddingTable table, String[] keys,
+      dev.dynembed.table.common.KeyBags bags, boolean insert, boolean count) {
+    return batch.pooled(table, keys, bags, insert, count);
+  }
+
   /** Sends every read; the returned future completes when all have. */
   public CompletableFuture<Void> submit() {
     return batch.submit();

@@ -18,6 +18,13 @@ public final class TableWrites {
     return batch.applyGradients(table, keys, gradients, learningRate, step);
   }
 
+  /** As {@link EmbeddingTable#applyPooledGradients}. */
+  public CompletableFuture<Integer> applyPooledGradients(EmbeddingTable table, String[] keys,
+      dev.dynembed.table.common.KeyBags bags, float[] bagGradients, float learningRate,
+      long step) {
+    return batch.applyPooledGradients(table, keys, bags, bagGradients, learningRate, step);
+  }
+
   /** Whether no batch was added. */
   public boolean isEmpty() {
     return batch.isEmpty();

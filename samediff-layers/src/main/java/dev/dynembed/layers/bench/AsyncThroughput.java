@@ -1,7 +1,7 @@
 package dev.dynembed.layers.bench;
 
 import dev.dynembed.layers.AsyncExecutor;
-import dev.dynembed.layers.Combiner;
+import dev.dynembed.ops.Combiner;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
 import dev.dynembed.table.client.EmbeddingTable;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.dynembed.layers.AsyncExecutor;
-import dev.dynembed.layers.Combiner;
+import dev.dynembed.ops.Combiner;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
 import dev.dynembed.ops.KeyArrays;

@@ -406,7 +406,7 @@ public final class ShardEngine {
             FindOrInsertRequest f = item.getFindOrInsert();
             logged.addItems(ReadItem.newBuilder().setFindOrInsert(FindOrInsertRequest.newBuilder()
                 .setTable(f.getTable()).setKeys(f.getKeys())
-                .addAllOccurrences(f.getOccurrencesList())
+                .addAllOccurrences(loggedOccurrences(f))
                 .setNoCount(f.getNoCount() || duplicate).setOmitRows(true)));
           }
         }
@@ -434,6 +434,23 @@ public final class ShardEngine {
       throw failure;
     }
     return b.build();
+  }
+
+  /**
+   * The occurrences a find_or_insert counted: as given, or for a pooled one without them, once
+   * per bag entry of each key (the log keeps keys and counts, not bags).
+   */
+  private static List<Integer> loggedOccurrences(FindOrInsertRequest f) {
+    if (f.getOccurrencesCount() > 0 || !f.hasPool()) {
+      return f.getOccurrencesList();
+    }
+    int[] occ = dev.dynembed.table.common.KeyBags.fromProto(f.getPool(),
+        f.getKeys().getLengthsCount()).occurrences(f.getKeys().getLengthsCount());
+    List<Integer> out = new ArrayList<>(occ.length);
+    for (int o : occ) {
+      out.add(o);
+    }
+    return out;
   }
 
   /** Whether a find_or_insert can change the table: it counts, or it creates missing rows. */

@@ -216,9 +216,7 @@ public final class ShardState implements AutoCloseable {
           ApplyGradientsRequest item = r.getWrite().getItems(i);
           TableStore t = live(engine, item.getTable(), lsn, thresholds, start);
           if (t != null) {
-            PackedKeys keys = PackedKeys.fromProto(item.getKeys(), t.maxKeyBytes, "keys");
-            out[i] = t.apply(t.checkGradients(keys, Rows.decode(item.getGradients()),
-                item.getLearningRate()), item.getStep());
+            out[i] = t.apply(TableGrpcService.check(t, item), item.getStep());
           }
         }
         engine.ledger().replayed(r.getWrite().getCallId(), lsn, out);

@@ -2,6 +2,7 @@ package dev.dynembed.table.server;
 
 import com.google.protobuf.ByteString;
 import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.Rows;
@@ -122,6 +123,11 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   private FindResponse find(FindRequest req) {
     TableStore t = engine.get(req.getTable());
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    if (req.hasPool()) {
+      KeyBags bags = KeyBags.fromProto(req.getPool(), keys.size());
+      byte[] found = new byte[(keys.size() + 7) >>> 3];
+      return pooledReply(t, PooledRows.find(t, keys, bags, found), found, req.getRowEncoding());
+    }
     Limits.checkReplyFloats(t.name(), "find", keys.size(), t.dim);
     Rows.Writer rows = new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
     byte[] found = new byte[(keys.size() + 7) >>> 3];
@@ -137,12 +143,6 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   private FindResponse findOrInsert(FindOrInsertRequest req, boolean noCount) {
     TableStore t = engine.get(req.getTable());
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
-    Limits.checkReplyFloats(t.name(), "findOrInsert", keys.size(),
-        (req.getOmitRows() ? 0L : t.dim) + (req.getWithSlots() ? t.slotFloats() : 0L));
-    Rows.Writer rows = req.getOmitRows() ? null
-        : new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
-    byte[] found = new byte[(keys.size() + 7) >>> 3];
-    long[] freqs = req.getWithFrequencies() ? new long[keys.size()] : null;
     int[] occ = null;
     if (req.getOccurrencesCount() > 0) {
       occ = new int[req.getOccurrencesCount()];
@@ -150,6 +150,22 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         occ[i] = req.getOccurrences(i);
       }
     }
+    if (req.hasPool()) {
+      if (req.getWithSlots() || req.getWithFrequencies()) {
+        throw TableException.invalid("table '%s': a pooled findOrInsert returns no per-key slots"
+            + " or frequencies; ask a plain findOrInsert for them", t.name());
+      }
+      KeyBags bags = KeyBags.fromProto(req.getPool(), keys.size());
+      byte[] found = new byte[(keys.size() + 7) >>> 3];
+      return pooledReply(t, PooledRows.findOrInsert(t, keys, bags, occ,
+          !req.getNoCount() && !noCount, found), found, req.getRowEncoding());
+    }
+    Limits.checkReplyFloats(t.name(), "findOrInsert", keys.size(),
+        (req.getOmitRows() ? 0L : t.dim) + (req.getWithSlots() ? t.slotFloats() : 0L));
+    Rows.Writer rows = req.getOmitRows() ? null
+        : new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
+    byte[] found = new byte[(keys.size() + 7) >>> 3];
+    long[] freqs = req.getWithFrequencies() ? new long[keys.size()] : null;
     Rows.Writer slots = req.getWithSlots()
         ? new Rows.Writer(keys.size() * t.slotFloats(), req.getRowEncoding()) : null;
     long[] counts = req.getWithSlots() ? new long[keys.size()] : null;
@@ -209,9 +225,23 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     return b.build();
   }
 
+  /** A pooled reply: one vector per bag in the requested encoding, and the keys' found bits. */
+  private static FindResponse pooledReply(TableStore t, float[] pooled, byte[] found,
+      RowEncoding encoding) {
+    Rows.Writer w = new Rows.Writer(pooled.length, encoding);
+    w.put(0, pooled, 0, pooled.length);
+    return FindResponse.newBuilder().setDim(t.dim).setPooled(w.toByteString())
+        .setRowEncoding(w.encoding()).setFound(ByteString.copyFrom(found)).build();
+  }
+
+  /** Checks one item of a write (plain or pooled) whole; also how a logged write is replayed. */
   static TableStore.CheckedGradients check(TableStore t, ApplyGradientsRequest req) {
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
     Rows.floatCount(req.getGradients(), "gradients");
+    if (req.hasPool()) {
+      return PooledRows.checkGradients(t, keys, KeyBags.fromProto(req.getPool(), keys.size()),
+          Rows.decode(req.getGradients()), req.getLearningRate());
+    }
     return t.checkGradients(keys, Rows.decode(req.getGradients()), req.getLearningRate());
   }
 

@@ -133,6 +133,42 @@ class DurabilityTest {
     assertEquals(2 + 40 * 4, state.recovery().replayedRecords()); // 2 creates, 4 per step
   }
 
+  /**
+   * Pooled calls are logged as what they changed: a pooled read's counts (one per bag entry of
+   * each key) and a pooled write's bags, spread the same way on replay.
+   */
+  @Test
+  void pooledReadsAndWrites_recoverBitForBit() throws Exception {
+    start(ShardLog.Fsync.NO, 1L << 40);
+    engine.create(adagrad("emb", 4, 1));
+    engine.create(adagrad("adm", 4, 2));
+    Random r = new Random(5);
+    for (int s = 0; s < 20; s++) {
+      String[] keys = {"a", "b" + r.nextInt(5), "c" + r.nextInt(50)};
+      dev.dynembed.table.common.KeyBags bags = dev.dynembed.table.common.KeyBags.of(
+          new int[] {2, 3}, new int[] {0, 1, 0, 2, 2}, null, new float[] {0.5f, 1f / 3}, 3);
+      for (String table : new String[] {"emb", "adm"}) {
+        engine.read(ReadRequest.newBuilder().setCallId(nextId()).addItems(ReadItem.newBuilder()
+            .setFindOrInsert(FindOrInsertRequest.newBuilder().setTable(table)
+                .setKeys(PackedKeys.of(keys).toProto()).setPool(bags.toProto()))).build(),
+            service::runItem);
+        float[] g = new float[2 * 4];
+        for (int i = 0; i < g.length; i++) {
+          g[i] = (float) r.nextGaussian();
+        }
+        engine.write(WriteRequest.newBuilder().setCallId(nextId()).addItems(
+            ApplyGradientsRequest.newBuilder().setTable(table)
+                .setKeys(PackedKeys.of(keys).toProto()).setGradients(Rows.encode(g)).setStep(s)
+                .setPool(bags.toProto())).build(), TableGrpcService::check);
+      }
+    }
+    assertEquals(20 * 5, engine.get("emb").counters().getTotalFrequency()); // once per entry
+    Map<Long, Long> pending = new HashMap<>(engine.get("adm").pendingCounts());
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine));
+    assertEquals(pending, new HashMap<>(engine.get("adm").pendingCounts()));
+  }
+
   @Test
   void resentCallAfterRecovery_answersAsBefore_andChangesNothing() throws Exception {
     start(ShardLog.Fsync.ALWAYS, 1L << 40);

@@ -268,7 +268,7 @@ public final class GrpcShard implements Shard {
     boolean counts = false;
     for (Read r : items) {
       b.addItems(toProto(r));
-      counts |= r instanceof FindOrInsert;
+      counts |= r instanceof FindOrInsert || (r instanceof Pooled p && p.insert());
     }
     CallId id = counts ? nextCallId() : null;
     if (id != null) {
@@ -285,6 +285,7 @@ public final class GrpcShard implements Shard {
       for (int i = 0; i < items.size(); i++) {
         ReadResult r = reply.getResults(i);
         out.add(items.get(i) instanceof Sample s ? sample(r.getSample(), s)
+            : items.get(i) instanceof Pooled p ? pooled(r.getRows(), p)
             : rows(r.getRows(), items.get(i)));
       }
       return out;
@@ -311,6 +312,16 @@ public final class GrpcShard implements Shard {
         }
       }
       return ReadItem.newBuilder().setFindOrInsert(b).build();
+    }
+    if (r instanceof Pooled p) {
+      if (!p.insert()) {
+        return ReadItem.newBuilder().setFind(FindRequest.newBuilder().setTable(p.table())
+            .setKeys(p.keys().toProto()).setPool(p.bags().toProto()).setRowEncoding(encoding))
+            .build();
+      }
+      return ReadItem.newBuilder().setFindOrInsert(FindOrInsertRequest.newBuilder()
+          .setTable(p.table()).setKeys(p.keys().toProto()).setNoCount(!p.count())
+          .setPool(p.bags().toProto()).setRowEncoding(encoding)).build();
     }
     Sample s = (Sample) r;
     return ReadItem.newBuilder().setSample(SampleRequest.newBuilder().setTable(s.table())
@@ -341,6 +352,18 @@ public final class GrpcShard implements Shard {
     long[] counts = counts(r.getUpdateCountsList(), n, "update counts");
     return new RowsReply(rows, r.getFound().isEmpty() ? null : r.getFound().toByteArray(), freqs,
         slots(r.getSlots(), r.getRowEncoding(), n), counts);
+  }
+
+  private static PooledReply pooled(FindResponse r, Pooled p) {
+    int bags = p.bags().bags();
+    int dim = r.getDim();
+    if (dim < 1 || Rows.valueCount(r.getPooled(), r.getRowEncoding(), "pooled rows")
+        != (long) bags * dim) {
+      throw new IllegalStateException("reply holds " + r.getPooled().size() + " bytes of "
+          + r.getRowEncoding() + " pooled rows for " + bags + " bags of dim " + dim);
+    }
+    return new PooledReply(ReplyRows.of(r.getPooled().asReadOnlyByteBuffer(), r.getRowEncoding(),
+        dim), r.getFound().isEmpty() ? null : r.getFound().toByteArray());
   }
 
   private static SampleReply sample(SampleResponse r, Sample s) {
@@ -404,9 +427,14 @@ public final class GrpcShard implements Shard {
     CallId id = nextCallId();
     WriteRequest.Builder b = WriteRequest.newBuilder().setCallId(id);
     for (Write w : items) {
-      b.addItems(ApplyGradientsRequest.newBuilder().setTable(w.table())
-          .setKeys(w.keys().toProto()).setGradients(Rows.encode(w.gradients()))
-          .setLearningRate(w.learningRate()).setStep(w.step()));
+      ApplyGradientsRequest.Builder item = ApplyGradientsRequest.newBuilder()
+          .setTable(w.table()).setKeys(w.keys().toProto())
+          .setGradients(Rows.encode(w.gradients())).setLearningRate(w.learningRate())
+          .setStep(w.step());
+      if (w.bags() != null) {
+        item.setPool(w.bags().toProto());
+      }
+      b.addItems(item);
     }
     WriteRequest req = b.build();
     CompletableFuture<int[]> f = call("applyGradients", items.get(0).table(),

@@ -2,6 +2,7 @@ package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.server.PooledRows;
 import dev.dynembed.table.server.SampleCandidates;
 import dev.dynembed.table.server.ShardEngine;
 import dev.dynembed.table.server.TableStore;
@@ -52,6 +53,8 @@ public final class LocalShard implements Shard {
           out.add(find(f));
         } else if (r instanceof FindOrInsert f) {
           out.add(findOrInsert(f));
+        } else if (r instanceof Pooled p) {
+          out.add(pooled(p));
         } else {
           out.add(sample((Sample) r));
         }
@@ -64,6 +67,9 @@ public final class LocalShard implements Shard {
   static String name(Read r) {
     if (r instanceof FindOrInsert f) {
       return f.mode().rows() ? "findOrInsert" : "count";
+    }
+    if (r instanceof Pooled p) {
+      return p.insert() ? "pooled findOrInsert" : "pooled find";
     }
     return r instanceof Find ? "find" : "sample";
   }
@@ -91,6 +97,15 @@ public final class LocalShard implements Shard {
     return new RowsReply(rows == null ? null : ReplyRows.of(rows, t.dim()), found, freqs,
         slots == null || t.slotFloats() == 0 ? null : ReplyRows.of(slots, t.slotFloats()),
         counts);
+  }
+
+  private PooledReply pooled(Pooled p) {
+    TableStore t = engine.get(p.table());
+    byte[] found = new byte[(p.keys().size() + 7) >>> 3];
+    float[] pooled = p.insert()
+        ? PooledRows.findOrInsert(t, p.keys(), p.bags(), null, p.count(), found)
+        : PooledRows.find(t, p.keys(), p.bags(), found);
+    return new PooledReply(ReplyRows.of(pooled, t.dim()), found);
   }
 
   private SampleReply sample(Sample s) {
@@ -125,7 +140,9 @@ public final class LocalShard implements Shard {
       for (Write w : items) {
         TableStore t = engine.get(w.table());
         stores.add(t);
-        checked.add(t.checkGradients(w.keys(), w.gradients(), w.learningRate()));
+        checked.add(w.bags() != null
+            ? PooledRows.checkGradients(t, w.keys(), w.bags(), w.gradients(), w.learningRate())
+            : t.checkGradients(w.keys(), w.gradients(), w.learningRate()));
       }
       int[] updated = new int[items.size()];
       for (int i = 0; i < updated.length; i++) {

@@ -87,6 +87,15 @@ public final class ReadBatch {
     return other(() -> t.sampleDistinct(positives, numSampled, sampler, alpha, seed));
   }
 
+  /** A pooled lookup ({@link EmbeddingTable#pooled}): FLOAT [bags, dim]. */
+  public CompletableFuture<float[]> pooled(EmbeddingTable t, String[] keys,
+      dev.dynembed.table.common.KeyBags bags, boolean insert, boolean count) {
+    if (t instanceof ShardedTable st) {
+      return add(st, st.pooledItem(keys, bags, insert, count));
+    }
+    return other(() -> t.pooled(keys, bags, insert, count));
+  }
+
   /** Sends every read: one call per shard per client. Completes when every read has. */
   public CompletableFuture<Void> submit() {
     checkOpen();

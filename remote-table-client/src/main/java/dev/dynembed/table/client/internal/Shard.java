@@ -1,5 +1,6 @@
 package dev.dynembed.table.client.internal;
 
+import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.Metric;
@@ -22,7 +23,7 @@ public interface Shard extends AutoCloseable {
   int index();
 
   /** One read of a {@link #read} call. */
-  sealed interface Read permits Find, FindOrInsert, Sample {
+  sealed interface Read permits Find, FindOrInsert, Sample, Pooled {
     String table();
   }
 
@@ -47,6 +48,19 @@ public interface Shard extends AutoCloseable {
   record Sample(String table, PackedKeys positives, int numSampled, SamplerKind sampler,
       float alpha, long seed, boolean distinct, boolean noneIfEmpty, boolean withSlots)
       implements Read {}
+
+  /**
+   * Rows of the keys pooled on the shard into one vector per bag; replied with a {@link
+   * PooledReply}.
+   *
+   * @param insert create admitted keys (findOrInsert); false: a find, missing keys pool as zeros
+   * @param count with insert: count each key once per bag entry that uses it
+   */
+  record Pooled(String table, PackedKeys keys, KeyBags bags, boolean insert, boolean count)
+      implements Read {}
+
+  /** Reply of a pooled read: FLOAT [bags, dim], and the keys' found/admitted bitmap. */
+  record PooledReply(ReplyRows pooled, byte[] found) {}
 
   /**
    * What a findOrInsert does besides creating admitted keys.
@@ -86,8 +100,16 @@ public interface Shard extends AutoCloseable {
   record SampleReply(PackedKeys keys, boolean[] positive, double[] probability, double mass,
       int numKeys, ReplyRows rows, int[] drawIndex, ReplyRows slots, long[] updateCounts) {}
 
-  /** One gradient batch of a {@link #write} call, keys distinct, gradients summed per key. */
-  record Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {}
+  /**
+   * One gradient batch of a {@link #write} call, keys distinct, gradients summed per key; or with
+   * {@code bags}, one gradient row per bag, spread over the bags' keys by the shard.
+   */
+  record Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step,
+      KeyBags bags) {
+    Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {
+      this(table, keys, gradients, learningRate, step, null);
+    }
+  }
 
   /**
    * Runs the reads in order; the reply list answers them in order ({@link RowsReply} or {@link

@@ -8,6 +8,7 @@ import dev.dynembed.table.client.SampledRows;
 import dev.dynembed.table.client.TopKOptions;
 import dev.dynembed.table.client.TopKResult;
 import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
@@ -133,6 +134,27 @@ public final class ShardedTable implements EmbeddingTable {
         n, direct);
   }
 
+  /** A pooled find or findOrInsert of these keys. */
+  PooledRead pooledItem(String[] keys, KeyBags bags, boolean insert, boolean count) {
+    String call = insert ? "pooled findOrInsert" : "pooled find";
+    checkBags(keys, bags, call);
+    return new PooledRead(name(), dim, pack(keys, call), bags, insert, count, n);
+  }
+
+  PooledWrite pooledGradientItem(String[] keys, KeyBags bags, float[] gradients,
+      float learningRate, long step) {
+    checkBags(keys, bags, "applyPooledGradients");
+    return new PooledWrite(name(), dim, pack(keys, "applyPooledGradients"), bags, gradients,
+        learningRate, step, n);
+  }
+
+  private void checkBags(String[] keys, KeyBags bags, String call) {
+    if (bags.numKeys() != keys.length) {
+      throw invalid(call, "bags built over %d keys were sent with %d keys", bags.numKeys(),
+          keys.length);
+    }
+  }
+
   private <T> T readOne(ShardCalls.ReadItem<T> item) {
     ShardCalls.read(shards, List.of(item));
     return Futures.await(item.result);
@@ -165,6 +187,19 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public int applyGradients(String[] keys, float[] gradients, float learningRate, long step) {
     GradientWrite w = gradientItem(keys, gradients, learningRate, step);
+    ShardCalls.write(shards, List.of(w));
+    return Futures.await(w.result);
+  }
+
+  @Override
+  public float[] pooled(String[] keys, KeyBags bags, boolean insert, boolean count) {
+    return readOne(pooledItem(keys, bags, insert, count));
+  }
+
+  @Override
+  public int applyPooledGradients(String[] keys, KeyBags bags, float[] bagGradients,
+      float learningRate, long step) {
+    PooledWrite w = pooledGradientItem(keys, bags, bagGradients, learningRate, step);
     ShardCalls.write(shards, List.of(w));
     return Futures.await(w.result);
   }

@@ -13,7 +13,7 @@ import java.util.concurrent.CompletableFuture;
  * {@code applyGradients} when the batch is submitted.
  */
 public final class WriteBatch {
-  private final Map<List<Shard>, List<GradientWrite>> groups = new IdentityHashMap<>();
+  private final Map<List<Shard>, List<ShardCalls.WriteItem>> groups = new IdentityHashMap<>();
   private final List<Runnable> others = new ArrayList<>();
   private final List<CompletableFuture<Integer>> results = new ArrayList<>();
   private boolean submitted;
@@ -33,6 +33,31 @@ public final class WriteBatch {
     others.add(() -> {
       try {
         f.complete(t.applyGradients(keys, gradients, learningRate, step));
+      } catch (RuntimeException e) {
+        f.completeExceptionally(e);
+      }
+    });
+    results.add(f);
+    return f;
+  }
+
+  /** The gradients of a pooled lookup ({@link EmbeddingTable#applyPooledGradients}). */
+  public CompletableFuture<Integer> applyPooledGradients(EmbeddingTable t, String[] keys,
+      dev.dynembed.table.common.KeyBags bags, float[] bagGradients, float learningRate,
+      long step) {
+    if (submitted) {
+      throw new IllegalStateException("this batch of writes was already submitted");
+    }
+    if (t instanceof ShardedTable st) {
+      PooledWrite w = st.pooledGradientItem(keys, bags, bagGradients, learningRate, step);
+      groups.computeIfAbsent(st.shards(), k -> new ArrayList<>()).add(w);
+      results.add(w.result);
+      return w.result;
+    }
+    CompletableFuture<Integer> f = new CompletableFuture<>();
+    others.add(() -> {
+      try {
+        f.complete(t.applyPooledGradients(keys, bags, bagGradients, learningRate, step));
       } catch (RuntimeException e) {
         f.completeExceptionally(e);
       }

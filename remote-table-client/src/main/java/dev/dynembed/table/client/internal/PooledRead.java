@@ -1,0 +1,73 @@
+package dev.dynembed.table.client.internal;
+
+import dev.dynembed.table.common.KeyBags;
+import dev.dynembed.table.common.PackedKeys;
+
+/**
+ * A pooled lookup of one table, split over the shards (docs/design/0011-pooled-lookups.md): each
+ * shard gets its distinct keys and every bag with only the entries of those keys, pools its rows
+ * into one partial vector per bag, and the client adds the partials. What crosses the wire back is
+ * bags x dim values per shard instead of a row per distinct key.
+ */
+final class PooledRead extends ShardCalls.ReadItem<float[]> {
+  private final String table;
+  private final int dim;
+  private final int bags;
+  private final boolean insert;
+  private final boolean count;
+  private final PackedKeys[] shardKeys;
+  private final KeyBags[] shardBags;
+
+  PooledRead(String table, int dim, PackedKeys keys, KeyBags bags, boolean insert, boolean count,
+      int numShards) {
+    this.table = table;
+    this.dim = dim;
+    this.bags = bags.bags();
+    this.insert = insert;
+    this.count = count;
+    Routing route = new Routing(keys, numShards);
+    this.shardKeys = route.shardKeys;
+    this.shardBags = split(route, bags);
+  }
+
+  /** Splits and routes {@code bags} over {@code keys}; shared with {@link PooledWrite}. */
+  static KeyBags[] split(Routing route, KeyBags bags) {
+    int[] shardOf = new int[route.keys.size()];
+    int[] pos = new int[shardOf.length];
+    for (int i = 0; i < shardOf.length; i++) {
+      int u = route.dedup.uniqueOf(i);
+      shardOf[i] = route.shardOfUnique[u];
+      pos[i] = route.posInShard[u];
+    }
+    return bags.split(shardOf, pos, route.numShards);
+  }
+
+  @Override
+  Shard.Read request(int shard) {
+    if (shardKeys[shard].size() == 0) {
+      return null;
+    }
+    return new Shard.Pooled(table, shardKeys[shard], shardBags[shard], insert, count);
+  }
+
+  @Override
+  float[] merge(Object[] replies) {
+    float[] out = new float[bags * dim];
+    float[] part = new float[bags * dim];
+    for (Object o : replies) {
+      if (o == null) {
+        continue;
+      }
+      Shard.PooledReply r = (Shard.PooledReply) o;
+      if (r.pooled().size() != bags) {
+        throw new IllegalStateException("a shard answered " + r.pooled().size()
+            + " pooled rows for " + bags + " bags");
+      }
+      r.pooled().getAll(part, 0);
+      for (int i = 0; i < out.length; i++) {
+        out[i] += part[i];
+      }
+    }
+    return out;
+  }
+}
