@@ -60,6 +60,11 @@ final class ShardLog implements AutoCloseable {
   private long segmentStart;
   private volatile IOException failure;
 
+  /**
+   * Guards the fsync state. Lock order: {@code lock} first, then {@code syncMonitor} (rotate and
+   * flush hold both); never take {@code lock} while holding {@code syncMonitor}. (Reading {@link
+   * #lastLsn} inside it once deadlocked a shard: the fsync thread against a snapshot's rotate.)
+   */
   private final Object syncMonitor = new Object();
   private boolean syncing;
   private long syncedLsn;
@@ -216,8 +221,9 @@ final class ShardLog implements AutoCloseable {
       } catch (InterruptedException e) {
         return;
       }
+      long last = lastLsn(); // read before syncMonitor: the lock order is lock, then syncMonitor
       synchronized (syncMonitor) {
-        if (syncing || syncedLsn >= lastLsn()) {
+        if (syncing || syncedLsn >= last) {
           continue;
         }
         syncing = true;
