@@ -54,6 +54,11 @@ public final class DynamicEmbeddingBag extends TableOp {
     return OP_NAME;
   }
 
+  /** Whether the op creates rows and sends gradients (false: an inference lookup). */
+  boolean training() {
+    return training;
+  }
+
   /**
    * The distinct keys of a batch of bags (keys of weight 0 left out) and the bags over them.
    * The forward and the backward build the same bags from the same arrays.

@@ -52,6 +52,11 @@ public final class DynamicEmbeddingLookup extends TableOp {
     return OP_NAME;
   }
 
+  /** Whether the op creates rows and sends gradients (false: an inference lookup). */
+  boolean training() {
+    return training;
+  }
+
   /** The keys and rows of a read, planned ahead or made now. */
   private record Reads(DataBuffer keysBuffer, String[] keys, CompletableFuture<TableRows> rows) {}
 

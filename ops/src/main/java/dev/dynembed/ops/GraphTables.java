@@ -96,6 +96,22 @@ public final class GraphTables {
     return id;
   }
 
+  /** Every binding of this graph, id to table, in binding order. */
+  synchronized Map<String, EmbeddingTable> bindings() {
+    return new LinkedHashMap<>(bound);
+  }
+
+  /**
+   * Binds {@code table} under a given id: the id a loaded graph's ops name ({@link
+   * ServableGraph}). Refused when the id is bound to another table.
+   */
+  synchronized void bindAs(String id, EmbeddingTable table) {
+    EmbeddingTable old = bound.putIfAbsent(id, table);
+    if (old != null && old != table) {
+      throw new IllegalStateException("'" + id + "' is already bound to another table");
+    }
+  }
+
   /** The table bound under {@code id}. */
   synchronized EmbeddingTable table(String id) {
     EmbeddingTable t = bound.get(id);

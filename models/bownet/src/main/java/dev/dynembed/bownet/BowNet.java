@@ -2,6 +2,7 @@ package dev.dynembed.bownet;
 
 import dev.dynembed.layers.AsyncExecutor;
 import dev.dynembed.ops.Combiner;
+import dev.dynembed.ops.ServableGraph;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
 import dev.dynembed.layers.feed.FeedDescription;
@@ -10,6 +11,7 @@ import dev.dynembed.layers.feed.MultiSlotReader;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.common.TableConfigs;
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
@@ -36,11 +38,13 @@ public final class BowNet {
    * @param hidden hidden layer size
    * @param tableRate the word table's Adagrad rate
    * @param denseRate the dense layers' Adam rate
+   * @param poolOnShards pool each example's word rows on the table's shards ({@code
+   *     Layers.embeddingBagOnShards}) instead of reading every row into the trainer
    */
   public record Config(String name, int dim, int hidden, float tableRate, float denseRate,
-      long seed) {
+      long seed, boolean poolOnShards) {
     public static Config defaults() {
-      return new Config("bow", 64, 64, 0.1f, 2e-3f, 1);
+      return new Config("bow", 64, 64, 0.1f, 2e-3f, 1, false);
     }
 
     public Config {
@@ -63,6 +67,7 @@ public final class BowNet {
   }
 
   private final Labels labels;
+  private final FeedDescription desc;
   private final MultiSlotReader feed;
   private final EmbeddingTable words;
   private final AsyncExecutor executor;
@@ -87,6 +92,7 @@ public final class BowNet {
       }
     }
     this.threads = threads;
+    this.desc = desc;
     this.feed = new MultiSlotReader(desc);
     this.words = client.createTable(TableConfigs.builder(cfg.name() + "_words", cfg.dim())
         .setOptimizer(TableConfigs.adagrad(cfg.tableRate(), 1e-4f, 1e-8f))
@@ -104,7 +110,9 @@ public final class BowNet {
     SDVariable w = sd.placeHolder("words", DataType.UTF8, -1, -1);
     SDVariable wm = sd.placeHolder("words_mask", DataType.FLOAT, -1, -1);
     SDVariable y = sd.placeHolder("label_onehot", DataType.FLOAT, -1, labels.size());
-    SDVariable bag = layers.embeddingBag("bag", w, wm, words, Combiner.MEAN, training);
+    SDVariable bag = cfg.poolOnShards()
+        ? layers.embeddingBagOnShards("bag", w, wm, words, Combiner.MEAN, training)
+        : layers.embeddingBag("bag", w, wm, words, Combiner.MEAN, training);
     // the same initial values in every thread's graph (they share thread 0's arrays anyway)
     Nd4j.getRandom().setSeed(cfg.seed());
     SDVariable w1 = sd.var("w1", Nd4j.randn(DataType.FLOAT, cfg.dim(), cfg.hidden())
@@ -171,5 +179,17 @@ public final class BowNet {
 
   public List<String> labels() {
     return labels.list();
+  }
+
+  /**
+   * Saves the model as it is now for serving: the inference graph with its dense values and
+   * table binding ({@link ServableGraph}), the labels and feed description, and a checkpoint of
+   * the word table under {@code dir/table} ({@link BowNetServable} loads them). Call between
+   * epochs. With a table on shards, {@code dir} must be inside the shards' data directory.
+   */
+  public void saveServable(Path dir, long step) throws IOException {
+    ServableGraph.save(inference, dir, List.of("logits"), Map.of("model", "bow_net",
+        "labels", String.join("\n", labels.list()), "feed", desc.text()));
+    words.save(dir.resolve(BowNetServable.TABLE_DIR), step);
   }
 }

@@ -21,7 +21,7 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "bownet", mixinStandardHelpOptions = true,
     description = "bow_net text classifier on the dictionary-free embedding table",
-    subcommands = {BowNetCli.Train.class})
+    subcommands = {BowNetCli.Train.class, BowNetCli.Classify.class})
 public final class BowNetCli {
   public static void main(String[] args) {
     CommandLine cl = new CommandLine(new BowNetCli());
@@ -30,6 +30,45 @@ public final class BowNetCli {
       return 2;
     });
     System.exit(cl.execute(args));
+  }
+
+  @Command(name = "classify", mixinStandardHelpOptions = true,
+      description = "Print the predicted label of every line of a feed file with a saved model;"
+          + " the accuracy on stderr")
+  static final class Classify implements Callable<Integer> {
+    @Option(names = "--model", required = true, description = "a saved model (train's"
+        + " SAVE/epoch-N)") Path model;
+    @Option(names = "--data", required = true, description = "feed file in the model's format")
+    Path file;
+    @Option(names = "--shards", description = "host:port,... of shards holding the model's"
+        + " table (default: restore the saved table in process)")
+    String shards;
+
+    @Override
+    public Integer call() throws IOException {
+      Path scratch = Files.createTempDirectory("bownet-classify");
+      try (TableClient client = shards != null
+          ? TableClients.connect(TableClients.parseEndpoints(shards))
+          : TableClients.inProcess(scratch)) {
+        BowNetServable m = BowNetServable.open(model, client, shards == null);
+        List<BowNetServable.Prediction> predicted = m.classify(file);
+        long correct = 0;
+        long labelled = 0;
+        StringBuilder out = new StringBuilder();
+        for (BowNetServable.Prediction p : predicted) {
+          out.append(p.predicted()).append('\n');
+          if (p.truth() != null) {
+            labelled++;
+            correct += p.predicted().equals(p.truth()) ? 1 : 0;
+          }
+        }
+        System.out.print(out);
+        System.err.printf(Locale.ROOT, "bownet: %d lines classified; accuracy on the %d with a"
+            + " label %.4f (%d/%d)%n", predicted.size(), labelled,
+            (double) correct / Math.max(1, labelled), correct, labelled);
+      }
+      return 0;
+    }
   }
 
   @Command(name = "train", mixinStandardHelpOptions = true,
@@ -43,6 +82,17 @@ public final class BowNetCli {
     @Option(names = "--table-rate", defaultValue = "0.1") float tableRate;
     @Option(names = "--dense-rate", defaultValue = "0.002") float denseRate;
     @Option(names = "--seed", defaultValue = "1") long seed;
+    @Option(names = "--pooling", defaultValue = "client", description = "where an example's"
+        + " word rows are averaged: client (rows read into the trainer, reads made ahead of each"
+        + " step) or shards (on the table's shards: one vector per example on the wire)")
+    String pooling;
+    @Option(names = "--shards", description = "host:port,... of running table-server shards"
+        + " (default: an in-process table under DIR/model)")
+    String shards;
+    @Option(names = "--save", description = "save a servable model after every epoch under"
+        + " SAVE/epoch-N (default DIR/servable; with --shards, a directory inside the shards'"
+        + " --data-dir)")
+    Path save;
 
     @Override
     public Integer call() throws IOException {
@@ -58,10 +108,18 @@ public final class BowNetCli {
       if (train.isEmpty()) {
         throw new IllegalArgumentException(data + " holds no train-*.txt feed files");
       }
-      BowNet.Config cfg = new BowNet.Config("bow", dim, hidden, tableRate, denseRate, seed);
+      if (!pooling.equals("client") && !pooling.equals("shards")) {
+        throw new IllegalArgumentException("--pooling must be client or shards but was '"
+            + pooling + "'");
+      }
+      BowNet.Config cfg = new BowNet.Config("bow", dim, hidden, tableRate, denseRate, seed,
+          pooling.equals("shards"));
+      Path saveDir = save != null ? save : data.resolve("servable");
       System.err.printf("bownet: %d labels, %d training files, %d threads%n", labels.size(),
           train.size(), threads);
-      try (TableClient client = TableClients.inProcess(data.resolve("model"))) {
+      try (TableClient client = shards != null
+          ? TableClients.connect(TableClients.parseEndpoints(shards))
+          : TableClients.inProcess(data.resolve("model"))) {
         BowNet net = new BowNet(cfg, desc, labels, client, threads);
         long start = System.nanoTime();
         for (int e = 1; e <= epochs; e++) {
@@ -72,6 +130,9 @@ public final class BowNetCli {
           System.out.printf(Locale.ROOT, "epoch %2d  loss %.4f  held-out accuracy %.4f (%d/%d)"
               + "  %.1f s, %.0f steps/s%n", e, r.averages().get("loss"), acc.value(),
               acc.correct(), acc.total(), secs, r.steps() / secs);
+          Path epochDir = saveDir.resolve("epoch-" + e);
+          net.saveServable(epochDir, e);
+          System.err.println("bownet: saved " + epochDir);
         }
         System.out.printf(Locale.ROOT, "trained in %.1f s%n", (System.nanoTime() - start) / 1e9);
       }

@@ -9,6 +9,7 @@ import dev.dynembed.layers.feed.FeedException;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import java.nio.file.Files;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -77,6 +78,58 @@ class BowNetTest {
     }
     double nb = new NaiveBayes(desc, LABELS).train(train).evaluate(test).value();
     assertTrue(nb > 0.85, "naive Bayes held-out accuracy " + nb);
+  }
+
+  /**
+   * With the bag pooled on the shards, bow_net trains as well; the model saved after an epoch
+   * loads in a fresh JVM ({@code bownet classify}, its table restored from the saved checkpoint)
+   * and classifies the held-out lines exactly as the training process does.
+   */
+  @Test
+  void pooledOnShards_savedModel_classifiesInAFreshJvm(@TempDir Path dir) throws Exception {
+    Random r = new Random(6);
+    List<Path> train = new ArrayList<>();
+    for (int f = 0; f < 2; f++) {
+      train.add(write(dir, "train-" + f + ".txt", 400, r));
+    }
+    Path test = write(dir, "test.txt", 200, r);
+    FeedDescription desc = FeedDescription.parse(DESC);
+    BowNet.Config cfg = new BowNet.Config("bowp", 32, 32, 0.1f, 2e-3f, 1, true);
+    Path saved = dir.resolve("servable/epoch-3");
+    List<String> inProcess = new ArrayList<>();
+    double accuracy;
+    try (TableClient c = TableClients.inProcess(dir.resolve("model"))) {
+      BowNet net = new BowNet(cfg, desc, LABELS, c, 2);
+      for (int e = 1; e <= 3; e++) {
+        net.trainEpoch(train);
+      }
+      accuracy = net.evaluate(List.of(test)).value();
+      net.saveServable(saved, 3);
+      try (TableClient fresh = TableClients.inProcess(dir.resolve("fresh"))) {
+        for (BowNetServable.Prediction p
+            : BowNetServable.open(saved, fresh, true).classify(test)) {
+          inProcess.add(p.predicted());
+        }
+      }
+    }
+    assertTrue(accuracy > 0.8, "held-out accuracy with the bag pooled on shards " + accuracy);
+    String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    Process p = new ProcessBuilder(javaBin, "-cp", System.getProperty("java.class.path"),
+        BowNetCli.class.getName(), "classify", "--model", saved.toString(), "--data",
+        test.toString()).redirectError(dir.resolve("classify.err").toFile()).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(120, java.util.concurrent.TimeUnit.SECONDS));
+    String err = Files.readString(dir.resolve("classify.err"));
+    assertEquals(0, p.exitValue(), err);
+    assertEquals(inProcess, List.of(out.split("\n")));
+    long correct = 0;
+    List<String> truth = Files.readAllLines(test).stream()
+        .map(l -> l.substring(l.lastIndexOf(' ') + 1)).toList();
+    for (int i = 0; i < truth.size(); i++) {
+      correct += truth.get(i).equals(inProcess.get(i)) ? 1 : 0;
+    }
+    assertEquals(accuracy, (double) correct / truth.size(), 1e-9);
+    assertTrue(err.contains("accuracy on the 200 with a label"), err);
   }
 
   @Test

@@ -59,7 +59,10 @@ public final class FeedDescription {
   private final int batchSize;
   private final List<Slot> slots;
 
-  private FeedDescription(String name, int batchSize, List<Slot> slots) {
+  private final DataFeedDesc proto;
+
+  private FeedDescription(String name, int batchSize, List<Slot> slots, DataFeedDesc proto) {
+    this.proto = proto;
     this.name = name;
     this.batchSize = batchSize;
     this.slots = List.copyOf(slots);
@@ -160,11 +163,16 @@ public final class FeedDescription {
     if (slots.stream().noneMatch(Slot::used)) {
       throw new FeedException("no slot is used (is_used: true): a batch would be empty");
     }
-    return new FeedDescription(d.getName(), batch, slots);
+    return new FeedDescription(d.getName(), batch, slots, d);
   }
 
   public String name() {
     return name;
+  }
+
+  /** The description in protobuf text format ({@link #parse} reads it back). */
+  public String text() {
+    return TextFormat.printer().printToString(proto);
   }
 
   public int batchSize() {
