@@ -266,17 +266,24 @@ class TrainerTest {
           .setInitializer(TableConfigs.uniform(-1f, 1f, 2)).build());
       float[] r = t.findOrInsert("a", "b", "c");
       for (Combiner c : Combiner.values()) {
-        SameDiff sd = SameDiff.create();
-        SDVariable k = sd.placeHolder("k", DataType.UTF8, -1, 3);
-        SDVariable mask = sd.placeHolder("m", DataType.FLOAT, -1, 3);
-        new Layers(sd).embeddingBag("bag", k, mask, t, c, false);
-        INDArray out = sd.output(Map.of("k", KeyArrays.of(List.of("a", "b", "c", "c", "a", "a"), 2, 3),
-            "m", Nd4j.createFromArray(new float[][] {{1, 1, 0}, {0, 0, 0}})), "bag").get("bag");
-        float[] sum = {r[0] + r[2], r[1] + r[3]};
-        float div = c == Combiner.MEAN ? 2f : 1f;
-        assertEquals(sum[0] / div, out.getFloat(0, 0), 1e-6);
-        assertEquals(sum[1] / div, out.getFloat(0, 1), 1e-6);
-        assertEquals(0f, out.getFloat(1, 0)); // an example with no real keys
+        for (boolean onShards : new boolean[] {false, true}) {
+          SameDiff sd = SameDiff.create();
+          SDVariable k = sd.placeHolder("k", DataType.UTF8, -1, 3);
+          SDVariable mask = sd.placeHolder("m", DataType.FLOAT, -1, 3);
+          if (onShards) {
+            new Layers(sd).embeddingBagOnShards("bag", k, mask, t, c, false);
+          } else {
+            new Layers(sd).embeddingBag("bag", k, mask, t, c, false);
+          }
+          INDArray out = sd.output(Map.of("k", KeyArrays.of(List.of("a", "b", "c", "c", "a", "a"),
+              2, 3), "m", Nd4j.createFromArray(new float[][] {{1, 1, 0}, {0, 0, 0}})), "bag")
+              .get("bag");
+          float[] sum = {r[0] + r[2], r[1] + r[3]};
+          float div = c == Combiner.MEAN ? 2f : c == Combiner.SQRTN ? (float) Math.sqrt(2) : 1f;
+          assertEquals(sum[0] / div, out.getFloat(0, 0), 1e-6, c + " on shards " + onShards);
+          assertEquals(sum[1] / div, out.getFloat(0, 1), 1e-6, c + " on shards " + onShards);
+          assertEquals(0f, out.getFloat(1, 0)); // an example with no real keys
+        }
       }
     }
   }
