@@ -40,11 +40,14 @@ public final class BowNet {
    * @param denseRate the dense layers' Adam rate
    * @param poolOnShards pool each example's word rows on the table's shards ({@code
    *     Layers.embeddingBagOnShards}) instead of reading every row into the trainer
+   * @param combiner how an example's rows are combined
+   * @param bigrams also put each pair of adjacent words ("w1 w2") in the bag, as a key of the
+   *     same table (fastText's bigrams; no vocabulary of pairs is needed)
    */
   public record Config(String name, int dim, int hidden, float tableRate, float denseRate,
-      long seed, boolean poolOnShards) {
+      long seed, boolean poolOnShards, Combiner combiner, boolean bigrams) {
     public static Config defaults() {
-      return new Config("bow", 64, 64, 0.1f, 2e-3f, 1, false);
+      return new Config("bow", 64, 64, 0.1f, 2e-3f, 1, false, Combiner.MEAN, false);
     }
 
     public Config {
@@ -73,6 +76,7 @@ public final class BowNet {
   private final AsyncExecutor executor;
   private final SameDiff inference;
   private final int threads;
+  private final boolean bigrams;
 
   /**
    * @param desc the feed's description: a used sparse key slot {@code words} and a used sparse
@@ -92,6 +96,7 @@ public final class BowNet {
       }
     }
     this.threads = threads;
+    this.bigrams = cfg.bigrams();
     this.desc = desc;
     this.feed = new MultiSlotReader(desc);
     this.words = client.createTable(TableConfigs.builder(cfg.name() + "_words", cfg.dim())
@@ -111,8 +116,8 @@ public final class BowNet {
     SDVariable wm = sd.placeHolder("words_mask", DataType.FLOAT, -1, -1);
     SDVariable y = sd.placeHolder("label_onehot", DataType.FLOAT, -1, labels.size());
     SDVariable bag = cfg.poolOnShards()
-        ? layers.embeddingBagOnShards("bag", w, wm, words, Combiner.MEAN, training)
-        : layers.embeddingBag("bag", w, wm, words, Combiner.MEAN, training);
+        ? layers.embeddingBagOnShards("bag", w, wm, words, cfg.combiner(), training)
+        : layers.embeddingBag("bag", w, wm, words, cfg.combiner(), training);
     // the same initial values in every thread's graph (they share thread 0's arrays anyway)
     Nd4j.getRandom().setSeed(cfg.seed());
     SDVariable w1 = sd.var("w1", Nd4j.randn(DataType.FLOAT, cfg.dim(), cfg.hidden())
@@ -135,7 +140,8 @@ public final class BowNet {
     for (int e = 0; e < b; e++) {
       oneHot[e * labels.size() + y[e]] = 1f;
     }
-    return Map.of("words", batch.get("words"), "words_mask", batch.get("words_mask"),
+    Map<String, INDArray> bag = Features.bag(batch, bigrams);
+    return Map.of("words", bag.get("words"), "words_mask", bag.get("words_mask"),
         "label_onehot", Nd4j.create(oneHot, new long[] {b, labels.size()}, DataType.FLOAT));
   }
 
@@ -189,7 +195,8 @@ public final class BowNet {
    */
   public void saveServable(Path dir, long step) throws IOException {
     ServableGraph.save(inference, dir, List.of("logits"), Map.of("model", "bow_net",
-        "labels", String.join("\n", labels.list()), "feed", desc.text()));
+        "labels", String.join("\n", labels.list()), "feed", desc.text(),
+        "bigrams", String.valueOf(bigrams)));
     words.save(dir.resolve(BowNetServable.TABLE_DIR), step);
   }
 }

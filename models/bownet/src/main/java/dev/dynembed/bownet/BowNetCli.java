@@ -1,6 +1,7 @@
 package dev.dynembed.bownet;
 
 import dev.dynembed.layers.feed.FeedDescription;
+import dev.dynembed.ops.Combiner;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import java.io.IOException;
@@ -86,6 +87,10 @@ public final class BowNetCli {
         + " word rows are averaged: client (rows read into the trainer, reads made ahead of each"
         + " step) or shards (on the table's shards: one vector per example on the wire)")
     String pooling;
+    @Option(names = "--combiner", defaultValue = "MEAN", description = "how an example's word"
+        + " rows are combined: ${COMPLETION-CANDIDATES}") Combiner combiner;
+    @Option(names = "--bigrams", description = "also bag each pair of adjacent words")
+    boolean bigrams;
     @Option(names = "--shards", description = "host:port,... of running table-server shards"
         + " (default: an in-process table under DIR/model)")
     String shards;
@@ -113,7 +118,7 @@ public final class BowNetCli {
             + pooling + "'");
       }
       BowNet.Config cfg = new BowNet.Config("bow", dim, hidden, tableRate, denseRate, seed,
-          pooling.equals("shards"));
+          pooling.equals("shards"), combiner, bigrams);
       Path saveDir = save != null ? save : data.resolve("servable");
       System.err.printf("bownet: %d labels, %d training files, %d threads%n", labels.size(),
           train.size(), threads);

@@ -27,6 +27,7 @@ public final class BowNetServable {
   private final ServableGraph graph;
   private final List<String> labels;
   private final MultiSlotReader feed;
+  private final boolean bigrams;
 
   private BowNetServable(ServableGraph graph) {
     this.graph = graph;
@@ -37,6 +38,7 @@ public final class BowNetServable {
     }
     this.labels = Arrays.asList(x.get("labels").split("\n"));
     this.feed = new MultiSlotReader(FeedDescription.parse(x.get("feed")));
+    this.bigrams = Boolean.parseBoolean(x.getOrDefault("bigrams", "false"));
   }
 
   /**
@@ -69,8 +71,7 @@ public final class BowNetServable {
   public List<Prediction> classify(Path file) {
     List<Prediction> out = new ArrayList<>();
     for (Map<String, INDArray> batch : feed.read(file)) {
-      INDArray logits = graph.output(Map.of("words", batch.get("words"), "words_mask",
-          batch.get("words_mask"))).get("logits");
+      INDArray logits = graph.output(Features.bag(batch, bigrams)).get("logits");
       INDArray best = logits.argMax(1);
       INDArray truth = batch.get("label");
       List<String> truths = truth == null ? null : KeyArrays.toList(truth);

@@ -94,7 +94,8 @@ class BowNetTest {
     }
     Path test = write(dir, "test.txt", 200, r);
     FeedDescription desc = FeedDescription.parse(DESC);
-    BowNet.Config cfg = new BowNet.Config("bowp", 32, 32, 0.1f, 2e-3f, 1, true);
+    BowNet.Config cfg = new BowNet.Config("bowp", 32, 32, 0.1f, 2e-3f, 1, true,
+        dev.dynembed.ops.Combiner.MEAN, true);
     Path saved = dir.resolve("servable/epoch-3");
     List<String> inProcess = new ArrayList<>();
     double accuracy;
