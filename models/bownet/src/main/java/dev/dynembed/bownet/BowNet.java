@@ -102,6 +102,12 @@ public final class BowNet {
     this.words = client.createTable(TableConfigs.builder(cfg.name() + "_words", cfg.dim())
         .setOptimizer(TableConfigs.adagrad(cfg.tableRate(), 1e-4f, 1e-8f))
         .setInitializer(TableConfigs.uniform(-0.1f, 0.1f, cfg.seed())).build());
+    long held = words.describe().getCounters().getKeys();
+    if (held > 0) { // a fresh model must not inherit an earlier run's rows
+      throw new IllegalArgumentException("table '" + words.name() + "' already holds " + held
+          + " keys (an earlier run's); drop it (bin/table-cli drop) or name this model"
+          + " otherwise (--name)");
+    }
     this.executor = new AsyncExecutor(i -> new Trainer(graph(cfg, true), "loss",
         new Adam(cfg.denseRate()), List.of(words)), threads);
     this.inference = graph(cfg, false);

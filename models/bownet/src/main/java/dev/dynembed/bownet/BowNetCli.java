@@ -83,6 +83,8 @@ public final class BowNetCli {
     @Option(names = "--table-rate", defaultValue = "0.1") float tableRate;
     @Option(names = "--dense-rate", defaultValue = "0.002") float denseRate;
     @Option(names = "--seed", defaultValue = "1") long seed;
+    @Option(names = "--name", defaultValue = "bow", description = "model name: its word table is"
+        + " NAME_words (default ${DEFAULT-VALUE})") String name;
     @Option(names = "--pooling", defaultValue = "client", description = "where an example's"
         + " word rows are averaged: client (rows read into the trainer, reads made ahead of each"
         + " step) or shards (on the table's shards: one vector per example on the wire)")
@@ -117,7 +119,7 @@ public final class BowNetCli {
         throw new IllegalArgumentException("--pooling must be client or shards but was '"
             + pooling + "'");
       }
-      BowNet.Config cfg = new BowNet.Config("bow", dim, hidden, tableRate, denseRate, seed,
+      BowNet.Config cfg = new BowNet.Config(name, dim, hidden, tableRate, denseRate, seed,
           pooling.equals("shards"), combiner, bigrams);
       Path saveDir = save != null ? save : data.resolve("servable");
       System.err.printf("bownet: %d labels, %d training files, %d threads%n", labels.size(),
