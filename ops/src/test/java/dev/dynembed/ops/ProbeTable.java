@@ -84,7 +84,9 @@ final class ProbeTable implements EmbeddingTable {
 
   @Override
   public FindResult find(String... keys) {
-    return new FindResult(findOrInsert(keys), new boolean[keys.length]);
+    boolean[] found = new boolean[keys.length]; // every key has a (generated) row
+    java.util.Arrays.fill(found, true);
+    return new FindResult(findOrInsert(keys), found);
   }
 
   @Override

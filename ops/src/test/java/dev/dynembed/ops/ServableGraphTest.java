@@ -51,6 +51,16 @@ class ServableGraphTest {
     assertEquals(Map.of("note", "a\nb"), g.extras());
     float[] served = g.output(feeds()).get("scores").dup().data().asFloat();
     assertArrayEquals(expected.dup().data().asFloat(), served, 1e-6f);
+    // served through a bounded cache of the table's rows: the same scores, the second call
+    // from the cache alone
+    dev.dynembed.table.client.ServingTable cached = new dev.dynembed.table.client.ServingTable(
+        new ProbeTable("words", 4), 1 << 20, java.time.Duration.ofMinutes(1));
+    ServableGraph viaCache = ServableGraph.load(dir, c -> cached);
+    for (int call = 0; call < 2; call++) {
+      assertArrayEquals(expected.dup().data().asFloat(),
+          viaCache.output(feeds()).get("scores").dup().data().asFloat(), 1e-6f);
+    }
+    assertEquals(3, cached.keysRead(), "a, b, c read once");
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> ServableGraph.load(dir, c -> new ProbeTable("words", 5)));
     assertTrue(e.getMessage().contains("reads table 'words' with dim 4 but the table opened has"

@@ -2,6 +2,7 @@ package dev.dynembed.bownet;
 
 import dev.dynembed.layers.feed.FeedDescription;
 import dev.dynembed.ops.Combiner;
+import dev.dynembed.table.client.ServingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import java.io.IOException;
@@ -44,6 +45,10 @@ public final class BowNetCli {
     @Option(names = "--shards", description = "host:port,... of shards holding the model's"
         + " table (default: restore the saved table in process)")
     String shards;
+    @Option(names = "--cache-mb", defaultValue = "0", description = "with --shards: serve the"
+        + " rows through a local cache of this many MiB (0: none)") long cacheMb;
+    @Option(names = "--cache-max-age-s", defaultValue = "60", description = "a cached row is"
+        + " read again after this many seconds") long cacheMaxAge;
 
     @Override
     public Integer call() throws IOException {
@@ -51,7 +56,15 @@ public final class BowNetCli {
       try (TableClient client = shards != null
           ? TableClients.connect(TableClients.parseEndpoints(shards))
           : TableClients.inProcess(scratch)) {
-        BowNetServable m = BowNetServable.open(model, client, shards == null);
+        java.util.List<ServingTable> caches = new java.util.ArrayList<>();
+        BowNetServable m = shards != null && cacheMb > 0
+            ? BowNetServable.open(model, config -> {
+                ServingTable t = new ServingTable(client.openTable(config.getName()),
+                    cacheMb << 20, java.time.Duration.ofSeconds(cacheMaxAge));
+                caches.add(t);
+                return t;
+              })
+            : BowNetServable.open(model, client, shards == null);
         List<BowNetServable.Prediction> predicted = m.classify(file);
         long correct = 0;
         long labelled = 0;
@@ -67,6 +80,11 @@ public final class BowNetCli {
         System.err.printf(Locale.ROOT, "bownet: %d lines classified; accuracy on the %d with a"
             + " label %.4f (%d/%d)%n", predicted.size(), labelled,
             (double) correct / Math.max(1, labelled), correct, labelled);
+        for (ServingTable t : caches) {
+          System.err.printf(Locale.ROOT, "bownet: cache of table '%s': %d rows cached, hit rate"
+              + " %.3f, %d keys read from the shards%n", t.name(), t.cachedKeys(),
+              t.stats().hitRate(), t.keysRead());
+        }
       }
       return 0;
     }

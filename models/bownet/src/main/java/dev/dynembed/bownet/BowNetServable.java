@@ -60,6 +60,15 @@ public final class BowNetServable {
     }));
   }
 
+  /**
+   * Loads the model in {@code dir}, each table it reads opened by {@code open} from its saved
+   * config (e.g. a {@link dev.dynembed.table.client.ServingTable} over the shards).
+   */
+  public static BowNetServable open(Path dir,
+      java.util.function.Function<TableConfig, EmbeddingTable> open) throws IOException {
+    return new BowNetServable(ServableGraph.load(dir, open));
+  }
+
   public List<String> labels() {
     return labels;
   }

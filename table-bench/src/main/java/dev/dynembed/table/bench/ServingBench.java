@@ -1,0 +1,124 @@
+package dev.dynembed.table.bench;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.client.ServingTable;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.common.TableConfigs;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.SplittableRandom;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * Inference lookups ({@code find} of Zipf-distributed keys) on loopback shard processes, read
+ * directly and through {@link ServingTable} caches of several sizes: rows/s, the cache's hit
+ * rate, and the keys that still reach the shards.
+ */
+@Command(name = "table-bench serving", mixinStandardHelpOptions = true)
+public final class ServingBench implements Callable<Integer> {
+  @Option(names = "--dim", defaultValue = "64") int dim;
+  @Option(names = "--batch", defaultValue = "4096") int batch;
+  @Option(names = "--keys", defaultValue = "1000000", description = "key space (all stored)")
+  int numKeys;
+  @Option(names = "--zipf", defaultValue = "1.0") double zipf;
+  @Option(names = "--shards", defaultValue = "2") int shards;
+  @Option(names = "--cache-keys", defaultValue = "10000,100000,1000000", split = ",",
+      description = "cache sizes, in rows (the byte bound is rows x the row's weight)")
+  long[] cacheKeys;
+  @Option(names = "--seconds", defaultValue = "8") double seconds;
+  @Option(names = "--warmup", defaultValue = "8") double warmup;
+  @Option(names = "--base-port", defaultValue = "17400") int basePort;
+  @Option(names = "--server-heap", defaultValue = "2g") String serverHeap;
+
+  public static void main(String[] args) {
+    System.exit(new CommandLine(new ServingBench()).execute(args));
+  }
+
+  private interface Lookup {
+    void run(String[] keys);
+  }
+
+  private String measure(String label, List<String[]> batches, Lookup l, ServingTable s) {
+    int b = 0;
+    long end = System.nanoTime() + (long) (warmup * 1e9);
+    while (System.nanoTime() < end) {
+      l.run(batches.get(b++ % batches.size()));
+    }
+    long hits0 = s == null ? 0 : s.stats().hitCount();
+    long miss0 = s == null ? 0 : s.stats().missCount();
+    long read0 = s == null ? 0 : s.keysRead();
+    long start = System.nanoTime();
+    end = start + (long) (seconds * 1e9);
+    long n = 0;
+    long now;
+    do {
+      l.run(batches.get(b++ % batches.size()));
+      n++;
+      now = System.nanoTime();
+    } while (now < end);
+    double secs = (now - start) / 1e9;
+    String hit = "";
+    String read = "";
+    if (s != null) {
+      long h = s.stats().hitCount() - hits0;
+      long m = s.stats().missCount() - miss0;
+      hit = String.format(Locale.ROOT, "%.3f", (double) h / Math.max(1, h + m));
+      read = String.format(Locale.ROOT, "%,.0f", (double) (s.keysRead() - read0) / n);
+    }
+    return String.format(Locale.ROOT, "| %-34s | %,12.0f | %7.2f | %9s | %12s |", label,
+        n * (double) batch / secs, secs * 1e3 / n, hit, read);
+  }
+
+  @Override
+  public Integer call() throws Exception {
+    String[] keys = new String[numKeys];
+    for (int i = 0; i < numKeys; i++) {
+      keys[i] = "key:" + i;
+    }
+    Zipf z = new Zipf(numKeys, zipf);
+    SplittableRandom rnd = new SplittableRandom(42);
+    List<String[]> batches = new ArrayList<>();
+    for (int i = 0; i < 256; i++) {
+      String[] k = new String[batch];
+      for (int j = 0; j < batch; j++) {
+        k[j] = keys[z.next(rnd)];
+      }
+      batches.add(k);
+    }
+    System.out.printf(Locale.ROOT, "serving lookups: find of %d Zipf(s=%.2f) keys per call over"
+        + " %,d stored keys, dim %d, %d loopback shard processes; 1 client thread; JDK %s, %d"
+        + " cores; %s s measured after %s s warm-up%n", batch, zipf, numKeys, dim, shards,
+        System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(), seconds,
+        warmup);
+    System.out.println("| lookups                            |       rows/s | ms/call | hit rate |"
+        + " keys to shards/call |");
+    System.out.println("|---|---:|---:|---:|---:|");
+    Path data = Files.createTempDirectory("serving-bench");
+    try (LocalShardProcesses procs = new LocalShardProcesses(shards, basePort, data, serverHeap,
+        "", List.of(), List.of("--wal", "off"));
+        TableClient c = TableClients.connect(procs.endpoints())) {
+      EmbeddingTable t = c.createTable(TableConfigs.builder("serve", dim).build());
+      for (int i = 0; i < numKeys; i += 65536) {
+        t.findOrInsert(Arrays.copyOfRange(keys, i, Math.min(numKeys, i + 65536)));
+      }
+      System.out.println(measure("shards directly", batches, t::find, null));
+      long rowBytes = 64 + 2 * ("key:" + numKeys).length() + 4L * dim;
+      for (long size : cacheKeys) {
+        ServingTable s = new ServingTable(t, size * rowBytes, Duration.ofMinutes(10));
+        System.out.println(measure(String.format(Locale.ROOT, "serving cache of %,d rows (%d MB)",
+            size, size * rowBytes >> 20), batches, s::find, s));
+      }
+    }
+    return 0;
+  }
+}
