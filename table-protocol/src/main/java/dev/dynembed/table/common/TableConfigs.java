@@ -73,6 +73,9 @@ public final class TableConfigs {
   }
 
   /** Fills defaults and validates. */
+  /** Largest admission sketch: 1 GiB per shard. */
+  public static final long MAX_ADMISSION_SKETCH_KIB = 1 << 20;
+
   public static TableConfig normalize(TableConfig c) {
     if (!c.getName().matches(Limits.TABLE_NAME_PATTERN)) {
       throw TableException.invalid(
@@ -88,6 +91,16 @@ public final class TableConfigs {
       throw TableException.invalid(
           "table '%s': max_key_bytes must be in [1, %d] but was %d",
           c.getName(), Limits.MAX_KEY_BYTES, Integer.toUnsignedLong(maxKey));
+    }
+    if (Integer.toUnsignedLong(c.getAdmissionSketchKib()) > MAX_ADMISSION_SKETCH_KIB) {
+      throw TableException.invalid(
+          "table '%s': admission_sketch_kib must be in [0, %d] but was %d", c.getName(),
+          MAX_ADMISSION_SKETCH_KIB, Integer.toUnsignedLong(c.getAdmissionSketchKib()));
+    }
+    if (c.getAdmissionSketchKib() > 0 && c.getMinCount() <= 1) {
+      throw TableException.invalid("table '%s': admission_sketch_kib (%d) counts keys awaiting"
+          + " admission, which needs min_count > 1 (was %d)", c.getName(),
+          c.getAdmissionSketchKib(), c.getMinCount());
     }
     return c.toBuilder()
         .setMaxKeyBytes(maxKey)

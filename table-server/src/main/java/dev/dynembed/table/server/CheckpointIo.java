@@ -37,7 +37,8 @@ import java.util.zip.CheckedOutputStream;
  *              record: u16 key length | key UTF-8 | row_floats f32 | i64 freq | i64 step | i64 updates
  * end        : u32 0 | u64 total records
  * pending    : (only when the config's min_count &gt; 1) u64 entries | entries * (u64 key hash,
- *              u64 admission count) | u32 crc32c(entries)
+ *              u64 admission count) | u32 crc32c(entries); or, with admission_sketch_kib, the
+ *              sketch: u32 width | 4 * width u32 counters | u32 crc32c(counters)
  * file crc   : u32 crc32c(all bytes before this field)
  * </pre>
  *
@@ -114,7 +115,9 @@ public final class CheckpointIo {
       }
       writeInt(out, 0);
       writeLong(out, records);
-      if (t.config().getMinCount() > 1) {
+      if (t.config().getAdmissionSketchKib() > 0) {
+        writeSketch(out, f.sketchCounters());
+      } else if (t.config().getMinCount() > 1) {
         writePending(out, f.pendingCounts());
       }
       out.flush();
@@ -141,6 +144,48 @@ public final class CheckpointIo {
     writeLong(out, pending.size());
     out.write(b.array(), 0, b.position());
     writeInt(out, crc(b.array(), b.position()));
+  }
+
+  private static void writeSketch(DataOutputStream out, int[] counters) throws IOException {
+    ByteBuffer b = ByteBuffer.allocate(4 * counters.length).order(ByteOrder.LITTLE_ENDIAN);
+    for (int c : counters) {
+      b.putInt(c);
+    }
+    writeInt(out, counters.length / AdmissionSketch.DEPTH);
+    out.write(b.array());
+    writeInt(out, crc(b.array(), b.position()));
+  }
+
+  /**
+   * Reads a file's admission sketch into the target's: a file written by the same shard of the
+   * same layout is its exact state; after a change of shard count every file's sketch is added
+   * (a sketch of all the shards' streams: each key's estimate stays an upper bound).
+   */
+  private static void readSketch(DataInputStream in, String p, Target target,
+      CheckpointHeader h) throws IOException {
+    int width = readInt(in);
+    AdmissionSketch mine = target.table.admissionSketch();
+    if (width != mine.width()) {
+      throw TableException.dataLoss("%s: admission sketch of width %d, the config makes %d", p,
+          width, mine.width());
+    }
+    byte[] payload = in.readNBytes(4 * AdmissionSketch.DEPTH * width);
+    if (payload.length != 4 * AdmissionSketch.DEPTH * width) {
+      throw new EOFException();
+    }
+    if (readInt(in) != crc(payload, payload.length)) {
+      throw TableException.dataLoss("%s: admission sketch checksum mismatch (corrupt)", p);
+    }
+    boolean sameLayout = h.getNumShards() == target.numShards;
+    if (sameLayout && h.getShardIndex() != target.shardIndex) {
+      return; // another shard's keys
+    }
+    ByteBuffer b = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
+    int[] counters = new int[AdmissionSketch.DEPTH * width];
+    for (int i = 0; i < counters.length; i++) {
+      counters[i] = b.getInt();
+    }
+    mine.merge(AdmissionSketch.of(width, counters));
   }
 
   private static void readPending(DataInputStream in, String p, Target target) throws IOException {
@@ -334,7 +379,9 @@ public final class CheckpointIo {
         throw TableException.dataLoss("%s: trailer says %d records but %d were read", p, total,
             records);
       }
-      if (cfg.getMinCount() > 1) {
+      if (cfg.getAdmissionSketchKib() > 0) {
+        readSketch(in, p, target, h);
+      } else if (cfg.getMinCount() > 1) {
         readPending(in, p, target);
       }
       int expected = (int) whole.getValue();

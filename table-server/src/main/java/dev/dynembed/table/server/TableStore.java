@@ -108,6 +108,8 @@ public final class TableStore {
    */
   private final java.util.concurrent.ConcurrentHashMap<Long, Long> pending =
       new java.util.concurrent.ConcurrentHashMap<>();
+  /** With admission_sketch_kib: the counts of keys awaiting admission, instead of {@link #pending}. */
+  private final AdmissionSketch sketch;
   private final LongAdder updates = new LongAdder();
   private final AtomicLong lastStep = new AtomicLong();
   private final Samplers samplers;
@@ -120,6 +122,8 @@ public final class TableStore {
     this.dim = config.getDim();
     this.maxKeyBytes = config.getMaxKeyBytes();
     this.minCount = config.getMinCount();
+    this.sketch = config.getAdmissionSketchKib() > 0
+        ? new AdmissionSketch(config.getAdmissionSketchKib()) : null;
     this.shardIndex = shardIndex;
     this.numShards = numShards;
     this.optimizer = RowOptimizer.create(config.getOptimizer(), dim);
@@ -299,8 +303,12 @@ public final class TableStore {
         if (rows[i] >= 0) {
           frequencies[i] = meta(rows[i], M_FREQ);
         } else {
-          Long c = pending.get(keys.hash(i));
-          frequencies[i] = c == null ? 0 : c;
+          if (sketch != null) {
+            frequencies[i] = sketch.estimate(keys.hash(i));
+          } else {
+            Long c = pending.get(keys.hash(i));
+            frequencies[i] = c == null ? 0 : c;
+          }
         }
       }
     } finally {
@@ -316,6 +324,24 @@ public final class TableStore {
    * @return the row, or -1 while the key is not admitted
    */
   private int countForAdmission(PackedKeys keys, int i, long occ) {
+    if (sketch != null) {
+      synchronized (sketch) { // as the map's entry lock: admitted once, no count lost
+        int row = lookup(keys, i);
+        if (row >= 0) {
+          LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
+          totalFrequency.add(occ);
+          return row;
+        }
+        long total = sketch.add(keys.hash(i), occ);
+        if (total < minCount) {
+          return -1;
+        }
+        row = lookupOrInsert(keys, i);
+        LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, total);
+        totalFrequency.add(total);
+        return row;
+      }
+    }
     int[] admitted = {-1};
     pending.compute(keys.hash(i), (h, c) -> {
       int row = lookup(keys, i); // admitted by a racing caller meanwhile?
@@ -341,6 +367,11 @@ public final class TableStore {
   /** Keys counted but not admitted yet, as (key hash, count): for checkpoints. */
   java.util.Map<Long, Long> pendingCounts() {
     return pending;
+  }
+
+  /** The admission sketch, or null when pending keys are counted exactly. */
+  AdmissionSketch admissionSketch() {
+    return sketch;
   }
 
   /** Restores an admission count (checkpoint restore). */
@@ -749,6 +780,7 @@ public final class TableStore {
     private final long[][] metaPages;
     private final byte[][] keyPages;
     private final java.util.Map<Long, Long> pending;
+    private final int[] sketchCounters; // null without a sketch
 
     private Frozen(TableStore t) {
       this.table = t;
@@ -762,6 +794,12 @@ public final class TableStore {
       }
       this.keyPages = t.keyPages;
       this.pending = new java.util.HashMap<>(t.pending);
+      this.sketchCounters = t.sketch == null ? null : t.sketch.counters();
+    }
+
+    /** The admission sketch's counters (null without one); its width is the table's. */
+    int[] sketchCounters() {
+      return sketchCounters;
     }
 
     int size() {
@@ -950,9 +988,12 @@ public final class TableStore {
 
   // ---------------------------------------------------------------- stats
 
-  /** Heap bytes held by the store: pages, key arena, index arrays. */
+  /**
+   * Heap bytes held by the store: pages, key arena, index arrays, and the counts of keys awaiting
+   * admission (the exact map's entries, estimated, or the sketch's counters).
+   */
   public long bytesUsed() {
-    long b = 0;
+    long b = (long) PENDING_BYTES * pending.size() + (sketch == null ? 0 : sketch.bytes());
     for (float[] p : rowPages) {
       b += 16 + 4L * p.length;
     }
@@ -985,7 +1026,7 @@ public final class TableStore {
   public long bytesEstimate() {
     long n = numRows;
     return n * (4L * rowFloats + 8L * META + INDEX_BYTES) + keyBytes
-        + (long) PENDING_BYTES * pending.size();
+        + (long) PENDING_BYTES * pending.size() + (sketch == null ? 0 : sketch.bytes());
   }
 
   /** The most {@code keys} new keys of {@code keyBytes} bytes in all can add. */
