@@ -169,6 +169,29 @@ class DurabilityTest {
     assertEquals(pending, new HashMap<>(engine.get("adm").pendingCounts()));
   }
 
+  /** An admission sketch is rebuilt by replay, and restored from snapshots, counter for counter. */
+  @org.junit.jupiter.params.ParameterizedTest(name = "snapshot every {0} bytes")
+  @org.junit.jupiter.params.provider.ValueSource(longs = {1L << 40, 2048})
+  void admissionSketch_recoversCounterForCounter(long snapshotBytes) throws Exception {
+    start(ShardLog.Fsync.NO, snapshotBytes);
+    engine.create(TableConfigs.normalize(adagrad("skt", 4, 4).toBuilder()
+        .setAdmissionSketchKib(1).build()));
+    Random r = new Random(9);
+    for (int s = 0; s < 60; s++) {
+      String[] keys = new String[20];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = "w" + r.nextInt(r.nextBoolean() ? 30 : 3000);
+      }
+      count("skt", keys, nextId());
+    }
+    int[] sketch = engine.get("skt").admissionSketch().counters();
+    assertTrue(java.util.Arrays.stream(sketch).anyMatch(c -> c > 0));
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine));
+    org.junit.jupiter.api.Assertions.assertArrayEquals(sketch,
+        engine.get("skt").admissionSketch().counters());
+  }
+
   @Test
   void resentCallAfterRecovery_answersAsBefore_andChangesNothing() throws Exception {
     start(ShardLog.Fsync.ALWAYS, 1L << 40);
