@@ -174,4 +174,26 @@ public interface EmbeddingTable {
 
   /** Config and counters summed over shards. */
   TableInfo describe();
+
+  /**
+   * Evicts rows (docs/design/0012-table-lifecycle.md): rows not updated within {@code
+   * ttlSteps} steps (0: no TTL), then, past {@code maxKeys} rows (0: no cap; over N shards each
+   * keeps ceil(maxKeys / N)), the least frequently (LFU) or least recently updated (LRU) ones.
+   * Evicted keys come back through admission. Each shard rebuilds its part of the table; its
+   * calls wait meanwhile. Tables of {@link TableClients} implement it.
+   *
+   * @param nowStep the step TTLs count from; 0: each shard's last update step
+   * @return rows evicted over all shards
+   */
+  default long evict(long ttlSteps, long nowStep, long maxKeys,
+      dev.dynembed.table.v1.EvictionPolicy policy) {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") does not evict");
+  }
+
+  /** Removes these keys' rows (those present); they come back through admission. */
+  default long remove(String... keys) {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") does not remove keys");
+  }
 }

@@ -66,6 +66,10 @@ class SecurityTest {
         assertEquals(ErrorCode.PERMISSION_DENIED, e.code(), e.getMessage());
         assertTrue(e.getMessage().contains("DropTable needs the admin role"), e.getMessage());
         assertEquals(1, engine.tables().size());
+        e = assertThrows(TableException.class, () -> emb.remove("a")); // evicting deletes rows
+        assertEquals(ErrorCode.PERMISSION_DENIED, e.code(), e.getMessage());
+        assertTrue(e.getMessage().contains("Evict needs the admin role"), e.getMessage());
+        assertEquals(2, engine.get("emb").size());
       }
       // no client certificate, or one from another CA: the handshake fails
       for (ClientOptions.Tls bad : List.of(new ClientOptions.Tls(pki.caPem, null, null),

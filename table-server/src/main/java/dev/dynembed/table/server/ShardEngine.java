@@ -295,6 +295,40 @@ public final class ShardEngine {
     return fresh.size();
   }
 
+  /**
+   * Evicts rows of a table (see {@link Eviction}): the victims are chosen and the table rebuilt
+   * without them under its exclusive lock, logged (with now_step resolved, so that replay evicts
+   * the same rows) and swapped in. Held under the catalogue lock, in the order swap takes them.
+   */
+  public dev.dynembed.table.v1.EvictResponse evict(dev.dynembed.table.v1.EvictRequest req) {
+    checkReady();
+    Eviction.check(req);
+    long lsn = 0;
+    Eviction.Result r;
+    synchronized (catalogue) {
+      TableStore old = get(req.getTable());
+      old.quiesce.writeLock().lock();
+      try {
+        if (old.retired) {
+          throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
+              String.format("table '%s' was dropped or restored meanwhile; resend", old.name()));
+        }
+        dev.dynembed.table.v1.EvictRequest resolved = Eviction.resolve(req, old);
+        r = Eviction.run(old, resolved);
+        if (r.fresh() != null) {
+          lsn = log(LogRecord.newBuilder().setEvict(resolved).build());
+          old.retired = true;
+          tables.put(old.name(), r.fresh());
+        }
+      } finally {
+        old.quiesce.writeLock().unlock();
+      }
+    }
+    awaitDurable(lsn);
+    return dev.dynembed.table.v1.EvictResponse.newBuilder().setEvicted(r.evicted())
+        .setKeys(r.kept()).build();
+  }
+
   // ---------------------------------------------------------------- mutating calls
 
   /**

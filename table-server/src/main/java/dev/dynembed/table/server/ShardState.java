@@ -210,6 +210,16 @@ public final class ShardState implements AutoCloseable {
               rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.numShards()));
         }
       }
+      case EVICT -> {
+        String name = r.getEvict().getTable();
+        TableStore t = engine.lookup(name);
+        if (t != null && lsn >= thresholds.getOrDefault(name, start)) {
+          Eviction.Result ev = Eviction.run(t, r.getEvict());
+          if (ev.fresh() != null) {
+            engine.install(name, ev.fresh());
+          }
+        }
+      }
       case WRITE -> {
         int[] out = new int[r.getWrite().getItemsCount()];
         for (int i = 0; i < out.length; i++) {

@@ -277,6 +277,11 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   }
 
   @Override
+  public void evict(EvictRequest req, StreamObserver<EvictResponse> out) {
+    run(out, req.getTable(), () -> engine.evict(req));
+  }
+
+  @Override
   public void stats(StatsRequest req, StreamObserver<StatsResponse> out) {
     run(out, "", engine::stats);
   }

@@ -192,6 +192,29 @@ class DurabilityTest {
         engine.get("skt").admissionSketch().counters());
   }
 
+  /** An eviction is logged with its resolved step and replayed: the same rows go. */
+  @org.junit.jupiter.params.ParameterizedTest(name = "snapshot every {0} bytes")
+  @org.junit.jupiter.params.provider.ValueSource(longs = {1L << 40, 4096})
+  void evictions_replayToTheSameRows(long snapshotBytes) throws Exception {
+    start(ShardLog.Fsync.NO, snapshotBytes);
+    engine.create(adagrad("emb", 8, 1));
+    engine.create(adagrad("adm", 8, 3));
+    Random r = new Random(4);
+    train(r, 20, 8);
+    for (String t : new String[] {"emb", "adm"}) {
+      engine.evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(t).setTtlSteps(10)
+          .setMaxKeys(40).setPolicy(dev.dynembed.table.v1.EvictionPolicy.LRU).build());
+    }
+    assertTrue(engine.get("emb").size() <= 40);
+    train(r, 10, 8);
+    engine.evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable("emb")
+        .setKeys(PackedKeys.of("w1", "w2", "w3").toProto()).build());
+    Map<Long, Long> pending = new HashMap<>(engine.get("adm").pendingCounts());
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine));
+    assertEquals(pending, new HashMap<>(engine.get("adm").pendingCounts()));
+  }
+
   @Test
   void resentCallAfterRecovery_answersAsBefore_andChangesNothing() throws Exception {
     start(ShardLog.Fsync.ALWAYS, 1L << 40);

@@ -25,7 +25,8 @@ import picocli.CommandLine.Parameters;
     description = "Operate embedding tables on running table-server shards.",
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
         TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
-        TableCli.Ingest.class, TableCli.Sample.class, TableCli.DevCerts.class})
+        TableCli.Evict.class, TableCli.Ingest.class, TableCli.Sample.class,
+        TableCli.DevCerts.class})
 public final class TableCli {
   static class Common {
     @Option(names = "--endpoints", required = true,
@@ -205,6 +206,31 @@ public final class TableCli {
     void run(TableClient c) {
       c.dropTable(table);
       System.out.println("dropped table '" + table + "'");
+    }
+  }
+
+  @Command(name = "evict", description = "Evict rows of a table on every shard: by TTL in steps,"
+      + " by a cap with LFU or LRU victims, or the listed keys (docs/design/0012).")
+  static final class Evict extends Base {
+    @Option(names = "--table", required = true) String table;
+    @Option(names = "--ttl-steps", defaultValue = "0", description = "rows not updated within"
+        + " this many steps go (0: no TTL)") long ttlSteps;
+    @Option(names = "--now-step", defaultValue = "0", description = "the step TTLs count from"
+        + " (0: each shard's last update step)") long nowStep;
+    @Option(names = "--max-keys", defaultValue = "0", description = "then keep at most this many"
+        + " rows in all (each shard ceil(N / shards); 0: no cap)") long maxKeys;
+    @Option(names = "--policy", defaultValue = "LFU", description = "victims past the cap:"
+        + " LFU or LRU") dev.dynembed.table.v1.EvictionPolicy policy;
+    @Option(names = "--keys", split = ",", description = "evict exactly these keys instead")
+    List<String> keys;
+
+    @Override
+    void run(TableClient c) {
+      EmbeddingTable t = c.openTable(table);
+      long n = keys != null ? t.remove(keys.toArray(new String[0]))
+          : t.evict(ttlSteps, nowStep, maxKeys, policy);
+      System.out.printf("evicted %d rows of table '%s'; %d left%n", n, table,
+          t.describe().getCounters().getKeys());
     }
   }
 

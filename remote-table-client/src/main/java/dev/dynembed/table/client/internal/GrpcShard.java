@@ -511,6 +511,14 @@ public final class GrpcShard implements Shard {
   }
 
   @Override
+  public CompletableFuture<dev.dynembed.table.v1.EvictResponse> evict(
+      dev.dynembed.table.v1.EvictRequest request) {
+    // a rebuild is O(rows): the checkpoint deadline; resending is safe (nothing more to evict)
+    return call("evict", request.getTable(),
+        () -> stub(options.checkpointDeadline()).evict(request), r -> r, true);
+  }
+
+  @Override
   public CompletableFuture<StatsResponse> stats() {
     return call("stats", null, () -> data().stats(StatsRequest.getDefaultInstance()), r -> r,
         true);

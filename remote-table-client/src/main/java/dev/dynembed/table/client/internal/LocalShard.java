@@ -191,6 +191,12 @@ public final class LocalShard implements Shard {
   }
 
   @Override
+  public CompletableFuture<dev.dynembed.table.v1.EvictResponse> evict(
+      dev.dynembed.table.v1.EvictRequest request) {
+    return call("evict", request.getTable(), () -> engine.evict(request));
+  }
+
+  @Override
   public CompletableFuture<StatsResponse> stats() {
     return call("stats", null, engine::stats);
   }

@@ -141,6 +141,10 @@ public interface Shard extends AutoCloseable {
 
   CompletableFuture<StatsResponse> stats();
 
+  /** Evicts rows of a table on this shard ({@code EvictRequest}). */
+  CompletableFuture<dev.dynembed.table.v1.EvictResponse> evict(
+      dev.dynembed.table.v1.EvictRequest request);
+
   @Override
   void close();
 }

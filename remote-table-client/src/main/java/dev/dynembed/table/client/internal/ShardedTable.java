@@ -278,6 +278,53 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   @Override
+  public long evict(long ttlSteps, long nowStep, long maxKeys,
+      dev.dynembed.table.v1.EvictionPolicy policy) {
+    if (ttlSteps < 0 || nowStep < 0 || maxKeys < 0 || (ttlSteps == 0 && maxKeys == 0)) {
+      throw invalid("evict", "ttlSteps and maxKeys must be >= 0 and one of them > 0 (got %d"
+          + " and %d; nowStep %d)", ttlSteps, maxKeys, nowStep);
+    }
+    long perShard = maxKeys == 0 ? 0 : (maxKeys + n - 1) / n;
+    return evictAll(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(name())
+        .setTtlSteps(ttlSteps).setNowStep(nowStep).setMaxKeys(perShard).setPolicy(policy)
+        .build());
+  }
+
+  @Override
+  public long remove(String... keys) {
+    PackedKeys all = pack(keys, "remove");
+    if (all.size() == 0) {
+      return 0;
+    }
+    Routing route = new Routing(all, n);
+    List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>();
+    for (int s = 0; s < n; s++) {
+      if (route.shardKeys[s].size() > 0) {
+        futures.add(shards.get(s).evict(dev.dynembed.table.v1.EvictRequest.newBuilder()
+            .setTable(name()).setKeys(route.shardKeys[s].toProto()).build()));
+      }
+    }
+    long evicted = 0;
+    for (var r : Futures.awaitAll(futures)) {
+      evicted += r.getEvicted();
+    }
+    return evicted;
+  }
+
+  private long evictAll(dev.dynembed.table.v1.EvictRequest req) {
+    List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>(n);
+    for (Shard s : shards) {
+      futures.add(s.evict(req));
+    }
+    long evicted = 0;
+    for (var r : Futures.awaitAll(futures)) {
+      evicted += r.getEvicted();
+    }
+    masses.clear(); // the samplers' masses change with the keys
+    return evicted;
+  }
+
+  @Override
   public TableInfo describe() {
     List<CompletableFuture<TableInfo>> futures = new ArrayList<>(n);
     for (Shard s : shards) {
