@@ -305,23 +305,28 @@ public final class ShardEngine {
     Eviction.check(req);
     long lsn = 0;
     Eviction.Result r;
-    synchronized (catalogue) {
-      TableStore old = get(req.getTable());
-      old.quiesce.writeLock().lock();
-      try {
-        if (old.retired) {
-          throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
-              String.format("table '%s' was dropped or restored meanwhile; resend", old.name()));
+    ShardState s = state;
+    // a snapshot cut between a log rotation and its table copies must not see the store
+    // replaced: the log holds the eviction, not the rows it kept
+    synchronized (s == null ? new Object() : s.snapshotMutex()) {
+      synchronized (catalogue) {
+        TableStore old = get(req.getTable());
+        old.quiesce.writeLock().lock();
+        try {
+          if (old.retired) {
+            throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
+                String.format("table '%s' was dropped or restored meanwhile; resend", old.name()));
+          }
+          dev.dynembed.table.v1.EvictRequest resolved = Eviction.resolve(req, old);
+          r = Eviction.run(old, resolved);
+          if (r.fresh() != null) {
+            lsn = log(LogRecord.newBuilder().setEvict(resolved).build());
+            old.retired = true;
+            tables.put(old.name(), r.fresh());
+          }
+        } finally {
+          old.quiesce.writeLock().unlock();
         }
-        dev.dynembed.table.v1.EvictRequest resolved = Eviction.resolve(req, old);
-        r = Eviction.run(old, resolved);
-        if (r.fresh() != null) {
-          lsn = log(LogRecord.newBuilder().setEvict(resolved).build());
-          old.retired = true;
-          tables.put(old.name(), r.fresh());
-        }
-      } finally {
-        old.quiesce.writeLock().unlock();
       }
     }
     awaitDurable(lsn);

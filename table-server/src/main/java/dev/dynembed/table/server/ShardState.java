@@ -309,6 +309,15 @@ public final class ShardState implements AutoCloseable {
    * Swaps in a restored table: it is first written as a checkpoint file under {@code
    * wal/restore-LSN/}, which the RESTORE record names, so recovery can rebuild it.
    */
+  /**
+   * Held by a snapshot from its log rotation to its last table copy: a call that replaces a
+   * store (a restore, an eviction) holds it too, so that no snapshot skips the replaced store
+   * after its cut (the log alone could not rebuild an evicted table).
+   */
+  Object snapshotMutex() {
+    return snapshotMutex;
+  }
+
   void restored(String table, TableStore fresh) {
     synchronized (snapshotMutex) { // no snapshot deletes the copy before its record is logged
       Path dir = walDir.resolve("restore-" + String.format("%020d", wal.lastLsn() + 1));

@@ -215,6 +215,48 @@ class DurabilityTest {
     assertEquals(pending, new HashMap<>(engine.get("adm").pendingCounts()));
   }
 
+  /**
+   * An eviction that arrives while a snapshot is between its log rotation and its table copies
+   * waits for the snapshot: otherwise the snapshot skips the replaced store and the evicted
+   * table is lost to the next recovery (the log holds the eviction, not the rows it kept).
+   */
+  @Test
+  void evictionDuringASnapshot_waitsForIt_andNothingIsLost() throws Exception {
+    start(ShardLog.Fsync.NO, 1L << 40);
+    engine.create(adagrad("emb", 8, 1));
+    engine.create(adagrad("adm", 8, 3));
+    train(new Random(6), 20, 8);
+    java.util.concurrent.CountDownLatch rotated = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch evicted = new java.util.concurrent.CountDownLatch(1);
+    state.onStep(step -> {
+      if (step.equals("rotated")) {
+        rotated.countDown();
+        try { // an eviction that does not wait would finish meanwhile
+          evicted.await(1, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+    });
+    Thread snapshot = new Thread(() -> {
+      try {
+        state.snapshot();
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    });
+    snapshot.start();
+    rotated.await();
+    engine.evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable("emb")
+        .setMaxKeys(10).build());
+    evicted.countDown();
+    snapshot.join();
+    state.onStep(step -> {});
+    assertEquals(10, engine.get("emb").size());
+    Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
+    assertEquals(before, contents(engine));
+  }
+
   @Test
   void resentCallAfterRecovery_answersAsBefore_andChangesNothing() throws Exception {
     start(ShardLog.Fsync.ALWAYS, 1L << 40);
