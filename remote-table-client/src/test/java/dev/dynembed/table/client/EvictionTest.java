@@ -88,6 +88,54 @@ class EvictionTest {
     }
   }
 
+  /** max_keys in the config: each shard evicts to its share on its own, keeping the hot keys. */
+  @ParameterizedTest(name = "{0} shards (0 = in-process)")
+  @ValueSource(ints = {0, 2})
+  void configuredCap_isKeptByTheShards_keepingTheMostFrequent(int shards) throws Exception {
+    List<AutoCloseable> keep = new ArrayList<>();
+    try (TableClient c = client(shards, dir, keep)) {
+      EmbeddingTable t = c.createTable(config(0).toBuilder().setMaxKeys(200).build());
+      String[] hot = new String[20];
+      for (int i = 0; i < hot.length; i++) {
+        hot[i] = "hot" + i;
+      }
+      for (int r = 0; r < 10; r++) {
+        t.findOrInsert(hot);
+      }
+      for (int b = 0; b < 10; b++) {
+        String[] cold = new String[100];
+        for (int i = 0; i < cold.length; i++) {
+          cold[i] = "cold" + b + "-" + i;
+        }
+        t.findOrInsert(cold);
+        awaitEvictions(c, keep);
+      }
+      long keys = t.describe().getCounters().getKeys();
+      long share = shards == 0 ? 200 : 100;
+      assertTrue(keys <= (shards == 0 ? 1 : shards) * (share + share / 10),
+          keys + " rows for a cap of 200");
+      assertTrue(keys >= 100, keys + " rows: evicted far below the cap");
+      for (boolean f : present(t, hot)) {
+        assertTrue(f, "a hot key was evicted");
+      }
+    } finally {
+      for (AutoCloseable a : keep) {
+        a.close();
+      }
+    }
+  }
+
+  private static void awaitEvictions(TableClient c, List<AutoCloseable> keep) {
+    if (keep.isEmpty()) {
+      ((dev.dynembed.table.client.internal.ShardedTableClient) c).localEngine().awaitEvictions();
+    } else {
+      LoopbackCluster cluster = (LoopbackCluster) keep.get(0);
+      for (int s = 0; s < cluster.servers.size(); s++) {
+        cluster.engine(s).awaitEvictions();
+      }
+    }
+  }
+
   @Test
   void cap_keepsTheMostFrequent_orTheMostRecent() throws Exception {
     try (TableClient c = TableClients.inProcess(dir)) {

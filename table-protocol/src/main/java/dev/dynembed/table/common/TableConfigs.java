@@ -102,6 +102,10 @@ public final class TableConfigs {
           + " admission, which needs min_count > 1 (was %d)", c.getName(),
           c.getAdmissionSketchKib(), c.getMinCount());
     }
+    if (c.getEvictionPolicyValue() < 0 || c.getEvictionPolicyValue() > 2) {
+      throw TableException.invalid("table '%s': eviction_policy %d is not LFU or LRU",
+          c.getName(), c.getEvictionPolicyValue());
+    }
     return c.toBuilder()
         .setMaxKeyBytes(maxKey)
         .setInitializer(normalize(c.getName(), c.getInitializer()))

@@ -334,6 +334,73 @@ public final class ShardEngine {
         .setKeys(r.kept()).build();
   }
 
+  /** Runs the caps' evictions, one at a time, off the callers' threads (created on first use). */
+  private volatile java.util.concurrent.ExecutorService evictor;
+  private final java.util.Set<String> evicting = ConcurrentHashMap.newKeySet();
+
+  /** Rows a shard keeps of a table with max_keys: its share, ceil(max_keys / num_shards). */
+  long capOf(TableStore t) {
+    long max = t.config().getMaxKeys();
+    return max == 0 ? 0 : (max + numShards - 1) / numShards;
+  }
+
+  /**
+   * After a call that may have added rows: a table past its cap by 10% gets an eviction down to
+   * the cap, in the background (one per table at a time). The cap is soft: rows keep arriving
+   * while the eviction runs.
+   */
+  public void afterInsert(TableStore t) {
+    long cap = capOf(t);
+    if (cap == 0 || t.size() <= cap + Math.max(1, cap / 10) || !evicting.add(t.name())) {
+      return;
+    }
+    java.util.concurrent.ExecutorService ex = evictor;
+    if (ex == null) {
+      synchronized (this) {
+        if (evictor == null) {
+          evictor = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+            Thread th = new Thread(r, "evict-shard-" + shardIndex);
+            th.setDaemon(true);
+            return th;
+          });
+        }
+        ex = evictor;
+      }
+    }
+    ex.execute(() -> {
+      try {
+        if (tables.get(t.name()) == t && !t.retired) {
+          evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(t.name())
+              .setMaxKeys(cap).setPolicy(t.config().getEvictionPolicy()).build());
+        }
+      } catch (RuntimeException e) { // dropped or restored meanwhile, or the log failed
+        java.util.logging.Logger.getLogger(ShardEngine.class.getName()).warning(String.format(
+            "shard %d: eviction of table '%s' to its cap failed: %s", shardIndex, t.name(),
+            e.getMessage()));
+      } finally {
+        evicting.remove(t.name());
+      }
+    });
+  }
+
+  /** Waits until no cap eviction is queued or running (tests, benchmarks). */
+  public void awaitEvictions() {
+    java.util.concurrent.ExecutorService ex = evictor;
+    if (ex == null) {
+      return;
+    }
+    try {
+      ex.submit(() -> { }).get();
+      while (!evicting.isEmpty()) {
+        ex.submit(() -> { }).get();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
   // ---------------------------------------------------------------- mutating calls
 
   /**
@@ -379,6 +446,9 @@ public final class ShardEngine {
         unlockShared(locked);
       }
       awaitDurable(lsn);
+      for (TableStore t : stores) {
+        afterInsert(t);
+      }
       return out;
     } finally {
       if (!done) {
@@ -469,6 +539,9 @@ public final class ShardEngine {
     } else {
       awaitDurable(lsn);
     }
+    for (TableStore t : stores) {
+      afterInsert(t);
+    }
     if (failure != null) {
       throw failure;
     }
@@ -504,7 +577,7 @@ public final class ShardEngine {
    * time, so ordered readers cannot deadlock behind queued writers), and checks that none was
    * retired meanwhile.
    */
-  private static List<TableStore> lockShared(List<TableStore> stores) {
+  public static List<TableStore> lockShared(List<TableStore> stores) {
     List<TableStore> order = new ArrayList<>(new java.util.LinkedHashSet<>(stores));
     order.sort(java.util.Comparator.comparing(TableStore::name));
     List<TableStore> locked = new ArrayList<>(order.size());
@@ -525,7 +598,7 @@ public final class ShardEngine {
     return locked;
   }
 
-  private static void unlockShared(List<TableStore> locked) {
+  public static void unlockShared(List<TableStore> locked) {
     for (TableStore t : locked) {
       t.quiesce.readLock().unlock();
     }

@@ -43,10 +43,44 @@ public final class LocalShard implements Shard {
     }
   }
 
+  /**
+   * Runs {@code body} holding the named tables' quiesce locks shared, as a remote shard's calls
+   * do: a checkpoint, a restore or an eviction (which replaces the store) waits for it, and a call
+   * that finds its store replaced meanwhile runs again on the new one.
+   */
+  private <T> T locked(List<String> names, Supplier<T> body) {
+    for (int attempt = 0; ; attempt++) {
+      List<TableStore> stores = new ArrayList<>(names.size());
+      for (String n : names) {
+        stores.add(engine.get(n));
+      }
+      List<TableStore> held;
+      try {
+        held = ShardEngine.lockShared(stores);
+      } catch (TableException e) {
+        if (e.code() == dev.dynembed.table.common.ErrorCode.UNAVAILABLE && attempt < 8) {
+          continue; // replaced between get and lock: take the new store
+        }
+        throw e;
+      }
+      try {
+        return body.get();
+      } finally {
+        ShardEngine.unlockShared(held);
+      }
+    }
+  }
+
   @Override
   public CompletableFuture<List<Object>> read(List<Read> items) {
     String table = items.isEmpty() ? null : items.get(0).table();
-    return call(items.size() == 1 ? name(items.get(0)) : "read", table, () -> {
+    List<String> names = items.stream().map(Read::table).distinct().toList();
+    return call(items.size() == 1 ? name(items.get(0)) : "read", table, () -> locked(names,
+        () -> readLocked(items)));
+  }
+
+  private List<Object> readLocked(List<Read> items) {
+    {
       List<Object> out = new ArrayList<>(items.size());
       for (Read r : items) {
         if (r instanceof Find f) {
@@ -60,7 +94,7 @@ public final class LocalShard implements Shard {
         }
       }
       return out;
-    });
+    }
   }
 
   /** The call an item stands for, in error messages. */
@@ -94,6 +128,7 @@ public final class LocalShard implements Shard {
     t.findOrInsert(f.keys(), f.occurrences(), f.mode().count(),
         rows == null ? null : RowSink.of(rows), found, freqs,
         slots == null ? null : RowSink.of(slots), counts);
+    engine.afterInsert(t);
     return new RowsReply(rows == null ? null : ReplyRows.of(rows, t.dim()), found, freqs,
         slots == null || t.slotFloats() == 0 ? null : ReplyRows.of(slots, t.slotFloats()),
         counts);
@@ -105,6 +140,9 @@ public final class LocalShard implements Shard {
     float[] pooled = p.insert()
         ? PooledRows.findOrInsert(t, p.keys(), p.bags(), null, p.count(), found)
         : PooledRows.find(t, p.keys(), p.bags(), found);
+    if (p.insert()) {
+      engine.afterInsert(t);
+    }
     return new PooledReply(ReplyRows.of(pooled, t.dim()), found);
   }
 
@@ -133,7 +171,8 @@ public final class LocalShard implements Shard {
   @Override
   public CompletableFuture<int[]> write(List<Write> items) {
     String table = items.isEmpty() ? null : items.get(0).table();
-    return call("applyGradients", table, () -> {
+    List<String> names = items.stream().map(Write::table).distinct().toList();
+    return call("applyGradients", table, () -> locked(names, () -> {
       // every batch is checked before any is applied, as a remote shard does
       List<TableStore.CheckedGradients> checked = new ArrayList<>(items.size());
       List<TableStore> stores = new ArrayList<>(items.size());
@@ -148,8 +187,11 @@ public final class LocalShard implements Shard {
       for (int i = 0; i < updated.length; i++) {
         updated[i] = stores.get(i).apply(checked.get(i), items.get(i).step());
       }
+      for (TableStore t : stores) {
+        engine.afterInsert(t);
+      }
       return updated;
-    });
+    }));
   }
 
   @Override

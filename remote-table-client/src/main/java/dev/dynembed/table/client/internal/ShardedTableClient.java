@@ -20,6 +20,11 @@ public final class ShardedTableClient implements TableClient {
     this.shards = List.copyOf(shards);
   }
 
+  /** The engine of an in-process client (one local shard), or null for remote shards. */
+  public dev.dynembed.table.server.ShardEngine localEngine() {
+    return shards.size() == 1 && shards.get(0) instanceof LocalShard l ? l.engine() : null;
+  }
+
   /** Checks once that endpoint i serves shard i of numShards(), before anything is created. */
   private void verifyLayout(String table, String call) {
     if (layoutVerified) {
