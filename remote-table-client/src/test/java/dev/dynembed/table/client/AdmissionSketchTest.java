@@ -23,7 +23,7 @@ class AdmissionSketchTest {
   @TempDir Path dir;
 
   private static final int MIN_COUNT = 5;
-  private static final int KIB = Integer.getInteger("sketch.kib", 1024);
+  private static final int KIB = 1024;
 
   static TableConfig config(int kib) {
     return TableConfigs.builder("skt", 8).setOptimizer(TableConfigs.sgd(0.5f))
@@ -69,10 +69,6 @@ class AdmissionSketchTest {
       }
       // 100,000 occurrences, ~28k keys below min_count; 1 MiB of counters (65,536 per row)
       double rate = (double) early / below;
-      System.out.printf("admission sketch %d KiB: over-admission %d of %d keys below min_count"
-          + " = %.4f; bytes %d vs exact %d%n", KIB, early, below, rate,
-          sk.describe().getCounters().getBytesUsed(),
-          exact.describe().getCounters().getBytesUsed());
       assertTrue(rate < 0.05, "over-admission " + early + " of " + below + " = " + rate);
       var counters = sk.describe().getCounters();
       assertEquals(0, counters.getPendingKeys());
