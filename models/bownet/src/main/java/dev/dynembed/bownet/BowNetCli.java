@@ -164,6 +164,9 @@ public final class BowNetCli {
       BowNet.Accuracy nb = new NaiveBayes(desc, labels).train(train).evaluate(test);
       System.out.printf(Locale.ROOT, "baseline (multinomial naive Bayes) held-out accuracy %.4f"
           + " (%d/%d)%n", nb.value(), nb.correct(), nb.total());
+      BowNet.Accuracy lr = new LogisticRegression(desc, labels).train(train).evaluate(test);
+      System.out.printf(Locale.ROOT, "baseline (bag-of-words logistic regression) held-out"
+          + " accuracy %.4f (%d/%d)%n", lr.value(), lr.correct(), lr.total());
       return 0;
     }
   }

@@ -78,6 +78,11 @@ class BowNetTest {
     }
     double nb = new NaiveBayes(desc, LABELS).train(train).evaluate(test).value();
     assertTrue(nb > 0.85, "naive Bayes held-out accuracy " + nb);
+    LogisticRegression lr = new LogisticRegression(desc, LABELS);
+    double untrained = lr.evaluate(test).value();
+    double trained = lr.train(train).evaluate(test).value();
+    assertTrue(trained > 0.85 && trained > untrained + 0.3,
+        "logistic regression held-out accuracy " + untrained + " -> " + trained);
   }
 
   /**
