@@ -191,6 +191,17 @@ public interface EmbeddingTable {
         + getClass().getSimpleName() + ") does not evict");
   }
 
+  /**
+   * Every row of the table, shard after shard, in pages of at most {@code pageKeys} keys (a live
+   * scan: rows present when it starts come once each, with their values as read; rows added
+   * meanwhile may or may not come). Fails with FAILED_PRECONDITION when a shard's store is
+   * replaced during the scan (an eviction, a restore, a restart): scan again.
+   */
+  default void scan(int pageKeys, java.util.function.Consumer<ScanPage> consumer) {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") does not scan");
+  }
+
   /** Removes these keys' rows (those present); they come back through admission. */
   default long remove(String... keys) {
     throw new UnsupportedOperationException("table '" + name() + "' ("

@@ -230,4 +230,10 @@ public final class ServingTable implements EmbeddingTable {
   public TableInfo describe() {
     return backing.describe();
   }
+
+  /** Scans the backing table (uncached). */
+  @Override
+  public void scan(int pageKeys, java.util.function.Consumer<ScanPage> consumer) {
+    backing.scan(pageKeys, consumer);
+  }
 }

@@ -277,6 +277,26 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   }
 
   @Override
+  public void scan(ScanRequest req, StreamObserver<ScanResponse> out) {
+    run(out, req.getTable(), () -> {
+      TableStore t = engine.get(req.getTable());
+      int n = Scans.pageSize(t, req.getCursor(), req.getLimit(), req.getGeneration());
+      Rows.Writer rows = new Rows.Writer(n * t.dim, req.getRowEncoding());
+      Scans.Page page = Scans.read(t, req.getCursor(), n, rows);
+      ScanResponse.Builder b = ScanResponse.newBuilder().setKeys(page.keys().toProto())
+          .setRowEncoding(rows.encoding()).setNextCursor(page.next())
+          .setGeneration(page.generation());
+      ByteString bytes = rows.toByteString();
+      b.setRows(bytes.substring(0, page.keys().size() * t.dim
+          * Rows.bytesPerValue(rows.encoding())));
+      for (int i = 0; i < page.keys().size(); i++) {
+        b.addFrequencies(page.frequencies()[i]).addSteps(page.steps()[i]);
+      }
+      return b.build();
+    });
+  }
+
+  @Override
   public void evict(EvictRequest req, StreamObserver<EvictResponse> out) {
     run(out, req.getTable(), () -> engine.evict(req));
   }

@@ -111,6 +111,9 @@ public final class TableStore {
   /** With admission_sketch_kib: the counts of keys awaiting admission, instead of {@link #pending}. */
   private final AdmissionSketch sketch;
   private final LongAdder updates = new LongAdder();
+  /** This store's identity for scans: a new store (eviction, restore, restart) has another. */
+  final long generation = java.util.concurrent.ThreadLocalRandom.current().nextLong(1,
+      Long.MAX_VALUE);
   private final AtomicLong lastStep = new AtomicLong();
   private final Samplers samplers;
 

@@ -25,7 +25,7 @@ import picocli.CommandLine.Parameters;
     description = "Operate embedding tables on running table-server shards.",
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
         TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
-        TableCli.Evict.class, TableCli.Ingest.class, TableCli.Sample.class,
+        TableCli.Evict.class, TableCli.Export.class, TableCli.Ingest.class, TableCli.Sample.class,
         TableCli.DevCerts.class})
 public final class TableCli {
   static class Common {
@@ -231,6 +231,69 @@ public final class TableCli {
           : t.evict(ttlSteps, nowStep, maxKeys, policy);
       System.out.printf("evicted %d rows of table '%s'; %d left%n", n, table,
           t.describe().getCounters().getKeys());
+    }
+  }
+
+  @Command(name = "export", description = "Write every row of a table (a live scan over the"
+      + " shards) in word2vec's text format: a 'keys dim' line, then 'key v1 .. vdim' per key.")
+  static final class Export extends Base {
+    @Option(names = "--table", required = true) String table;
+    @Option(names = "--out", required = true, description = "output file") Path out;
+    @Option(names = "--page", defaultValue = "4096", description = "keys per scan page") int page;
+
+    @Override
+    void run(TableClient c) {
+      EmbeddingTable t = c.openTable(table);
+      Path tmp = out.resolveSibling(out.getFileName() + ".tmp");
+      long[] n = {0};
+      long[] skipped = {0};
+      try (java.io.Writer w = java.nio.file.Files.newBufferedWriter(tmp,
+          java.nio.charset.StandardCharsets.UTF_8)) {
+        java.io.IOException[] failed = {null};
+        t.scan(page, p -> {
+          StringBuilder b = new StringBuilder();
+          for (int i = 0; i < p.keys().length; i++) {
+            if (p.keys()[i].chars().anyMatch(Character::isWhitespace)) {
+              skipped[0]++; // the text format cannot hold it
+              continue;
+            }
+            b.setLength(0);
+            b.append(p.keys()[i]);
+            for (int j = 0; j < t.dim(); j++) {
+              b.append(' ').append(p.rows()[i * t.dim() + j]);
+            }
+            b.append('\n');
+            try {
+              w.write(b.toString());
+            } catch (java.io.IOException e) {
+              failed[0] = e;
+            }
+            n[0]++;
+          }
+        });
+        if (failed[0] != null) {
+          throw failed[0];
+        }
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException("writing " + tmp, e);
+      }
+      try (java.io.OutputStream o = java.nio.file.Files.newOutputStream(out)) {
+        // the header holds the count, known only at the end
+        o.write((n[0] + " " + t.dim() + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        java.nio.file.Files.copy(tmp, o);
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException("writing " + out, e);
+      }
+      try {
+        java.nio.file.Files.delete(tmp);
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException("deleting " + tmp, e);
+      }
+      if (skipped[0] > 0) {
+        System.out.printf("skipped %,d keys with whitespace (word2vec's text format cannot hold"
+            + " them)%n", skipped[0]);
+      }
+      System.out.printf("exported %,d rows of table '%s' to %s%n", n[0], table, out);
     }
   }
 

@@ -511,6 +511,30 @@ public final class GrpcShard implements Shard {
   }
 
   @Override
+  public CompletableFuture<ScanReply> scan(String table, long cursor, int limit,
+      long generation) {
+    dev.dynembed.table.v1.ScanRequest req = dev.dynembed.table.v1.ScanRequest.newBuilder()
+        .setTable(table).setCursor(cursor).setLimit(limit).setGeneration(generation)
+        .setRowEncoding(encoding).build();
+    return call("scan", table, () -> data().scan(req), r -> {
+      PackedKeys keys = PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES, "scanned keys");
+      int n = keys.size();
+      ReplyRows rows = null;
+      if (n > 0) {
+        int values = Rows.valueCount(r.getRows(), r.getRowEncoding(), "scanned rows");
+        if (values % n != 0) {
+          throw new IllegalStateException("scan: " + values + " values for " + n + " keys");
+        }
+        rows = ReplyRows.of(r.getRows().asReadOnlyByteBuffer(), r.getRowEncoding(), values / n);
+      }
+      long[] freqs = counts(r.getFrequenciesList(), n, "frequencies");
+      long[] steps = counts(r.getStepsList(), n, "steps");
+      return new ScanReply(keys, rows, freqs == null ? new long[0] : freqs,
+          steps == null ? new long[0] : steps, r.getNextCursor(), r.getGeneration());
+    }, true);
+  }
+
+  @Override
   public CompletableFuture<dev.dynembed.table.v1.EvictResponse> evict(
       dev.dynembed.table.v1.EvictRequest request) {
     // a rebuild is O(rows): the checkpoint deadline; resending is safe (nothing more to evict)

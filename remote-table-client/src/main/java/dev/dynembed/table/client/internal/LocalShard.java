@@ -233,6 +233,20 @@ public final class LocalShard implements Shard {
   }
 
   @Override
+  public CompletableFuture<ScanReply> scan(String table, long cursor, int limit,
+      long generation) {
+    return call("scan", table, () -> {
+      TableStore t = engine.get(table);
+      int n = dev.dynembed.table.server.Scans.pageSize(t, cursor, limit, generation);
+      float[] rows = new float[n * t.dim()];
+      var page = dev.dynembed.table.server.Scans.read(t, cursor, n, RowSink.of(rows));
+      return new ScanReply(page.keys(), ReplyRows.of(java.util.Arrays.copyOf(rows,
+          page.keys().size() * t.dim()), t.dim()), page.frequencies(), page.steps(),
+          page.next(), page.generation());
+    });
+  }
+
+  @Override
   public CompletableFuture<dev.dynembed.table.v1.EvictResponse> evict(
       dev.dynembed.table.v1.EvictRequest request) {
     return call("evict", request.getTable(), () -> engine.evict(request));

@@ -141,6 +141,16 @@ public interface Shard extends AutoCloseable {
 
   CompletableFuture<StatsResponse> stats();
 
+  /**
+   * One page of a scan of a table on this shard: keys, rows (FLOAT [keys, dim]), frequencies,
+   * last-update steps, the next cursor (0: done) and the store's generation.
+   */
+  record ScanReply(PackedKeys keys, ReplyRows rows, long[] frequencies, long[] steps, long next,
+      long generation) {}
+
+  /** A page of a scan ({@code ScanRequest}); generation 0 for the first page. */
+  CompletableFuture<ScanReply> scan(String table, long cursor, int limit, long generation);
+
   /** Evicts rows of a table on this shard ({@code EvictRequest}). */
   CompletableFuture<dev.dynembed.table.v1.EvictResponse> evict(
       dev.dynembed.table.v1.EvictRequest request);

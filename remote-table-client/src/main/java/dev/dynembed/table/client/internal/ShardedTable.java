@@ -291,6 +291,30 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   @Override
+  public void scan(int pageKeys, java.util.function.Consumer<dev.dynembed.table.client.ScanPage>
+      consumer) {
+    for (Shard s : shards) {
+      long cursor = 0;
+      long generation = 0;
+      do {
+        Shard.ScanReply r = Futures.await(s.scan(name(), cursor, pageKeys, generation));
+        int n = r.keys().size();
+        String[] keys = new String[n];
+        for (int i = 0; i < n; i++) {
+          keys[i] = r.keys().key(i);
+        }
+        float[] rows = n == 0 ? new float[0] : r.rows().toArray();
+        if (n > 0) {
+          consumer.accept(new dev.dynembed.table.client.ScanPage(keys, rows, r.frequencies(),
+              r.steps()));
+        }
+        cursor = r.next();
+        generation = r.generation();
+      } while (cursor != 0);
+    }
+  }
+
+  @Override
   public long remove(String... keys) {
     PackedKeys all = pack(keys, "remove");
     if (all.size() == 0) {
