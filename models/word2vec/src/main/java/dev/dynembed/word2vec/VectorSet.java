@@ -1,7 +1,7 @@
 package dev.dynembed.word2vec;
 
 import dev.dynembed.table.client.TableClients;
-import dev.dynembed.table.server.TableStore;
+import dev.dynembed.table.client.EmbeddingTable;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
@@ -73,20 +73,29 @@ public final class VectorSet {
   public static VectorSet fromModel(Path modelDir) {
     Word2VecConfig cfg = ModelDir.config(modelDir);
     Path tables = ModelDir.tables(modelDir);
-    TableStore in = TableClients.loadCheckpoint(tables, cfg.inTable());
-    TableStore out = TableClients.loadCheckpoint(tables, cfg.outTable());
+    EmbeddingTable in = TableClients.loadCheckpoint(tables, cfg.inTable());
+    EmbeddingTable out = TableClients.loadCheckpoint(tables, cfg.outTable());
     Map<String, Long> freq = new HashMap<>();
-    for (String k : out.keys()) {
-      freq.put(k, out.record(k).frequency());
-    }
-    List<String> words = new ArrayList<>(in.keys());
+    out.scan(65536, p -> {
+      for (int i = 0; i < p.keys().length; i++) {
+        freq.put(p.keys()[i], p.frequencies()[i]);
+      }
+    });
+    Map<String, float[]> rows = new HashMap<>();
+    int dim = cfg.dim();
+    in.scan(65536, p -> {
+      for (int i = 0; i < p.keys().length; i++) {
+        rows.put(p.keys()[i], java.util.Arrays.copyOfRange(p.rows(), i * dim, (i + 1) * dim));
+      }
+    });
+    List<String> words = new ArrayList<>(rows.keySet());
     words.sort(Comparator.comparingLong((String w) -> -freq.getOrDefault(w, 0L))
         .thenComparing(Comparator.naturalOrder()));
-    float[] v = new float[words.size() * cfg.dim()];
+    float[] v = new float[words.size() * dim];
     for (int i = 0; i < words.size(); i++) {
-      System.arraycopy(in.record(words.get(i)).weights(), 0, v, i * cfg.dim(), cfg.dim());
+      System.arraycopy(rows.get(words.get(i)), 0, v, i * dim, dim);
     }
-    return new VectorSet(words, v, cfg.dim());
+    return new VectorSet(words, v, dim);
   }
 
   /** Writes word2vec's text ({@code binary = false}) or binary format, atomically. */

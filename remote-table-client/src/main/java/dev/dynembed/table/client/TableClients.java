@@ -67,17 +67,16 @@ public final class TableClients {
   }
 
   /**
-   * Reads a table's checkpoint (any shard count) into a standalone store, without a client or
-   * server: for offline tools such as exporters, which iterate its keys and records. Verified as
-   * a restore is; a corrupt checkpoint throws DATA_LOSS.
+   * Reads a table's checkpoint (any shard count) into a table of its own in this process,
+   * without a server: for offline tools such as exporters, which {@link EmbeddingTable#scan} it.
+   * Verified as a restore is; a corrupt checkpoint throws DATA_LOSS.
    */
-  public static dev.dynembed.table.server.TableStore loadCheckpoint(Path directory, String table) {
+  public static EmbeddingTable loadCheckpoint(Path directory, String table) {
     Path dir = directory.toAbsolutePath().normalize();
     dev.dynembed.table.v1.CheckpointManifest m =
         dev.dynembed.table.client.internal.Manifests.read(dir, table);
-    dev.dynembed.table.server.ShardEngine engine =
-        new dev.dynembed.table.server.ShardEngine(0, 1, dir);
-    engine.restore(table, dir.toString(), m.getFilesList());
-    return engine.get(table);
+    EmbeddingTable t = inProcess(dir).createTable(m.getConfig());
+    t.restore(dir);
+    return t;
   }
 }
