@@ -114,6 +114,11 @@ public final class BowNetCli {
     @Option(names = "--shards", description = "host:port,... of running table-server shards"
         + " (default: an in-process table under DIR/model)")
     String shards;
+    @Option(names = "--local-shards", defaultValue = "0", description = "start this many shard"
+        + " processes on this machine for the run (data directory DIR/shards, where the servable"
+        + " models then go by default)") int localShards;
+    @Option(names = "--shard-heap", defaultValue = "1g", description = "heap of each shard"
+        + " started by --local-shards") String shardHeap;
     @Option(names = "--save", description = "save a servable model after every epoch under"
         + " SAVE/epoch-N (default DIR/servable; with --shards, a directory inside the shards'"
         + " --data-dir)")
@@ -139,12 +144,26 @@ public final class BowNetCli {
       }
       BowNet.Config cfg = new BowNet.Config(name, dim, hidden, tableRate, denseRate, seed,
           pooling.equals("shards"), combiner, bigrams);
-      Path saveDir = save != null ? save : data.resolve("servable");
+      if (localShards > 0 && shards != null) {
+        throw new IllegalArgumentException("give --shards (running shards) or --local-shards N"
+            + " (started here), not both");
+      }
+      Path shardDir = data.resolve("shards").toAbsolutePath();
+      Path saveDir = save != null ? save
+          : localShards > 0 ? shardDir.resolve("servable") : data.resolve("servable");
+      dev.dynembed.table.client.LocalShardProcesses procs = null;
+      if (localShards > 0) {
+        Files.createDirectories(shardDir);
+        procs = new dev.dynembed.table.client.LocalShardProcesses(localShards, 0, shardDir,
+            shardHeap, "");
+        System.err.printf("bownet: %d shard processes: %s%n", localShards, procs.endpoints());
+      }
       System.err.printf("bownet: %d labels, %d training files, %d threads%n", labels.size(),
           train.size(), threads);
-      try (TableClient client = shards != null
-          ? TableClients.connect(TableClients.parseEndpoints(shards))
-          : TableClients.inProcess(data.resolve("model"))) {
+      try (dev.dynembed.table.client.LocalShardProcesses ignored = procs;
+          TableClient client = procs != null ? TableClients.connect(procs.endpoints())
+              : shards != null ? TableClients.connect(TableClients.parseEndpoints(shards))
+              : TableClients.inProcess(data.resolve("model"))) {
         BowNet net = new BowNet(cfg, desc, labels, client, threads);
         long start = System.nanoTime();
         for (int e = 1; e <= epochs; e++) {

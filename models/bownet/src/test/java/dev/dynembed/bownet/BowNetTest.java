@@ -138,6 +138,45 @@ class BowNetTest {
     assertTrue(err.contains("accuracy on the 200 with a label"), err);
   }
 
+  /**
+   * {@code bownet train --local-shards 2 --pooling shards} starts 2 shard processes, trains on
+   * them, saves a servable model in their data directory, stops them; {@code bownet classify}
+   * then serves the model from its saved table in process.
+   */
+  @Test
+  void cli_trainsOnLocalShardProcesses_andTheSavedModelClassifies(@TempDir Path dir)
+      throws Exception {
+    Random r = new Random(8);
+    for (int f = 0; f < 2; f++) {
+      write(dir, "train-" + f + ".txt", 300, r);
+    }
+    write(dir, "test.txt", 100, r);
+    Files.writeString(dir.resolve("feed.prototxt"), DESC);
+    Files.write(dir.resolve("labels.txt"), LABELS);
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream saved = System.out;
+    int code;
+    try {
+      System.setOut(new java.io.PrintStream(out, true, StandardCharsets.UTF_8));
+      code = new picocli.CommandLine(new BowNetCli()).execute("train", "--data", dir.toString(),
+          "--epochs", "3", "--local-shards", "2", "--pooling", "shards", "--shard-heap", "256m");
+    } finally {
+      System.setOut(saved);
+    }
+    String printed = out.toString(StandardCharsets.UTF_8);
+    assertEquals(0, code, printed);
+    assertTrue(printed.contains("epoch  3"), printed);
+    Path model = dir.resolve("shards/servable/epoch-3");
+    assertTrue(Files.exists(model.resolve("servable.properties")), "no model at " + model);
+    try (TableClient c = TableClients.inProcess(dir.resolve("serve"))) {
+      List<BowNetServable.Prediction> p = BowNetServable.open(model, c, true)
+          .classify(dir.resolve("test.txt"));
+      long correct = p.stream().filter(x -> x.predicted().equals(x.truth())).count();
+      assertEquals(100, p.size());
+      assertTrue(correct > 60, correct + " of 100 held-out lines right");
+    }
+  }
+
   @Test
   void badFeeds_areRefusedNamingTheProblem(@TempDir Path dir) throws Exception {
     FeedDescription noLabel = FeedDescription.parse("""
