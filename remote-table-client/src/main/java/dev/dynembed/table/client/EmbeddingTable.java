@@ -114,10 +114,11 @@ public interface EmbeddingTable {
   default int applyPooledGradients(String[] keys, KeyBags bags, float[] bagGradients,
       float learningRate, long step) {
     checkBags(keys, bags);
-    int unused = bags.firstUnused(keys.length);
-    if (unused >= 0) {
-      throw dev.dynembed.table.common.TableException.invalid("table '%s': key %d ('%s') is in"
-          + " no bag; send only the keys the bags use", name(), unused, keys[unused]);
+    try {
+      bags.requireAllUsed(i -> keys[i]);
+    } catch (dev.dynembed.table.common.TableException e) {
+      throw dev.dynembed.table.common.TableException.invalid("table '%s': %s", name(),
+          e.getMessage());
     }
     return applyGradients(keys, bags.spread(bagGradients, keys.length, dim()), learningRate,
         step);
@@ -125,9 +126,11 @@ public interface EmbeddingTable {
 
   /** Refuses bags built over another number of keys. */
   private void checkBags(String[] keys, KeyBags bags) {
-    if (bags.numKeys() != keys.length) {
-      throw dev.dynembed.table.common.TableException.invalid("table '%s': bags built over %d"
-          + " keys were sent with %d keys", name(), bags.numKeys(), keys.length);
+    try {
+      bags.requireKeys(keys.length);
+    } catch (dev.dynembed.table.common.TableException e) {
+      throw dev.dynembed.table.common.TableException.invalid("table '%s': %s", name(),
+          e.getMessage());
     }
   }
 

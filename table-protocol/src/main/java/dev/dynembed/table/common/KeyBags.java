@@ -232,6 +232,28 @@ public final class KeyBags {
   }
 
   /**
+   * Refuses (INVALID_ARGUMENT) bags that leave a key of their batch unused: a pooled read would
+   * fetch it for nothing, a pooled gradient would step it on a zero gradient.
+   *
+   * @param keyName the key at an index of the batch, for the message
+   */
+  public void requireAllUsed(java.util.function.IntFunction<String> keyName) {
+    int k = firstUnused(numKeys);
+    if (k >= 0) {
+      throw TableException.invalid("key %d ('%s') is in no bag; send only the keys the bags use",
+          k, keyName.apply(k));
+    }
+  }
+
+  /** Refuses (INVALID_ARGUMENT) a key batch of another size than the bags were built over. */
+  public void requireKeys(int keys) {
+    if (keys != numKeys) {
+      throw TableException.invalid("bags built over %d keys were sent with %d keys", numKeys,
+          keys);
+    }
+  }
+
+  /**
    * Splits the bags over shards: shard s gets every bag (so that partial vectors line up), with
    * only the entries of its keys, their indexes renumbered to the shard's key order, and the
    * bags' full scales.

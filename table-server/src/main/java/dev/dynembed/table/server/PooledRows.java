@@ -16,10 +16,10 @@ public final class PooledRows {
 
   /** Refuses bags that leave a key unused: it would be read, or stepped, for nothing. */
   private static void checkAllUsed(TableStore t, PackedKeys keys, KeyBags bags, String call) {
-    int k = bags.firstUnused(keys.size());
-    if (k >= 0) {
-      throw TableException.invalid("table '%s': %s: key %d ('%s') is in no bag; send only the"
-          + " keys the bags use", t.name(), call, k, keys.key(k));
+    try {
+      bags.requireAllUsed(keys::key);
+    } catch (TableException e) {
+      throw TableException.invalid("table '%s': %s: %s", t.name(), call, e.getMessage());
     }
   }
 

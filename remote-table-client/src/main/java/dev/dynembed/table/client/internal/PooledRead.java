@@ -27,19 +27,7 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
     this.count = count;
     Routing route = new Routing(keys, numShards);
     this.shardKeys = route.shardKeys;
-    this.shardBags = split(route, bags);
-  }
-
-  /** Splits and routes {@code bags} over {@code keys}; shared with {@link PooledWrite}. */
-  static KeyBags[] split(Routing route, KeyBags bags) {
-    int[] shardOf = new int[route.keys.size()];
-    int[] pos = new int[shardOf.length];
-    for (int i = 0; i < shardOf.length; i++) {
-      int u = route.dedup.uniqueOf(i);
-      shardOf[i] = route.shardOfUnique[u];
-      pos[i] = route.posInShard[u];
-    }
-    return bags.split(shardOf, pos, route.numShards);
+    this.shardBags = route.split(bags);
   }
 
   @Override

@@ -38,14 +38,14 @@ final class PooledWrite extends ShardCalls.WriteItem {
       throw invalid("learning_rate must be >= 0 (0 = the table's) but was %s; nothing was"
           + " applied", learningRate);
     }
-    int unused = bags.firstUnused(keys.size());
-    if (unused >= 0) {
-      throw invalid("key %d ('%s') is in no bag; send only the keys the bags use", unused,
-          keys.key(unused));
+    try {
+      bags.requireAllUsed(keys::key);
+    } catch (TableException e) {
+      throw invalid("%s", e.getMessage());
     }
     Routing route = new Routing(keys, numShards);
     this.shardKeys = route.shardKeys;
-    this.shardBags = PooledRead.split(route, bags);
+    this.shardBags = route.split(bags);
   }
 
   private TableException invalid(String format, Object... args) {

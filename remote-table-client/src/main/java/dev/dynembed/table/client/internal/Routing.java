@@ -48,6 +48,21 @@ final class Routing {
     }
   }
 
+  /**
+   * Bags over this batch's keys split over the shards (as {@link
+   * dev.dynembed.table.common.KeyBags#split}): each shard's part indexes its shard keys.
+   */
+  dev.dynembed.table.common.KeyBags[] split(dev.dynembed.table.common.KeyBags bags) {
+    int[] shardOf = new int[keys.size()];
+    int[] pos = new int[shardOf.length];
+    for (int i = 0; i < shardOf.length; i++) {
+      int u = dedup.uniqueOf(i);
+      shardOf[i] = shardOfUnique[u];
+      pos[i] = posInShard[u];
+    }
+    return bags.split(shardOf, pos, numShards);
+  }
+
   private int[] perUnique; // occurrences of each distinct key, counted once per batch
 
   /** Occurrences of each shard key in the batch. */

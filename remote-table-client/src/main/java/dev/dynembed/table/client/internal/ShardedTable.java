@@ -149,9 +149,10 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   private void checkBags(String[] keys, KeyBags bags, String call) {
-    if (bags.numKeys() != keys.length) {
-      throw invalid(call, "bags built over %d keys were sent with %d keys", bags.numKeys(),
-          keys.length);
+    try {
+      bags.requireKeys(keys.length);
+    } catch (TableException e) {
+      throw TableException.of(e.code(), e.getMessage(), name(), -1, call, e);
     }
   }
 
@@ -328,11 +329,7 @@ public final class ShardedTable implements EmbeddingTable {
             .setTable(name()).setKeys(route.shardKeys[s].toProto()).build()));
       }
     }
-    long evicted = 0;
-    for (var r : Futures.awaitAll(futures)) {
-      evicted += r.getEvicted();
-    }
-    return evicted;
+    return evicted(futures);
   }
 
   private long evictAll(dev.dynembed.table.v1.EvictRequest req) {
@@ -340,11 +337,17 @@ public final class ShardedTable implements EmbeddingTable {
     for (Shard s : shards) {
       futures.add(s.evict(req));
     }
+    long evicted = evicted(futures);
+    masses.clear(); // the samplers' masses change with the keys
+    return evicted;
+  }
+
+  /** Rows evicted over the shards that answered these calls. */
+  private static long evicted(List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> calls) {
     long evicted = 0;
-    for (var r : Futures.awaitAll(futures)) {
+    for (var r : Futures.awaitAll(calls)) {
       evicted += r.getEvicted();
     }
-    masses.clear(); // the samplers' masses change with the keys
     return evicted;
   }
 
