@@ -20,44 +20,43 @@ public final class WriteBatch {
 
   public CompletableFuture<Integer> applyGradients(EmbeddingTable t, String[] keys,
       float[] gradients, float learningRate, long step) {
-    if (submitted) {
-      throw new IllegalStateException("this batch of writes was already submitted");
-    }
+    checkOpen();
     if (t instanceof ShardedTable st) {
-      GradientWrite w = st.gradientItem(keys, gradients, learningRate, step);
-      groups.computeIfAbsent(st.shards(), k -> new ArrayList<>()).add(w);
-      results.add(w.result);
-      return w.result;
+      return add(st, st.gradientItem(keys, gradients, learningRate, step));
     }
-    CompletableFuture<Integer> f = new CompletableFuture<>();
-    others.add(() -> {
-      try {
-        f.complete(t.applyGradients(keys, gradients, learningRate, step));
-      } catch (RuntimeException e) {
-        f.completeExceptionally(e);
-      }
-    });
-    results.add(f);
-    return f;
+    return other(() -> t.applyGradients(keys, gradients, learningRate, step));
   }
 
   /** The gradients of a pooled lookup ({@link EmbeddingTable#applyPooledGradients}). */
   public CompletableFuture<Integer> applyPooledGradients(EmbeddingTable t, String[] keys,
       dev.dynembed.table.common.KeyBags bags, float[] bagGradients, float learningRate,
       long step) {
+    checkOpen();
+    if (t instanceof ShardedTable st) {
+      return add(st, st.pooledGradientItem(keys, bags, bagGradients, learningRate, step));
+    }
+    return other(() -> t.applyPooledGradients(keys, bags, bagGradients, learningRate, step));
+  }
+
+  private void checkOpen() {
     if (submitted) {
       throw new IllegalStateException("this batch of writes was already submitted");
     }
-    if (t instanceof ShardedTable st) {
-      PooledWrite w = st.pooledGradientItem(keys, bags, bagGradients, learningRate, step);
-      groups.computeIfAbsent(st.shards(), k -> new ArrayList<>()).add(w);
-      results.add(w.result);
-      return w.result;
-    }
+  }
+
+  /** A routed write of a sharded table, sent with its shards' calls. */
+  private CompletableFuture<Integer> add(ShardedTable st, ShardCalls.WriteItem w) {
+    groups.computeIfAbsent(st.shards(), k -> new ArrayList<>()).add(w);
+    results.add(w.result);
+    return w.result;
+  }
+
+  /** A write of a table of another implementation, made when the batch is submitted. */
+  private CompletableFuture<Integer> other(java.util.function.Supplier<Integer> write) {
     CompletableFuture<Integer> f = new CompletableFuture<>();
     others.add(() -> {
       try {
-        f.complete(t.applyPooledGradients(keys, bags, bagGradients, learningRate, step));
+        f.complete(write.get());
       } catch (RuntimeException e) {
         f.completeExceptionally(e);
       }
@@ -73,9 +72,7 @@ public final class WriteBatch {
 
   /** Sends every batch: one call per shard per client. Completes when every write has. */
   public CompletableFuture<Void> submit() {
-    if (submitted) {
-      throw new IllegalStateException("this batch of writes was already submitted");
-    }
+    checkOpen();
     submitted = true;
     groups.forEach(ShardCalls::write);
     others.forEach(Runnable::run);
