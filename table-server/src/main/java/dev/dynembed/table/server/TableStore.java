@@ -331,8 +331,7 @@ public final class TableStore {
       synchronized (sketch) { // as the map's entry lock: admitted once, no count lost
         int row = lookup(keys, i);
         if (row >= 0) {
-          LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
-          totalFrequency.add(occ);
+          creditFrequency(row, occ);
           return row;
         }
         long total = sketch.add(keys.hash(i), occ);
@@ -340,8 +339,7 @@ public final class TableStore {
           return -1;
         }
         row = lookupOrInsert(keys, i);
-        LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, total);
-        totalFrequency.add(total);
+        creditFrequency(row, total);
         return row;
       }
     }
@@ -349,8 +347,7 @@ public final class TableStore {
     pending.compute(keys.hash(i), (h, c) -> {
       int row = lookup(keys, i); // admitted by a racing caller meanwhile?
       if (row >= 0) {
-        LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
-        totalFrequency.add(occ);
+        creditFrequency(row, occ);
         admitted[0] = row;
         return c;
       }
@@ -359,8 +356,7 @@ public final class TableStore {
         return total;
       }
       row = lookupOrInsert(keys, i);
-      LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, total);
-      totalFrequency.add(total);
+      creditFrequency(row, total);
       admitted[0] = row;
       return null;
     });
@@ -370,6 +366,12 @@ public final class TableStore {
   /** Keys counted but not admitted yet, as (key hash, count): for checkpoints. */
   java.util.Map<Long, Long> pendingCounts() {
     return pending;
+  }
+
+  /** Adds {@code n} occurrences to a row's frequency and to the table's total. */
+  private void creditFrequency(int row, long n) {
+    LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, n);
+    totalFrequency.add(n);
   }
 
   /** The admission sketch, or null when pending keys are counted exactly. */
