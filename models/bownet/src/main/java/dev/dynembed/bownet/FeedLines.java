@@ -26,6 +26,28 @@ final class FeedLines {
     this.feed = new MultiSlotReader(desc);
   }
 
+  /**
+   * The accuracy on {@code files} of a classifier given by its scores per label: a line counts
+   * as right when its label has the highest score (the first label of a tie).
+   */
+  BowNet.Accuracy accuracy(List<Path> files,
+      java.util.function.Function<List<String>, double[]> scores) {
+    long[] correct = {0};
+    long[] total = {0};
+    forEach(files, (label, words) -> {
+      double[] s = scores.apply(words);
+      int best = 0;
+      for (int c = 1; c < s.length; c++) {
+        if (s[c] > s[best]) {
+          best = c;
+        }
+      }
+      correct[0] += best == label ? 1 : 0;
+      total[0]++;
+    });
+    return new BowNet.Accuracy(correct[0], total[0]);
+  }
+
   /** Every line of {@code files}, in order. */
   void forEach(List<Path> files, Line line) {
     for (Path f : files) {

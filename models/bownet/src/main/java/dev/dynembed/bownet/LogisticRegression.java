@@ -41,7 +41,9 @@ public final class LogisticRegression {
   /** The label probabilities of a line (softmax of its scores), into {@code p}. */
   private void probabilities(List<String> words, double[] p, boolean create) {
     int c = p.length;
-    System.arraycopy(toDouble(bias), 0, p, 0, c);
+    for (int k = 0; k < c; k++) {
+      p[k] = bias[k];
+    }
     double scale = 1 / Math.sqrt(Math.max(1, words.size()));
     for (String w : words) {
       float[] wt = create ? weights.computeIfAbsent(w, k -> new float[2 * c]) : weights.get(w);
@@ -66,14 +68,6 @@ public final class LogisticRegression {
     }
   }
 
-  private static double[] toDouble(float[] f) {
-    double[] d = new double[f.length];
-    for (int i = 0; i < f.length; i++) {
-      d[i] = f[i];
-    }
-    return d;
-  }
-
   /** Trains on every line of {@code files}, {@code passes} times. */
   public LogisticRegression train(List<Path> files) {
     int c = labels.size();
@@ -82,12 +76,15 @@ public final class LogisticRegression {
       lines.forEach(files, (label, words) -> {
         probabilities(words, p, true);
         double scale = 1 / Math.sqrt(Math.max(1, words.size()));
+        float[][] wts = new float[words.size()][];
+        for (int i = 0; i < wts.length; i++) {
+          wts[i] = weights.get(words.get(i)); // created by probabilities
+        }
         for (int k = 0; k < c; k++) {
           double g = p[k] - (k == label ? 1 : 0); // d(cross-entropy)/d(score k)
           biasAcc[k] += (float) (g * g);
           bias[k] -= (float) (rate * g / Math.sqrt(biasAcc[k] + 1e-8));
-          for (String w : words) {
-            float[] wt = weights.get(w);
+          for (float[] wt : wts) {
             double gw = g * scale + l2 * wt[k];
             wt[c + k] += (float) (gw * gw);
             wt[k] -= (float) (rate * gw / Math.sqrt(wt[c + k] + 1e-8));
@@ -100,20 +97,10 @@ public final class LogisticRegression {
 
   /** Held-out accuracy on {@code files} (words unseen in training are ignored). */
   public BowNet.Accuracy evaluate(List<Path> files) {
-    long[] correct = {0};
-    long[] total = {0};
     double[] p = new double[labels.size()];
-    lines.forEach(files, (label, words) -> {
+    return lines.accuracy(files, words -> {
       probabilities(words, p, false);
-      int best = 0;
-      for (int k = 1; k < p.length; k++) {
-        if (p[k] > p[best]) {
-          best = k;
-        }
-      }
-      correct[0] += best == label ? 1 : 0;
-      total[0]++;
+      return p;
     });
-    return new BowNet.Accuracy(correct[0], total[0]);
   }
 }

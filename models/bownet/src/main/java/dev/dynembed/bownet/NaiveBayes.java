@@ -39,8 +39,6 @@ public final class NaiveBayes {
 
   /** Held-out accuracy on {@code files}. */
   public BowNet.Accuracy evaluate(List<Path> files) {
-    long[] correct = {0};
-    long[] total = {0};
     long lineCount = 0;
     for (long n : linesPerClass) {
       lineCount += n;
@@ -50,7 +48,7 @@ public final class NaiveBayes {
       prior[c] = Math.log((linesPerClass[c] + 1.0) / (lineCount + labels.size()));
     }
     int v = counts.size();
-    lines.forEach(files, (label, words) -> {
+    return lines.accuracy(files, words -> {
       double[] score = prior.clone();
       for (String w : words) {
         long[] n = counts.get(w);
@@ -61,15 +59,7 @@ public final class NaiveBayes {
           score[c] += Math.log((n[c] + 1.0) / (wordsPerClass[c] + v));
         }
       }
-      int best = 0;
-      for (int c = 1; c < score.length; c++) {
-        if (score[c] > score[best]) {
-          best = c;
-        }
-      }
-      correct[0] += best == label ? 1 : 0;
-      total[0]++;
+      return score;
     });
-    return new BowNet.Accuracy(correct[0], total[0]);
   }
 }
