@@ -183,32 +183,24 @@ public final class PooledBench implements Callable<Integer> {
     void run(EmbeddingTable t, String[] batch, int step);
   }
 
-  private String measure(String label, EmbeddingTable t, LocalShardProcesses procs, StepFn fn) {
-    int step = 0;
-    long end = System.nanoTime() + (long) (warmup * 1e9);
-    while (System.nanoTime() < end) {
-      fn.run(t, batches.get(step % batches.size()), ++step);
-    }
+  private String measure(String label, EmbeddingTable t, LocalShardProcesses procs, StepFn fn)
+      throws Exception {
     long self = ProcessHandle.current().pid();
-    double cpu0 = LocalShardProcesses.cpuSeconds(self);
-    double srv0 = procs.cpuSeconds();
-    long out0 = sent.sum();
-    long in0 = received.sum();
-    long start = System.nanoTime();
-    end = start + (long) (seconds * 1e9);
-    int n = 0;
-    long now;
-    do {
-      fn.run(t, batches.get(step % batches.size()), ++step);
-      n++;
-      now = System.nanoTime();
-    } while (now < end);
-    double secs = (now - start) / 1e9;
+    double[] at0 = new double[4]; // client CPU, shards' CPU, bytes out, bytes in
+    Timed.Run run = Timed.run(warmup, seconds,
+        i -> fn.run(t, batches.get(i % batches.size()), i + 1), () -> {
+          at0[0] = LocalShardProcesses.cpuSeconds(self);
+          at0[1] = procs.cpuSeconds();
+          at0[2] = sent.sum();
+          at0[3] = received.sum();
+        });
+    long n = run.steps();
+    double secs = run.seconds();
     double ex = (double) n * examples;
     return String.format(Locale.ROOT, "| %-28s | %,10.0f | %8.2f | %,10.0f | %,10.0f | %6.2f |"
-            + " %6.2f |", label, ex / secs, secs * 1e3 / n, (sent.sum() - out0) / ex,
-        (received.sum() - in0) / ex, (LocalShardProcesses.cpuSeconds(self) - cpu0) * 1e3 / n,
-        (procs.cpuSeconds() - srv0) * 1e3 / n);
+            + " %6.2f |", label, ex / secs, secs * 1e3 / n, (sent.sum() - at0[2]) / ex,
+        (received.sum() - at0[3]) / ex, (LocalShardProcesses.cpuSeconds(self) - at0[0]) * 1e3 / n,
+        (procs.cpuSeconds() - at0[1]) * 1e3 / n);
   }
 
   @Override

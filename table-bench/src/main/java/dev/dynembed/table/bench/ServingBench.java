@@ -48,32 +48,26 @@ public final class ServingBench implements Callable<Integer> {
     void run(String[] keys);
   }
 
-  private String measure(String label, List<String[]> batches, Lookup l, ServingTable s) {
-    int b = 0;
-    long end = System.nanoTime() + (long) (warmup * 1e9);
-    while (System.nanoTime() < end) {
-      l.run(batches.get(b++ % batches.size()));
-    }
-    long hits0 = s == null ? 0 : s.stats().hitCount();
-    long miss0 = s == null ? 0 : s.stats().missCount();
-    long read0 = s == null ? 0 : s.keysRead();
-    long start = System.nanoTime();
-    end = start + (long) (seconds * 1e9);
-    long n = 0;
-    long now;
-    do {
-      l.run(batches.get(b++ % batches.size()));
-      n++;
-      now = System.nanoTime();
-    } while (now < end);
-    double secs = (now - start) / 1e9;
+  private String measure(String label, List<String[]> batches, Lookup l, ServingTable s)
+      throws Exception {
+    long[] at0 = new long[3]; // hits, misses, keys read
+    Timed.Run run = Timed.run(warmup, seconds, i -> l.run(batches.get(i % batches.size())),
+        () -> {
+          if (s != null) {
+            at0[0] = s.stats().hitCount();
+            at0[1] = s.stats().missCount();
+            at0[2] = s.keysRead();
+          }
+        });
+    long n = run.steps();
+    double secs = run.seconds();
     String hit = "";
     String read = "";
     if (s != null) {
-      long h = s.stats().hitCount() - hits0;
-      long m = s.stats().missCount() - miss0;
+      long h = s.stats().hitCount() - at0[0];
+      long m = s.stats().missCount() - at0[1];
       hit = String.format(Locale.ROOT, "%.3f", (double) h / Math.max(1, h + m));
-      read = String.format(Locale.ROOT, "%,.0f", (double) (s.keysRead() - read0) / n);
+      read = String.format(Locale.ROOT, "%,.0f", (double) (s.keysRead() - at0[2]) / n);
     }
     return String.format(Locale.ROOT, "| %-34s | %,12.0f | %7.2f | %9s | %12s |", label,
         n * (double) batch / secs, secs * 1e3 / n, hit, read);

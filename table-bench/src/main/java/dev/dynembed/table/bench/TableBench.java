@@ -228,28 +228,19 @@ public final class TableBench implements Callable<Integer> {
 
   /** Runs a step over the batches for warm-up then measured time; records rows/s. */
   private double measure(String system, String op, Step step) throws Exception {
-    long end = System.nanoTime() + (long) (warmup * 1e9);
-    int b = 0;
-    while (System.nanoTime() < end) {
-      step.run(batches.get(b++ % batches.size()));
-    }
     long self = ProcessHandle.current().pid();
-    double clientCpu0 = LocalShardProcesses.cpuSeconds(self);
-    double serverCpu0 = shardProcesses == null ? 0 : shardProcesses.cpuSeconds();
-    long start = System.nanoTime();
-    end = start + (long) (seconds * 1e9);
-    long n = 0;
-    long now;
-    do {
-      step.run(batches.get(b++ % batches.size()));
-      n++;
-      now = System.nanoTime();
-    } while (now < end);
-    double clientCpu = (LocalShardProcesses.cpuSeconds(self) - clientCpu0) * 1e3 / n;
+    double[] cpu0 = new double[2];
+    Timed.Run run = Timed.run(warmup, seconds, i -> step.run(batches.get(i % batches.size())),
+        () -> {
+          cpu0[0] = LocalShardProcesses.cpuSeconds(self);
+          cpu0[1] = shardProcesses == null ? 0 : shardProcesses.cpuSeconds();
+        });
+    long n = run.steps();
+    double clientCpu = (LocalShardProcesses.cpuSeconds(self) - cpu0[0]) * 1e3 / n;
     String serverCpu = shardProcesses == null ? "" : String.format(Locale.ROOT, "%.2f",
-        (shardProcesses.cpuSeconds() - serverCpu0) * 1e3 / n);
-    double rowsPerSec = n * (double) batch / ((now - start) / 1e9);
-    double msPerBatch = (now - start) / 1e6 / n;
+        (shardProcesses.cpuSeconds() - cpu0[1]) * 1e3 / n);
+    double rowsPerSec = n * (double) batch / run.seconds();
+    double msPerBatch = run.seconds() * 1e3 / n;
     results.put(system + "|" + op, rowsPerSec);
     String line = String.format(Locale.ROOT, "| %-22s | %-26s | %,14.0f | %8.2f | %6.2f | %6s |",
         system, op, rowsPerSec, msPerBatch, clientCpu, serverCpu);
