@@ -1,0 +1,541 @@
+package dev.dynembed.job;
+
+import io.etcd.jetcd.ByteSequence;
+import io.etcd.jetcd.Client;
+import io.etcd.jetcd.KV;
+import io.etcd.jetcd.KeyValue;
+import io.etcd.jetcd.kv.GetResponse;
+import io.etcd.jetcd.lease.LeaseKeepAliveResponse;
+import io.etcd.jetcd.op.Cmp;
+import io.etcd.jetcd.op.CmpTarget;
+import io.etcd.jetcd.op.Op;
+import io.etcd.jetcd.options.DeleteOption;
+import io.etcd.jetcd.options.GetOption;
+import io.etcd.jetcd.options.PutOption;
+import io.etcd.jetcd.support.CloseableClient;
+import io.grpc.stub.StreamObserver;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * One worker's membership of a multi-worker job, kept in etcd (docs/design/0013-many-trainers.md).
+ *
+ * <p>{@link #join} registers the worker under a lease that this process keeps alive, gives it the
+ * lowest free index in {@code 0..W-1}, checks that its settings equal the job's (the first
+ * worker's), and returns once all W workers have joined. From then on a monitor thread watches the
+ * members: a worker whose lease expires (killed, crashed, cut off for longer than the lease's TTL)
+ * stops the job, and every other worker learns why from {@link #failure()} or from the next
+ * {@link #barrier}, which throws. Barriers exchange one payload per worker and fail after a
+ * deadline, naming the workers that did not arrive.
+ *
+ * <p>Keys live under {@code /dynembed/jobs/JOB/G/}, where G is the job's generation: a run that
+ * stopped (a worker left, a barrier timed out) or finished is closed, and the next worker to join
+ * starts generation G+1 on a clean prefix. A running generation takes no new workers.
+ */
+public final class JobCoordinator implements AutoCloseable {
+  /**
+   * @param leaseTtl how long a silent worker stays a member (its process renews the lease every
+   *     third of it)
+   * @param joinTimeout how long {@link #join} waits for all W workers
+   * @param barrierTimeout how long a barrier waits for its last worker
+   */
+  public record Options(Duration leaseTtl, Duration joinTimeout, Duration barrierTimeout) {
+    public Options {
+      if (leaseTtl.getSeconds() < 1) {
+        throw new IllegalArgumentException("the lease TTL must be at least 1 s but was "
+            + leaseTtl);
+      }
+    }
+
+    public static Options defaults() {
+      return new Options(Duration.ofSeconds(10), Duration.ofMinutes(5), Duration.ofMinutes(30));
+    }
+  }
+
+  private static final String ROOT = "/dynembed/jobs/";
+  private static final long MONITOR_MS = 500;
+
+  private final Client client;
+  private final KV kv;
+  private final String job;
+  private final String prefix;
+  private final int workers;
+  private final int index;
+  private final long lease;
+  private final CloseableClient keepAlive;
+  private final Options options;
+  private final Map<String, String> settings;
+  private volatile Map<Integer, Long> memberRevisions = Map.of();
+  private volatile String failure;
+  private volatile boolean closed;
+  private String previousBarrier;
+  private Thread monitor;
+
+  private JobCoordinator(Client client, String job, String prefix, int workers, int index,
+      long lease, CloseableClient keepAlive, Options options, Map<String, String> settings) {
+    this.client = client;
+    this.kv = client.getKVClient();
+    this.job = job;
+    this.prefix = prefix;
+    this.workers = workers;
+    this.index = index;
+    this.lease = lease;
+    this.keepAlive = keepAlive;
+    this.options = options;
+    this.settings = settings;
+  }
+
+  /**
+   * Joins job {@code job} of {@code workers} workers through the etcd cluster at {@code
+   * endpoints} ({@code host:port,...}) and waits for the others.
+   *
+   * @param settings what every worker of the job must agree on (model settings, corpus); the
+   *     first worker's become the job's, and a worker with different ones is refused, with the
+   *     differences named
+   */
+  public static JobCoordinator join(String endpoints, String job, int workers,
+      Map<String, String> settings, Options options) {
+    if (workers < 1 || workers > 1024) {
+      throw new JobException("the number of workers (--workers) must be in 1..1024 but was "
+          + workers);
+    }
+    if (job.isEmpty() || !job.matches("[A-Za-z0-9._-]+")) {
+      throw new JobException("job name (--job) must be letters, digits, '.', '_' or '-' but was '"
+          + job + "'");
+    }
+    Client client = Client.builder().endpoints(parseEndpoints(endpoints))
+        .connectTimeout(Duration.ofSeconds(5)).build();
+    long lease = 0;
+    CloseableClient keepAlive = null;
+    try {
+      KV kv = client.getKVClient();
+      lease = await(client.getLeaseClient().grant(options.leaseTtl().getSeconds()),
+          "granting a lease on etcd at " + endpoints).getID();
+      keepAlive = client.getLeaseClient().keepAlive(lease, new KeepAliveLog());
+      Map<String, String> wanted = new TreeMap<>(settings);
+      wanted.put("workers", String.valueOf(workers));
+      long deadline = System.nanoTime() + options.joinTimeout().toNanos();
+      String root = ROOT + job + "/";
+      long runningSince = 0;
+      while (true) {
+        long gen = generation(kv, root);
+        String prefix = root + gen + "/";
+        boolean started = exists(kv, prefix + "started");
+        boolean stopped = exists(kv, prefix + "stop");
+        long live = count(kv, prefix + "members/");
+        long left = count(kv, prefix + "left/");
+        if (stopped || left > 0 || (started && live == 0)) {
+          // the generation is over: open the next one on a clean prefix
+          ByteSequence g = bytes(root + "gen");
+          await(kv.txn().If(new Cmp(g, Cmp.Op.EQUAL, CmpTarget.value(bytes(String.valueOf(gen)))))
+              .Then(Op.put(g, bytes(String.valueOf(gen + 1)), PutOption.DEFAULT),
+                  Op.delete(bytes(prefix), DeleteOption.builder().isPrefix(true).build()))
+              .commit(), "opening the job's next generation");
+          continue;
+        }
+        if (started) {
+          // a worker may have died without the survivors noticing yet (they stop the
+          // generation within a lease TTL); otherwise the job is running with its workers
+          if (runningSince == 0) {
+            runningSince = System.nanoTime();
+          }
+          if (System.nanoTime() - runningSince > options.leaseTtl().toNanos() + 3_000_000_000L) {
+            throw new JobException("job " + job + " is running with all of its " + workers
+                + " workers; wait for it to end or stop it, or choose another job name (--job)");
+          }
+          sleep(200);
+          continue;
+        }
+        checkSettings(kv, prefix, job, wanted);
+        int index = claimIndex(kv, prefix, workers, lease);
+        if (index < 0) {
+          throw new JobException("job " + job + " already has its " + workers + " workers"
+              + " (indices 0.." + (workers - 1) + " are taken)");
+        }
+        JobCoordinator c = new JobCoordinator(client, job, prefix, workers, index, lease,
+            keepAlive, options, wanted);
+        long left0 = deadline - System.nanoTime();
+        c.barrierUntil("start", "", Math.max(0, left0), true);
+        await(kv.put(bytes(prefix + "started"), bytes("1")), "marking the job started");
+        GetResponse members = await(kv.get(bytes(prefix + "members/"),
+            GetOption.builder().isPrefix(true).build()), "reading the job's members");
+        Map<Integer, Long> revs = new HashMap<>();
+        for (KeyValue m : members.getKvs()) {
+          revs.put(memberIndex(m, prefix), m.getCreateRevision());
+        }
+        c.memberRevisions = revs;
+        c.startMonitor();
+        return c;
+      }
+    } catch (RuntimeException e) {
+      if (keepAlive != null) {
+        keepAlive.close();
+      }
+      if (lease != 0) {
+        try {
+          client.getLeaseClient().revoke(lease).get(5, TimeUnit.SECONDS);
+        } catch (Exception ignored) {
+          // the lease expires by itself
+        }
+      }
+      client.close();
+      throw e;
+    }
+  }
+
+  /** This worker's index in {@code 0..workers()-1}; worker 0 leads (checkpoints, restores). */
+  public int index() {
+    return index;
+  }
+
+  public int workers() {
+    return workers;
+  }
+
+  public boolean leader() {
+    return index == 0;
+  }
+
+  public String job() {
+    return job;
+  }
+
+  /** The job's agreed settings (every worker's, with {@code workers}). */
+  public Map<String, String> settings() {
+    return settings;
+  }
+
+  /** Why the job stopped, if it did (a worker left, a barrier timed out, a worker failed). */
+  public Optional<String> failure() {
+    return Optional.ofNullable(failure);
+  }
+
+  /** Throws if the job stopped. */
+  public void check() {
+    String f = failure;
+    if (f != null) {
+      throw new JobException("job " + job + " stopped: " + f);
+    }
+  }
+
+  /**
+   * Waits until every worker has called {@code barrier(name, ...)}, and returns their payloads by
+   * worker index. Throws (and stops the job) if a worker leaves meanwhile or the last one does not
+   * arrive within the barrier timeout. Names must be unique within a job's run.
+   */
+  public Map<Integer, String> barrier(String name, String payload) {
+    Map<Integer, String> all = barrierUntil(name, payload, options.barrierTimeout().toNanos(),
+        false);
+    if (leader() && previousBarrier != null) {
+      // every worker arrived here, so every worker has passed the previous barrier
+      try {
+        await(kv.delete(bytes(prefix + "barriers/" + previousBarrier + "/"),
+            DeleteOption.builder().isPrefix(true).build()), "clearing barrier " + previousBarrier);
+      } catch (JobException ignored) {
+        // a leftover is harmless: the generation's prefix goes at its end
+      }
+    }
+    previousBarrier = name;
+    return all;
+  }
+
+  private Map<Integer, String> barrierUntil(String name, String payload, long timeoutNanos,
+      boolean joining) {
+    if (name.isEmpty() || name.contains("/")) {
+      throw new IllegalArgumentException("barrier name must be non-empty and free of '/': " + name);
+    }
+    check();
+    String dir = prefix + "barriers/" + name + "/";
+    await(kv.put(bytes(dir + index), bytes(payload)), "arriving at barrier " + name);
+    long start = System.nanoTime();
+    long sleep = 5;
+    while (true) {
+      GetResponse r = await(kv.get(bytes(dir), GetOption.builder().isPrefix(true).build()),
+          "waiting at barrier " + name);
+      if (r.getKvs().size() >= workers) {
+        Map<Integer, String> all = new TreeMap<>();
+        for (KeyValue k : r.getKvs()) {
+          all.put(Integer.parseInt(k.getKey().toString(StandardCharsets.UTF_8)
+              .substring(dir.length())), k.getValue().toString(StandardCharsets.UTF_8));
+        }
+        return all;
+      }
+      check();
+      if (joining && !exists(kv, prefix + "members/" + index)) {
+        throw new JobException("job " + job + " was reset while this worker waited to start");
+      }
+      if (System.nanoTime() - start > timeoutNanos) {
+        List<Integer> missing = new ArrayList<>();
+        for (int i = 0; i < workers; i++) {
+          boolean in = false;
+          for (KeyValue k : r.getKvs()) {
+            in |= k.getKey().toString(StandardCharsets.UTF_8).equals(dir + i);
+          }
+          if (!in) {
+            missing.add(i);
+          }
+        }
+        String why = (joining ? "workers " + missing + " did not join" : "workers " + missing
+            + " did not reach barrier " + name) + " within "
+            + Duration.ofNanos(timeoutNanos).toSeconds() + " s";
+        stop(why);
+        throw new JobException("job " + job + " stopped: " + why);
+      }
+      sleep(sleep);
+      sleep = Math.min(100, sleep * 2);
+    }
+  }
+
+  /** Stops the job for every worker, with a reason they will report (the first reason wins). */
+  public void stop(String reason) {
+    if (failure == null) {
+      failure = reason;
+    }
+    ByteSequence k = bytes(prefix + "stop");
+    try {
+      await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
+          .Then(Op.put(k, bytes(reason), PutOption.DEFAULT)).commit(), "stopping the job");
+    } catch (JobException ignored) {
+      // etcd unreachable: the others learn of it through this worker's lease
+    }
+  }
+
+  /** Leaves a job whose work is done: after the last worker leaves, the generation is cleared. */
+  public void finish() {
+    await(kv.put(bytes(prefix + "left/" + index), bytes("1")), "leaving the job");
+    if (count(kv, prefix + "left/") >= workers) {
+      await(kv.delete(bytes(prefix), DeleteOption.builder().isPrefix(true).build()),
+          "clearing the finished job");
+    }
+    close();
+  }
+
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    if (monitor != null) {
+      monitor.interrupt();
+    }
+    keepAlive.close();
+    try {
+      client.getLeaseClient().revoke(lease).get(5, TimeUnit.SECONDS);
+    } catch (Exception ignored) {
+      // it expires by itself
+    }
+    client.close();
+  }
+
+  /** Tests: vanish as a killed process would (no revoke, no leaving; the lease runs out). */
+  void abandon() {
+    closed = true;
+    if (monitor != null) {
+      monitor.interrupt();
+    }
+    keepAlive.close();
+    client.close();
+  }
+
+  private void startMonitor() {
+    monitor = new Thread(() -> {
+      while (!closed && failure == null) {
+        try {
+          Thread.sleep(MONITOR_MS);
+          watchOnce();
+        } catch (InterruptedException e) {
+          return;
+        } catch (RuntimeException e) {
+          // etcd unreachable for a moment: the lease (TTL) decides, not one failed poll
+        }
+      }
+    }, "job-monitor-" + job);
+    monitor.setDaemon(true);
+    monitor.start();
+  }
+
+  /** One look at the job: a stop key, or a member gone (or replaced) that did not leave. */
+  private void watchOnce() {
+    Optional<String> stop = value(kv, prefix + "stop");
+    if (stop.isPresent()) {
+      failure = stop.get();
+      return;
+    }
+    GetResponse members = await(kv.get(bytes(prefix + "members/"),
+        GetOption.builder().isPrefix(true).build()), "watching the job's members");
+    Map<Integer, Long> now = new HashMap<>();
+    for (KeyValue m : members.getKvs()) {
+      now.put(memberIndex(m, prefix), m.getCreateRevision());
+    }
+    for (Map.Entry<Integer, Long> e : memberRevisions.entrySet()) {
+      if (!e.getValue().equals(now.get(e.getKey()))
+          && !exists(kv, prefix + "left/" + e.getKey())) {
+        stop("worker " + e.getKey() + " left the job: its lease expired (killed, crashed or cut"
+            + " off from etcd for more than " + options.leaseTtl().toSeconds() + " s)");
+        return;
+      }
+    }
+  }
+
+  private static long generation(KV kv, String root) {
+    ByteSequence g = bytes(root + "gen");
+    Optional<String> v = value(kv, root + "gen");
+    if (v.isPresent()) {
+      return Long.parseLong(v.get());
+    }
+    await(kv.txn().If(new Cmp(g, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
+        .Then(Op.put(g, bytes("1"), PutOption.DEFAULT)).commit(), "creating the job");
+    return Long.parseLong(value(kv, root + "gen").orElseThrow());
+  }
+
+  private static void checkSettings(KV kv, String prefix, String job, Map<String, String> wanted) {
+    ByteSequence k = bytes(prefix + "config");
+    await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
+        .Then(Op.put(k, bytes(encode(wanted)), PutOption.DEFAULT)).commit(), "writing the job's settings");
+    Map<String, String> theirs = decode(value(kv, prefix + "config").orElseThrow());
+    if (!theirs.equals(wanted)) {
+      Map<String, String> diff = new TreeMap<>();
+      for (String key : new java.util.TreeSet<>(union(theirs, wanted))) {
+        String a = theirs.get(key);
+        String b = wanted.get(key);
+        if (a == null ? b != null : !a.equals(b)) {
+          diff.put(key, "job has " + a + ", this worker " + b);
+        }
+      }
+      throw new JobException("this worker's settings differ from job " + job + "'s: " + diff
+          + "; start every worker with the same settings and files");
+    }
+  }
+
+  private static List<String> union(Map<String, String> a, Map<String, String> b) {
+    List<String> keys = new ArrayList<>(a.keySet());
+    keys.addAll(b.keySet());
+    return keys;
+  }
+
+  private static int claimIndex(KV kv, String prefix, int workers, long lease) {
+    for (int i = 0; i < workers; i++) {
+      ByteSequence k = bytes(prefix + "members/" + i);
+      boolean won = await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
+          .Then(Op.put(k, bytes(String.valueOf(ProcessHandle.current().pid())),
+              PutOption.builder().withLeaseId(lease).build())).commit(), "claiming a worker index")
+          .isSucceeded();
+      if (won) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static int memberIndex(KeyValue m, String prefix) {
+    return Integer.parseInt(m.getKey().toString(StandardCharsets.UTF_8)
+        .substring((prefix + "members/").length()));
+  }
+
+  private static boolean exists(KV kv, String key) {
+    return await(kv.get(bytes(key), GetOption.builder().withCountOnly(true).build()),
+        "reading " + key).getCount() > 0;
+  }
+
+  private static long count(KV kv, String keyPrefix) {
+    return await(kv.get(bytes(keyPrefix), GetOption.builder().isPrefix(true).withCountOnly(true)
+        .build()), "reading " + keyPrefix).getCount();
+  }
+
+  private static Optional<String> value(KV kv, String key) {
+    List<KeyValue> kvs = await(kv.get(bytes(key)), "reading " + key).getKvs();
+    return kvs.isEmpty() ? Optional.empty()
+        : Optional.of(kvs.get(0).getValue().toString(StandardCharsets.UTF_8));
+  }
+
+  /** {@code host:port,...} (or URLs) as etcd client endpoints. */
+  static URI[] parseEndpoints(String endpoints) {
+    String[] parts = endpoints.split(",");
+    URI[] uris = new URI[parts.length];
+    for (int i = 0; i < parts.length; i++) {
+      String p = parts[i].trim();
+      if (!p.matches("(https?://)?[A-Za-z0-9.\\-\\[\\]:]+:\\d{1,5}")) {
+        throw new JobException("coordinator (--coordinator) must be etcd's host:port[,host:port...]"
+            + " but '" + p + "' is not a host:port");
+      }
+      uris[i] = URI.create(p.startsWith("http") ? p : "http://" + p);
+    }
+    return uris;
+  }
+
+  /** Key=value lines (values free of newlines), sorted: the payload format of settings. */
+  public static String encode(Map<String, String> m) {
+    StringBuilder b = new StringBuilder();
+    for (Map.Entry<String, String> e : new TreeMap<>(m).entrySet()) {
+      if (e.getKey().contains("=") || e.getKey().contains("\n") || e.getValue().contains("\n")) {
+        throw new IllegalArgumentException("cannot encode " + e.getKey() + "=" + e.getValue());
+      }
+      b.append(e.getKey()).append('=').append(e.getValue()).append('\n');
+    }
+    return b.toString();
+  }
+
+  public static Map<String, String> decode(String s) {
+    Map<String, String> m = new LinkedHashMap<>();
+    for (String line : s.split("\n")) {
+      if (!line.isEmpty()) {
+        int eq = line.indexOf('=');
+        m.put(line.substring(0, eq), line.substring(eq + 1));
+      }
+    }
+    return m;
+  }
+
+  private static ByteSequence bytes(String s) {
+    return ByteSequence.from(s, StandardCharsets.UTF_8);
+  }
+
+  private static <T> T await(java.util.concurrent.CompletableFuture<T> f, String what) {
+    try {
+      return f.get(15, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new JobException("interrupted while " + what, e);
+    } catch (ExecutionException e) {
+      throw new JobException("etcd failed while " + what + ": " + e.getCause().getMessage(),
+          e.getCause());
+    } catch (TimeoutException e) {
+      f.cancel(true);
+      throw new JobException("etcd did not answer within 15 s while " + what
+          + " (is it running at the --coordinator address?)", e);
+    }
+  }
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new JobException("interrupted", e);
+    }
+  }
+
+  /** The keep-alive stream's end is not an error by itself: the lease's expiry is what counts. */
+  private static final class KeepAliveLog implements StreamObserver<LeaseKeepAliveResponse> {
+    @Override
+    public void onNext(LeaseKeepAliveResponse r) {}
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onCompleted() {}
+  }
+}

@@ -1,0 +1,148 @@
+package dev.dynembed.job;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Against a real etcd on loopback (Debian's etcd-server, installed by .ci/run). */
+class JobCoordinatorTest {
+  static LocalEtcd etcd;
+  static final JobCoordinator.Options FAST = new JobCoordinator.Options(Duration.ofSeconds(2),
+      Duration.ofSeconds(20), Duration.ofSeconds(20));
+  final ExecutorService pool = Executors.newCachedThreadPool();
+
+  @BeforeAll
+  static void start() {
+    etcd = new LocalEtcd();
+  }
+
+  @AfterAll
+  static void stop() {
+    etcd.close();
+  }
+
+  private List<JobCoordinator> joinAll(String job, int n, JobCoordinator.Options o)
+      throws Exception {
+    List<Future<JobCoordinator>> f = new java.util.ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      f.add(pool.submit(() -> JobCoordinator.join(etcd.endpoint(), job, n, Map.of("dim", "8"),
+          o)));
+    }
+    List<JobCoordinator> all = new java.util.ArrayList<>();
+    for (Future<JobCoordinator> c : f) {
+      all.add(c.get());
+    }
+    all.sort(java.util.Comparator.comparingInt(JobCoordinator::index));
+    return all;
+  }
+
+  @Test
+  void workersGetDistinctIndicesAndBarriersExchangePayloads() throws Exception {
+    List<JobCoordinator> w = joinAll("payloads", 3, FAST);
+    Set<Integer> indices = new TreeSet<>();
+    for (JobCoordinator c : w) {
+      indices.add(c.index());
+      assertEquals(3, c.workers());
+    }
+    assertEquals(Set.of(0, 1, 2), indices);
+    assertTrue(w.get(0).leader());
+    for (int round = 0; round < 3; round++) {
+      String name = "round-" + round;
+      List<Future<Map<Integer, String>>> got = new java.util.ArrayList<>();
+      for (JobCoordinator c : w) {
+        int r = round;
+        got.add(pool.submit(() -> c.barrier(name, "w" + c.index() + "r" + r)));
+      }
+      for (Future<Map<Integer, String>> g : got) {
+        assertEquals(Map.of(0, "w0r" + round, 1, "w1r" + round, 2, "w2r" + round), g.get());
+      }
+    }
+    for (JobCoordinator c : w) {
+      c.finish();
+    }
+    // finished: the name is free for a new run
+    List<JobCoordinator> again = joinAll("payloads", 2, FAST);
+    assertEquals(2, again.size());
+    again.forEach(JobCoordinator::finish);
+  }
+
+  @Test
+  void aWorkerWithOtherSettingsIsRefusedWithTheDifferenceNamed() throws Exception {
+    Future<JobCoordinator> first = pool.submit(() -> JobCoordinator.join(etcd.endpoint(),
+        "settings", 2, Map.of("dim", "8", "window", "5"), FAST));
+    Thread.sleep(500);
+    JobException e = assertThrows(JobException.class, () -> JobCoordinator.join(etcd.endpoint(),
+        "settings", 2, Map.of("dim", "16", "window", "5"), FAST));
+    assertTrue(e.getMessage().contains("dim=job has 8, this worker 16"), e.getMessage());
+    JobCoordinator second = JobCoordinator.join(etcd.endpoint(), "settings", 2,
+        Map.of("dim", "8", "window", "5"), FAST);
+    first.get().finish();
+    second.finish();
+  }
+
+  @Test
+  void aWorkerWhoseLeaseExpiresStopsTheJobAndTheNextRunStartsClean() throws Exception {
+    List<JobCoordinator> w = joinAll("crash", 2, FAST);
+    w.get(1).abandon(); // as kill -9 would: no leaving, the lease runs out after 2 s
+    long t0 = System.nanoTime();
+    JobException e = assertThrows(JobException.class, () -> w.get(0).barrier("round-0", ""));
+    double seconds = (System.nanoTime() - t0) / 1e9;
+    assertTrue(e.getMessage().contains("worker 1 left the job: its lease expired"),
+        e.getMessage());
+    assertTrue(seconds < 10, "detected after " + seconds + " s");
+    w.get(0).close();
+    // the stopped generation is closed; a restarted job opens the next one
+    List<JobCoordinator> again = joinAll("crash", 2, FAST);
+    Future<Map<Integer, String>> other = pool.submit(() -> again.get(1).barrier("x", "b"));
+    assertEquals(Map.of(0, "a", 1, "b"), again.get(0).barrier("x", "a"));
+    assertEquals(Map.of(0, "a", 1, "b"), other.get());
+    again.forEach(JobCoordinator::close);
+  }
+
+  @Test
+  void aBarrierNamesTheWorkersThatDidNotArriveByItsDeadline() throws Exception {
+    JobCoordinator.Options shortBarrier = new JobCoordinator.Options(Duration.ofSeconds(5),
+        Duration.ofSeconds(20), Duration.ofSeconds(1));
+    List<JobCoordinator> w = joinAll("deadline", 2, shortBarrier);
+    JobException e = assertThrows(JobException.class, () -> w.get(0).barrier("checkpoint-1", ""));
+    assertTrue(e.getMessage().contains("workers [1] did not reach barrier checkpoint-1 within 1 s"),
+        e.getMessage());
+    // the other worker learns why the job stopped
+    Thread.sleep(1500);
+    assertTrue(w.get(1).failure().orElse("").contains("did not reach barrier checkpoint-1"),
+        w.get(1).failure().toString());
+    assertThrows(JobException.class, () -> w.get(1).barrier("checkpoint-1", ""));
+    w.forEach(JobCoordinator::close);
+  }
+
+  @Test
+  void aFullJobRefusesAnotherWorker() throws Exception {
+    Future<JobCoordinator> a = pool.submit(() -> JobCoordinator.join(etcd.endpoint(), "full", 1,
+        Map.of(), FAST));
+    JobCoordinator only = a.get();
+    JobException e = assertThrows(JobException.class, () -> JobCoordinator.join(etcd.endpoint(),
+        "full", 1, Map.of(), FAST));
+    assertTrue(e.getMessage().contains("is running with all of its 1 workers"), e.getMessage());
+    only.finish();
+  }
+
+  @Test
+  void badAddressesAndNamesAreRefusedClearly() {
+    assertTrue(assertThrows(JobException.class, () -> JobCoordinator.join("nohost", "j", 2,
+        Map.of(), FAST)).getMessage().contains("must be etcd's host:port"));
+    assertTrue(assertThrows(JobException.class, () -> JobCoordinator.join(etcd.endpoint(),
+        "a/b", 2, Map.of(), FAST)).getMessage().contains("job name (--job)"));
+  }
+}
