@@ -106,6 +106,20 @@ public final class JobCoordinator implements AutoCloseable {
    */
   public static JobCoordinator join(String endpoints, String job, int workers,
       Map<String, String> settings, Options options) {
+    return join(endpoints, job, workers, -1, settings, options);
+  }
+
+  /**
+   * As above, as worker {@code index} ({@code -1}: the lowest free index). A fixed index is how a
+   * restarted job gives the leader's role (and its checkpoint) back to the same worker, and how
+   * Kubernetes' indexed Jobs and StatefulSet ordinals map to workers.
+   */
+  public static JobCoordinator join(String endpoints, String job, int workers, int index,
+      Map<String, String> settings, Options options) {
+    if (index < -1 || index >= workers) {
+      throw new JobException("worker index (--worker-index) must be in 0.." + (workers - 1)
+          + " but was " + index);
+    }
     if (workers < 1 || workers > 1024) {
       throw new JobException("the number of workers (--workers) must be in 1..1024 but was "
           + workers);
@@ -158,12 +172,13 @@ public final class JobCoordinator implements AutoCloseable {
           continue;
         }
         checkSettings(kv, prefix, job, wanted);
-        int index = claimIndex(kv, prefix, workers, lease);
-        if (index < 0) {
-          throw new JobException("job " + job + " already has its " + workers + " workers"
-              + " (indices 0.." + (workers - 1) + " are taken)");
+        int claimed = claimIndex(kv, prefix, workers, index, lease);
+        if (claimed < 0) {
+          throw new JobException(index >= 0 ? "job " + job + " already has a worker " + index
+              : "job " + job + " already has its " + workers + " workers (indices 0.."
+              + (workers - 1) + " are taken)");
         }
-        JobCoordinator c = new JobCoordinator(client, job, prefix, workers, index, lease,
+        JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
             keepAlive, options, wanted);
         long left0 = deadline - System.nanoTime();
         c.barrierUntil("start", "", Math.max(0, left0), true);
@@ -425,8 +440,8 @@ public final class JobCoordinator implements AutoCloseable {
     return keys;
   }
 
-  private static int claimIndex(KV kv, String prefix, int workers, long lease) {
-    for (int i = 0; i < workers; i++) {
+  private static int claimIndex(KV kv, String prefix, int workers, int wanted, long lease) {
+    for (int i = Math.max(0, wanted); i < (wanted >= 0 ? wanted + 1 : workers); i++) {
       ByteSequence k = bytes(prefix + "members/" + i);
       boolean won = await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
           .Then(Op.put(k, bytes(String.valueOf(ProcessHandle.current().pid())),

@@ -1,5 +1,6 @@
 package dev.dynembed.word2vec;
 
+import dev.dynembed.job.JobCoordinator;
 import dev.dynembed.layers.AsyncExecutor;
 import dev.dynembed.layers.Layers;
 import dev.dynembed.layers.Trainer;
@@ -81,6 +82,14 @@ public final class Word2Vec {
    */
   public record TrainOptions(Path modelDir, long checkpointEverySeconds, boolean resume,
       boolean overwrite, int checkpointEveryRounds, int stopAfterRounds) {
+    public TrainOptions {
+      if (checkpointEverySeconds < 0 || checkpointEveryRounds < 0 || stopAfterRounds < 0) {
+        throw new CorpusException("checkpoint intervals (--checkpoint-every,"
+            + " --checkpoint-every-rounds) and --stop-after-rounds must be >= 0 but were "
+            + checkpointEverySeconds + ", " + checkpointEveryRounds + ", " + stopAfterRounds);
+      }
+    }
+
     public TrainOptions(Path modelDir, long checkpointEverySeconds, boolean resume,
         boolean overwrite) {
       this(modelDir, checkpointEverySeconds, resume, overwrite, 0, 0);
@@ -196,20 +205,84 @@ public final class Word2Vec {
    * @param progress told about once a second from a timer thread, and once at the end
    */
   public Result train(List<Path> files, TrainOptions opt, Consumer<Status> progress) {
-    List<TextSplits.Split> splits = TextSplits.plan(files, threads * 4);
+    return train(files, opt, progress, null);
+  }
+
+  /**
+   * Trains as worker {@code job.index()} of a job of {@code job.workers()} processes sharing these
+   * tables (docs/design/0013-many-trainers.md), or alone with {@code job == null}. Every worker
+   * plans the same byte ranges; each round gives each worker {@code threads} of them, and ends at
+   * a barrier where the workers exchange their counters. After a round the leader (worker 0) may
+   * checkpoint: no worker writes until it has (a second barrier), so the tables are cut at one
+   * step. The leader checks and restores the tables and hands the others their position; the
+   * result's counters are the job's (every worker's summed).
+   *
+   * @throws dev.dynembed.job.JobException if another worker left or a barrier timed out; a
+   *     failure here stops the job for the others
+   */
+  public Result train(List<Path> files, TrainOptions opt, Consumer<Status> progress,
+      JobCoordinator job) {
+    try {
+      return trainAs(files, opt, progress, job);
+    } catch (RuntimeException e) {
+      if (job != null && job.failure().isEmpty()) {
+        job.stop("worker " + job.index() + " failed: " + e.getMessage());
+      }
+      throw e;
+    }
+  }
+
+  private Result trainAs(List<Path> files, TrainOptions opt, Consumer<Status> progress,
+      JobCoordinator job) {
+    int workers = job == null ? 1 : job.workers();
+    int me = job == null ? 0 : job.index();
+    boolean leader = me == 0;
+    List<TextSplits.Split> splits = TextSplits.plan(files, workers * threads * 4);
     long totalBytes = TextSplits.bytes(splits);
     String corpus = fingerprint(files);
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
-    State st = begin(opt, ckpt, corpus);
+    State st;
+    try {
+      st = leader ? begin(opt, ckpt, corpus, workers) : new State();
+    } catch (CorpusException e) {
+      if (job != null && opt.resume() && !Trainer.hasCheckpoint(ckpt)) {
+        throw new CorpusException(e.getMessage() + "; in a job, worker 0 (the leader) resumes"
+            + " from its --model: give the worker whose model holds the checkpoint"
+            + " --worker-index 0", e);
+      }
+      throw e;
+    }
+    if (job != null) {
+      // the leader's position (and, on resume, every worker's counters) to all
+      Map<Integer, String> begun = job.barrier("begin", leader
+          ? JobCoordinator.encode(st.job == null ? Map.of() : st.job) : "");
+      Map<String, String> saved = JobCoordinator.decode(begun.get(0));
+      if (!leader && !saved.isEmpty()) {
+        st.load(saved);
+      }
+      if (!saved.isEmpty()) {
+        st.loadWorker(saved, me);
+      }
+    }
     if (cfg.countPass() && !opt.resume()) {
-      countPass(splits);
+      List<TextSplits.Split> mine = new ArrayList<>();
+      for (TextSplits.Split s : splits) {
+        if (s.index() % workers == me) {
+          mine.add(s);
+        }
+      }
+      countPass(mine);
+      if (job != null) {
+        job.barrier("counted", "");
+      }
     }
     long started = System.nanoTime() - (long) (st.elapsed * 1e9);
     LossMeter loss = new LossMeter(st.curve);
     for (int i = 0; i < threads; i++) {
       executor.trainer(i).addListener(loss);
     }
-    double denom = (double) cfg.epochs() * totalBytes;
+    // each worker's schedule runs over its own share of the bytes
+    double denom = (double) cfg.epochs() * totalBytes / workers;
     java.util.function.DoubleSupplier alpha = () -> cfg.alpha()
         * Math.max(1e-4, 1 - st.progressBytes.get() / denom);
     java.util.function.Supplier<Status> status = () -> new Status(st.epoch, cfg.epochs(),
@@ -230,15 +303,25 @@ public final class Word2Vec {
     int rounds = 0;
     long[] epochStart = {System.nanoTime(), st.words.get(), st.nextSplit == 0 ? 1 : 0};
     double[] lastEpoch = {0, 0}; // seconds and words of the last whole epoch trained here
+    Map<Integer, String> counters = Map.of();
     try {
       while (st.epoch < cfg.epochs()) {
         int epoch = st.epoch;
         List<TextSplits.Split> round = splits.subList(st.nextSplit,
-            Math.min(splits.size(), st.nextSplit + threads));
-        executor.run(round, round.size(), s -> () -> new PairBatches(cfg, out, s, epoch, st),
-            List.of("loss_per_pair"), alpha);
+            Math.min(splits.size(), st.nextSplit + workers * threads));
+        List<TextSplits.Split> mine = round.subList(Math.min(round.size(), me * threads),
+            Math.min(round.size(), (me + 1) * threads));
+        if (!mine.isEmpty()) {
+          executor.run(mine, mine.size(), s -> () -> new PairBatches(cfg, out, s, epoch, st),
+              List.of("loss_per_pair"), alpha);
+        }
+        String roundName = epoch + "-" + st.nextSplit;
         st.nextSplit += round.size();
         rounds++;
+        if (job != null) {
+          // every worker's writes of the round are done (run returns after its last write)
+          counters = job.barrier("round-" + roundName, JobCoordinator.encode(st.workerMap()));
+        }
         if (st.nextSplit == splits.size()) { // the epoch is over
           st.epoch++;
           st.nextSplit = 0;
@@ -254,15 +337,19 @@ public final class Word2Vec {
           break; // the final checkpoint follows
         }
         boolean stop = opt.stopAfterRounds() > 0 && rounds >= opt.stopAfterRounds();
-        if (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime() - lastCheckpoint
-            >= opt.checkpointEverySeconds() * 1_000_000_000L)
-            || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0)) {
+        if (leader && (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime()
+            - lastCheckpoint >= opt.checkpointEverySeconds() * 1_000_000_000L)
+            || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0))) {
           st.elapsed = (System.nanoTime() - started) / 1e9;
-          save(ckpt, st, corpus, loss.curve(), false);
+          save(ckpt, st, corpus, loss.curve(), false, counters);
           lastCheckpoint = System.nanoTime();
-          if (stop) {
-            return result(st, loss.curve(), lastEpoch);
-          }
+        }
+        if (job != null) {
+          job.barrier("saved-" + roundName, ""); // nobody writes while the leader saves
+        }
+        if (stop) {
+          st.elapsed = (System.nanoTime() - started) / 1e9;
+          return result(st, loss.curve(), lastEpoch, counters);
         }
       }
     } finally {
@@ -275,10 +362,15 @@ public final class Word2Vec {
           + cfg.minCount() + " (" + st.tokens.get() + " words read): nothing was trained; lower"
           + " the minimum count or give more text");
     }
-    save(ckpt, st, corpus, loss.curve(), true);
+    if (leader) {
+      save(ckpt, st, corpus, loss.curve(), true, counters);
+    }
+    if (job != null) {
+      job.barrier("saved-end", "");
+    }
     progress.accept(new Status(st.epoch, cfg.epochs(), 1, st.tokens.get(), st.words.get(),
         st.pairs.get(), st.elapsed, loss.last(), alpha.getAsDouble(), true));
-    return result(st, loss.curve(), lastEpoch);
+    return result(st, loss.curve(), lastEpoch, counters);
   }
 
   /**
@@ -331,18 +423,31 @@ public final class Word2Vec {
     }
   }
 
-  private Result result(State st, List<double[]> curve, double[] lastEpoch) {
+  /** This worker's result; in a job, the counters are the job's (from the last round's barrier). */
+  private Result result(State st, List<double[]> curve, double[] lastEpoch,
+      Map<Integer, String> counters) {
     long[] reads = readCounts();
-    return new Result(st.tokens.get(), st.words.get(), st.pairs.get(), st.elapsed,
+    long[] sums = {st.tokens.get(), st.words.get(), st.pairs.get()};
+    if (!counters.isEmpty()) {
+      sums = new long[3];
+      for (String c : counters.values()) {
+        Map<String, String> m = JobCoordinator.decode(c);
+        sums[0] += Long.parseLong(m.get("tokens"));
+        sums[1] += Long.parseLong(m.get("words"));
+        sums[2] += Long.parseLong(m.get("pairs"));
+      }
+    }
+    return new Result(sums[0], sums[1], sums[2], st.elapsed,
         in.describe().getCounters().getKeys(), st.skippedLong.get(), curve, reads[0], reads[1],
         lastEpoch[0], (long) lastEpoch[1]);
   }
 
   /**
    * The state a run starts from: the checkpoint's with {@code resume} (refused unless it was
-   * written with the same settings and files), else a fresh one on empty tables.
+   * written with the same settings, files and number of workers and threads, whose product
+   * fixes the byte ranges a position refers to), else a fresh one on empty tables.
    */
-  private State begin(TrainOptions opt, Path ckpt, String corpus) {
+  private State begin(TrainOptions opt, Path ckpt, String corpus, int workers) {
     State st = new State();
     if (opt.resume()) {
       if (!Trainer.hasCheckpoint(ckpt)) {
@@ -361,8 +466,18 @@ public final class Word2Vec {
             + extra.get("corpus") + " but the input is now " + corpus
             + "; resume with the same files");
       }
+      int savedWorkers = Integer.parseInt(extra.getOrDefault("workers", "1"));
+      int savedThreads = Integer.parseInt(extra.getOrDefault("threads", String.valueOf(threads)));
+      if (savedWorkers != workers || savedThreads != threads) {
+        throw new CorpusException("resume (--resume): the checkpoint was trained by "
+            + savedWorkers + " worker(s) of " + savedThreads + " threads but this run has "
+            + workers + " of " + threads + "; resume with --workers " + savedWorkers
+            + " --threads " + savedThreads + " (its position counts their byte ranges)");
+      }
       executor.trainer(0).restore(ckpt);
       st.load(extra);
+      st.job = new LinkedHashMap<>(extra);
+      st.job.remove("loss_curve");
     } else {
       if (Files.exists(ckpt) && !opt.overwrite()) {
         throw new CorpusException(opt.modelDir() + " already holds a model; resume (--resume)"
@@ -379,10 +494,19 @@ public final class Word2Vec {
     return st;
   }
 
-  private void save(Path ckpt, State st, String corpus, List<double[]> curve, boolean complete) {
+  /** @param counters each worker's counters at this cut, by index (empty for a lone trainer) */
+  private void save(Path ckpt, State st, String corpus, List<double[]> curve, boolean complete,
+      Map<Integer, String> counters) {
     Map<String, String> extra = new LinkedHashMap<>(cfg.toMap());
     extra.putAll(st.toMap());
     extra.put("corpus", corpus);
+    extra.put("threads", String.valueOf(threads));
+    extra.put("workers", String.valueOf(Math.max(1, counters.size())));
+    for (Map.Entry<Integer, String> w : counters.entrySet()) {
+      for (Map.Entry<String, String> e : JobCoordinator.decode(w.getValue()).entrySet()) {
+        extra.put("worker." + w.getKey() + "." + e.getKey(), e.getValue());
+      }
+    }
     extra.put("complete", String.valueOf(complete));
     StringBuilder c = new StringBuilder();
     synchronized (curve) {
@@ -463,6 +587,31 @@ public final class Word2Vec {
     final AtomicLong skippedLong = new AtomicLong();
     double elapsed;
     final List<double[]> curve = new ArrayList<>();
+    /** The checkpoint's extras a resumed job hands to every worker (null: a fresh start). */
+    Map<String, String> job;
+
+    /** One worker's counters, as it reports them at a round's barrier. */
+    Map<String, String> workerMap() {
+      Map<String, String> m = new LinkedHashMap<>();
+      m.put("progress_bytes", String.valueOf(progressBytes.get()));
+      m.put("tokens", String.valueOf(tokens.get()));
+      m.put("words", String.valueOf(words.get()));
+      m.put("pairs", String.valueOf(pairs.get()));
+      m.put("skipped_long_words", String.valueOf(skippedLong.get()));
+      return m;
+    }
+
+    /** Worker {@code index}'s counters from a job's checkpoint (none in a lone trainer's). */
+    void loadWorker(Map<String, String> m, int index) {
+      String p = "worker." + index + ".";
+      if (m.containsKey(p + "words")) {
+        progressBytes.set(Long.parseLong(m.get(p + "progress_bytes")));
+        tokens.set(Long.parseLong(m.get(p + "tokens")));
+        words.set(Long.parseLong(m.get(p + "words")));
+        pairs.set(Long.parseLong(m.get(p + "pairs")));
+        skippedLong.set(Long.parseLong(m.get(p + "skipped_long_words")));
+      }
+    }
 
     Map<String, String> toMap() {
       Map<String, String> m = new LinkedHashMap<>();

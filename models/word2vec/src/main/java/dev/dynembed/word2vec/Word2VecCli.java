@@ -14,6 +14,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -79,7 +80,7 @@ public final class Word2VecCli {
         t = t.getCause();
       }
       if (t instanceof CorpusException || t instanceof TableException
-          || t instanceof UncheckedIOException) {
+          || t instanceof UncheckedIOException || t instanceof dev.dynembed.job.JobException) {
         err.println("word2vec: error: " + t.getMessage());
       } else {
         err.println("word2vec: error: " + t);
@@ -150,8 +151,36 @@ public final class Word2VecCli {
     int shards;
     @Option(names = "--shard-heap", defaultValue = "2g", description = "heap of each shard started by --shards")
     String shardHeap;
+    @Option(names = "--coordinator", description = "join a multi-worker job through etcd at"
+        + " host:port[,host:port...]: the workers share the shards of --table, each trains its"
+        + " share of the input, worker 0 checkpoints (docs/design/0013-many-trainers.md)")
+    String coordinator;
+    @Option(names = "--workers", defaultValue = "1", description = "workers of the job"
+        + " (--coordinator; default ${DEFAULT-VALUE})")
+    int workers;
+    @Option(names = "--worker-index", defaultValue = "-1", description = "this worker's index"
+        + " in the job (0 leads: it checkpoints into its --model and resumes from it; default:"
+        + " the lowest free one)")
+    int workerIndex;
+    @Option(names = "--job", description = "the job's name in etcd (default: --name)")
+    String jobName;
+    @Option(names = "--lease-seconds", defaultValue = "10", description = "a worker silent this"
+        + " long has left the job, which stops (default ${DEFAULT-VALUE})")
+    long leaseSeconds;
+    @Option(names = "--barrier-timeout", defaultValue = "1800", description = "seconds a round's"
+        + " barrier (and so a checkpoint) waits for the slowest worker before the job stops"
+        + " (default ${DEFAULT-VALUE})")
+    long barrierTimeout;
     @Option(names = "--checkpoint-every", defaultValue = "0", description = "seconds between checkpoints (0 = only at the end)")
     long checkpointEvery;
+    @Option(names = "--checkpoint-every-rounds", defaultValue = "0", description = "also"
+        + " checkpoint after every N rounds (a round: one byte range per thread and worker; 0 ="
+        + " no)")
+    int checkpointEveryRounds;
+    @Option(names = "--stop-after-rounds", defaultValue = "0", description = "checkpoint and"
+        + " stop after N rounds, as an interrupted run would (--resume continues; 0 = run to the"
+        + " end)")
+    int stopAfterRounds;
     @Option(names = "--resume", description = "continue the model's interrupted training") boolean resume;
     @Option(names = "--overwrite", description = "replace an existing model") boolean overwrite;
     @Option(names = "--show", split = ",", description = "words whose nearest neighbours to print at the end")
@@ -198,6 +227,14 @@ public final class Word2VecCli {
             java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))));
       }
       TextSplits.plan(input, 1); // check the files before starting anything
+      if (coordinator == null && workers != 1) {
+        throw new CorpusException("--workers needs --coordinator (the etcd that coordinates"
+            + " them)");
+      }
+      if (coordinator != null && table == null) {
+        throw new CorpusException("--coordinator needs --table: a job's workers share running"
+            + " shards (an in-process table or --shards would be this worker's alone)");
+      }
       Files.createDirectories(model);
       Path modelDir = model.toAbsolutePath().normalize();
       LocalShardProcesses procs = null;
@@ -208,7 +245,9 @@ public final class Word2VecCli {
       } else if (table != null) {
         client = TableClients.connect(TableClients.parseEndpoints(table), clientOptions.build());
         try {
-          checkShardsCanCheckpoint(client, modelDir);
+          if (coordinator == null) {
+            checkShardsCanCheckpoint(client, modelDir);
+          }
         } catch (RuntimeException e) {
           client.close();
           throw e;
@@ -221,12 +260,53 @@ public final class Word2VecCli {
       System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
           threads, pipelined ? ", pipelined steps" : "",
           countPass && !resume ? "; counting the corpus first (--count-pass)" : "");
+      dev.dynembed.job.JobCoordinator job = null;
+      if (coordinator != null) {
+        Map<String, String> settings = new java.util.TreeMap<>(cfg.toMap());
+        settings.put("corpus", Word2Vec.fingerprint(input));
+        settings.put("threads", String.valueOf(threads));
+        settings.put("table", table);
+        settings.put("resume", String.valueOf(resume));
+        settings.put("checkpoint_every", String.valueOf(checkpointEvery));
+        settings.put("checkpoint_every_rounds", String.valueOf(checkpointEveryRounds));
+        settings.put("stop_after_rounds", String.valueOf(stopAfterRounds));
+        System.err.printf("word2vec: joining job %s (%d workers) at %s...%n",
+            jobName != null ? jobName : name, workers, coordinator);
+        try {
+          job = dev.dynembed.job.JobCoordinator.join(coordinator, jobName != null ? jobName
+              : name, workers, workerIndex, settings, new dev.dynembed.job.JobCoordinator.Options(
+                  java.time.Duration.ofSeconds(leaseSeconds), java.time.Duration.ofMinutes(10),
+                  java.time.Duration.ofSeconds(barrierTimeout)));
+          if (job.leader()) {
+            checkShardsCanCheckpoint(client, modelDir);
+          }
+        } catch (RuntimeException e) {
+          if (job != null) {
+            job.stop("worker " + job.index() + " failed: " + e.getMessage());
+            job.close();
+          }
+          client.close();
+          throw e;
+        }
+        System.err.printf("word2vec: worker %d of %d%s%n", job.index(), job.workers(),
+            job.leader() ? " (leader: checkpoints the tables)" : "");
+      }
       Progress progress = new Progress(System.err, System.console() != null);
       try (client) {
         Word2Vec w2v = new Word2Vec(cfg, client, threads).setPrefetch(prefetch)
             .setPipelining(pipelined);
-        Word2Vec.Result r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery,
-            resume, overwrite), progress::update);
+        Word2Vec.Result r;
+        try {
+          r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery, resume,
+              overwrite, checkpointEveryRounds, stopAfterRounds), progress::update, job);
+          if (job != null) {
+            job.finish();
+          }
+        } finally {
+          if (job != null) {
+            job.close();
+          }
+        }
         LossCurve.write(modelDir, r.lossCurve(), String.format(Locale.ROOT,
             "word2vec skip-gram, dim %d, window %d, negative %d, %d epochs", dim, window,
             negative, epochs));
@@ -265,7 +345,7 @@ public final class Word2VecCli {
           procs.close();
         }
       }
-      if (!show.isEmpty()) {
+      if (!show.isEmpty() && (job == null || job.leader())) {
         try (Queries q = new Queries(modelDir)) {
           for (String w : show) {
             printHits(w, () -> q.nearest(w, 8));
