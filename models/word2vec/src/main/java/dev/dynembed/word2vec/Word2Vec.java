@@ -111,14 +111,26 @@ public final class Word2Vec {
   private final EmbeddingTable in;
   private final EmbeddingTable out;
   private final AsyncExecutor executor;
+  /** The job-wide index of this process's thread 0. */
+  private final int firstThread;
 
   /** Creates (or opens, if identical) the two tables on {@code client} and one graph per thread. */
   public Word2Vec(Word2VecConfig cfg, TableClient client, int threads) {
+    this(cfg, client, threads, 0);
+  }
+
+  /**
+   * As above, for worker {@code worker} of a job: its threads draw negatives from their own
+   * streams (thread t of the job: {@code worker * threads + t}), not the same ones as the other
+   * workers' threads at the same step.
+   */
+  public Word2Vec(Word2VecConfig cfg, TableClient client, int threads, int worker) {
     if (threads < 1 || threads > 256) {
       throw new CorpusException("threads (--threads) must be in 1..256 but was " + threads);
     }
     this.cfg = cfg;
     this.threads = threads;
+    this.firstThread = worker * threads;
     this.in = client.createTable(inConfig(cfg));
     this.out = client.createTable(outConfig(cfg));
     this.executor = new AsyncExecutor(i -> graph(i), threads);
@@ -161,7 +173,11 @@ public final class Word2Vec {
     // keys were counted by the reader: the ops count nothing
     SDVariable h = layers.ops().dynamicEmbeddingLookup("h", centers, centerOf, in, true,
         DataType.FLOAT, false); // [b, dim]
-    Sampling negatives = Sampling.builder(cfg.negative()).seed(cfg.seed())
+    // each thread of the job its own stream of negatives: with one seed, threads at the same
+    // step would draw the same negatives (the draws are a function of seed and the graph's call
+    // count); thread 0 of a lone process keeps the configured seed
+    long seed = cfg.seed() + 0x9E3779B97F4A7C15L * (firstThread + thread);
+    Sampling negatives = Sampling.builder(cfg.negative()).seed(seed)
         .perExample(cfg.negativePool()).countPositives(false) // the reader counts
         .implicitRowSteps(cfg.implicitSteps()).build();
     SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out, negatives,

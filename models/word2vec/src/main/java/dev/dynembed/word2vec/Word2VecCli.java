@@ -293,7 +293,8 @@ public final class Word2VecCli {
       }
       Progress progress = new Progress(System.err, System.console() != null);
       try (client) {
-        Word2Vec w2v = new Word2Vec(cfg, client, threads).setPrefetch(prefetch)
+        Word2Vec w2v = new Word2Vec(cfg, client, threads, job == null ? 0 : job.index())
+            .setPrefetch(prefetch)
             .setPipelining(pipelined);
         Word2Vec.Result r;
         try {
