@@ -1,6 +1,8 @@
 package dev.dynembed.bownet;
 
+import dev.dynembed.job.JobCoordinator;
 import dev.dynembed.layers.AsyncExecutor;
+import dev.dynembed.layers.DenseAverager;
 import dev.dynembed.ops.Combiner;
 import dev.dynembed.ops.ServableGraph;
 import dev.dynembed.layers.Layers;
@@ -77,6 +79,7 @@ public final class BowNet {
   private final SameDiff inference;
   private final int threads;
   private final boolean bigrams;
+  private final String name;
 
   /**
    * @param desc the feed's description: a used sparse key slot {@code words} and a used sparse
@@ -85,6 +88,15 @@ public final class BowNet {
    */
   public BowNet(Config cfg, FeedDescription desc, List<String> labels, TableClient client,
       int threads) {
+    this(cfg, desc, labels, client, threads, true);
+  }
+
+  /**
+   * As above; {@code fresh} refuses a word table that already holds keys (a job's other workers
+   * open the table its leader checked).
+   */
+  public BowNet(Config cfg, FeedDescription desc, List<String> labels, TableClient client,
+      int threads, boolean fresh) {
     this.labels = new Labels(labels);
     for (String slot : List.of("words", "label")) {
       FeedDescription.Slot s = desc.slots().stream().filter(x -> x.name().equals(slot))
@@ -103,7 +115,7 @@ public final class BowNet {
         .setOptimizer(TableConfigs.adagrad(cfg.tableRate(), 1e-4f, 1e-8f))
         .setInitializer(TableConfigs.uniform(-0.1f, 0.1f, cfg.seed())).build());
     long held = words.describe().getCounters().getKeys();
-    if (held > 0) { // a fresh model must not inherit an earlier run's rows
+    if (fresh && held > 0) { // a fresh model must not inherit an earlier run's rows
       throw new IllegalArgumentException("table '" + words.name() + "' already holds " + held
           + " keys (an earlier run's); drop it (bin/table-cli drop) or name this model"
           + " otherwise (--name)");
@@ -111,6 +123,7 @@ public final class BowNet {
     this.executor = new AsyncExecutor(i -> new Trainer(graph(cfg, true), "loss",
         new Adam(cfg.denseRate()), List.of(words)), threads);
     this.inference = graph(cfg, false);
+    this.name = cfg.name();
     // the inference graph reads the trained dense arrays themselves (as the threads share them)
     inference.setVariablesArrays(executor.trainer(0).graph().getVariablesArrays());
   }
@@ -167,6 +180,49 @@ public final class BowNet {
         }
       };
     }, List.of("loss"), 0f);
+  }
+
+  /** What a worker of a job reports after each epoch (its own files' loss; the job's model). */
+  public interface EpochReport {
+    void epoch(int epoch, AsyncExecutor.RunResult own, Accuracy heldOut, double seconds)
+        throws IOException;
+  }
+
+  /**
+   * Trains as worker {@code job.index()} of {@code job.workers()} sharing the word table on the
+   * shards of {@code client} (docs/design/0013-many-trainers.md): worker I trains on the training
+   * files {@code I, I + W, ...}; the dense layers are averaged over the workers after every
+   * epoch through the table service ({@link DenseAverager}, table {@code NAME_dense}), from one
+   * starting point the leader publishes. After each epoch's average every worker evaluates on
+   * {@code test}, then reports; the leader's report may save (nobody trains until it has).
+   */
+  public void trainAsWorker(List<Path> train, List<Path> test, int epochs, JobCoordinator job,
+      TableClient client, EpochReport report) throws IOException {
+    int w = job.workers();
+    if (train.size() < w) {
+      throw new FeedException(train.size() + " training files for " + w + " workers: each"
+          + " worker trains whole files; split the data into at least " + w + " files");
+    }
+    List<Path> mine = new java.util.ArrayList<>();
+    for (int i = job.index(); i < train.size(); i += w) {
+      mine.add(train.get(i));
+    }
+    DenseAverager avg = new DenseAverager(client, name + "_dense", executor.trainer(0), w);
+    if (job.leader()) {
+      avg.publish(0);
+    }
+    job.barrier("begin", "");
+    avg.pull();
+    for (int e = 1; e <= epochs; e++) {
+      long t0 = System.nanoTime();
+      AsyncExecutor.RunResult r = trainEpoch(mine);
+      avg.push(e);
+      job.barrier("epoch-" + e, "");
+      avg.pull();
+      double secs = (System.nanoTime() - t0) / 1e9;
+      report.epoch(e, r, evaluate(test), secs);
+      job.barrier("reported-" + e, "");
+    }
   }
 
   /** Accuracy of the current model on {@code files} (unseen words read as zero rows). */

@@ -119,6 +119,17 @@ public final class BowNetCli {
         + " models then go by default)") int localShards;
     @Option(names = "--shard-heap", defaultValue = "1g", description = "heap of each shard"
         + " started by --local-shards") String shardHeap;
+    @Option(names = "--coordinator", description = "join a multi-worker job through etcd at"
+        + " host:port: the workers share the word table of --shards, each trains its share of"
+        + " the files (worker I: files I, I+W, ...), the dense layers are averaged after every"
+        + " epoch; worker 0 saves the servable models")
+    String coordinator;
+    @Option(names = "--workers", defaultValue = "1", description = "workers of the job") int workers;
+    @Option(names = "--worker-index", defaultValue = "-1", description = "this worker's index"
+        + " (default: the lowest free one)") int workerIndex;
+    @Option(names = "--job", description = "the job's name in etcd (default: --name)") String job;
+    @Option(names = "--lease-seconds", defaultValue = "10", description = "a worker silent this"
+        + " long has left the job, which stops") long leaseSeconds;
     @Option(names = "--save", description = "save a servable model after every epoch under"
         + " SAVE/epoch-N (default DIR/servable; with --shards, a directory inside the shards'"
         + " --data-dir)")
@@ -164,6 +175,14 @@ public final class BowNetCli {
           TableClient client = procs != null ? TableClients.connect(procs.endpoints())
               : shards != null ? TableClients.connect(TableClients.parseEndpoints(shards))
               : TableClients.inProcess(data.resolve("model"))) {
+        if (coordinator != null) {
+          if (shards == null) {
+            throw new IllegalArgumentException("--coordinator needs --shards: a job's workers"
+                + " share running shards");
+          }
+          trainAsWorker(cfg, desc, labels, train, test, client, saveDir);
+          return 0;
+        }
         BowNet net = new BowNet(cfg, desc, labels, client, threads);
         long start = System.nanoTime();
         for (int e = 1; e <= epochs; e++) {
@@ -180,13 +199,53 @@ public final class BowNetCli {
         }
         System.out.printf(Locale.ROOT, "trained in %.1f s%n", (System.nanoTime() - start) / 1e9);
       }
+      printBaselines(desc, labels, train, test);
+      return 0;
+    }
+
+    private void trainAsWorker(BowNet.Config cfg, FeedDescription desc, List<String> labels,
+        List<Path> train, List<Path> test, TableClient client, Path saveDir) throws IOException {
+      java.util.Map<String, String> settings = new java.util.TreeMap<>();
+      settings.put("config", cfg.toString());
+      settings.put("threads", String.valueOf(threads));
+      settings.put("epochs", String.valueOf(epochs));
+      settings.put("shards", shards);
+      settings.put("files", train.toString());
+      dev.dynembed.job.JobCoordinator c = dev.dynembed.job.JobCoordinator.join(coordinator,
+          job != null ? job : name, workers, workerIndex, settings,
+          new dev.dynembed.job.JobCoordinator.Options(java.time.Duration.ofSeconds(leaseSeconds),
+              java.time.Duration.ofMinutes(10), java.time.Duration.ofMinutes(30)));
+      System.err.printf("bownet: worker %d of %d%s%n", c.index(), c.workers(),
+          c.leader() ? " (leader: saves the servable models)" : "");
+      try {
+        BowNet net = new BowNet(cfg, desc, labels, client, threads, c.leader());
+        net.trainAsWorker(train, test, epochs, c, client, (e, r, acc, secs) -> {
+          System.out.printf(Locale.ROOT, "epoch %2d  loss %.4f (own files)  held-out accuracy"
+              + " %.4f (%d/%d)  %.1f s, %.0f steps/s%n", e, r.averages().get("loss"),
+              acc.value(), acc.correct(), acc.total(), secs, r.steps() / secs);
+          if (c.leader()) {
+            Path epochDir = saveDir.resolve("epoch-" + e);
+            net.saveServable(epochDir, e);
+            System.err.println("bownet: saved " + epochDir);
+          }
+        });
+        c.finish();
+      } catch (RuntimeException | IOException e) {
+        c.stop("worker " + c.index() + " failed: " + e.getMessage());
+        throw e;
+      } finally {
+        c.close();
+      }
+    }
+
+    private static void printBaselines(FeedDescription desc, List<String> labels,
+        List<Path> train, List<Path> test) {
       BowNet.Accuracy nb = new NaiveBayes(desc, labels).train(train).evaluate(test);
       System.out.printf(Locale.ROOT, "baseline (multinomial naive Bayes) held-out accuracy %.4f"
           + " (%d/%d)%n", nb.value(), nb.correct(), nb.total());
       BowNet.Accuracy lr = new LogisticRegression(desc, labels).train(train).evaluate(test);
       System.out.printf(Locale.ROOT, "baseline (bag-of-words logistic regression) held-out"
           + " accuracy %.4f (%d/%d)%n", lr.value(), lr.correct(), lr.total());
-      return 0;
     }
   }
 }

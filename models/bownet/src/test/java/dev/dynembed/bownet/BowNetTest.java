@@ -33,7 +33,7 @@ class BowNetTest {
       """;
   static final List<String> LABELS = List.of("sport", "food", "music", "law");
 
-  private static Path write(Path dir, String name, int lines, Random r) throws Exception {
+  static Path write(Path dir, String name, int lines, Random r) throws Exception {
     StringBuilder b = new StringBuilder();
     for (int l = 0; l < lines; l++) {
       int c = r.nextInt(LABELS.size());
