@@ -40,7 +40,6 @@ class BowNetJobTest {
     FeedDescription desc = FeedDescription.parse(BowNetTest.DESC);
     BowNet.Config cfg = new BowNet.Config("bowjob", 64, 64, 0.1f, 2e-3f, 1, true,
         dev.dynembed.ops.Combiner.MEAN, false);
-    java.nio.file.Files.createDirectories(dir.resolve("shards"));
     ExecutorService pool = Executors.newFixedThreadPool(2);
     try (LocalEtcd etcd = new LocalEtcd();
         LocalShardProcesses shards = new LocalShardProcesses(2, 0, dir.resolve("shards"),

@@ -64,6 +64,7 @@ public final class LocalShardProcesses implements AutoCloseable {
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher, List<String> serverArgs) throws IOException {
     this.dataDir = dataDir;
+    java.nio.file.Files.createDirectories(dataDir); // the shards' logs go there
     deleteTree(dataDir.resolve("state")); // a fresh cluster: no tables from an earlier run
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String cp = System.getProperty("java.class.path");
