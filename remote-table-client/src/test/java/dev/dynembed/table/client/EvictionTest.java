@@ -125,6 +125,57 @@ class EvictionTest {
     }
   }
 
+  /**
+   * max_bytes in the config: each shard keeps its part under its share of the bytes (soft: within
+   * the 10% slack and the page a rebuilt store starts with), keeping the hot keys.
+   */
+  @ParameterizedTest(name = "{0} shards (0 = in-process)")
+  @ValueSource(ints = {0, 2})
+  void configuredByteCap_boundsTheTablesMemory_keepingTheMostFrequent(int shards)
+      throws Exception {
+    List<AutoCloseable> keep = new ArrayList<>();
+    long maxBytes = 4 << 20;
+    try (TableClient c = client(shards, dir, keep)) {
+      EmbeddingTable t = c.createTable(config(0).toBuilder().setName("evb")
+          .setMaxBytes(maxBytes).setEvictionPolicy(dev.dynembed.table.v1.EvictionPolicy.LFU)
+          .build());
+      String[] hot = new String[20];
+      for (int i = 0; i < hot.length; i++) {
+        hot[i] = "hot" + i;
+      }
+      for (int r = 0; r < 10; r++) {
+        t.findOrInsert(hot);
+      }
+      long peak = 0;
+      for (int b = 0; b < 40; b++) {
+        String[] cold = new String[2000];
+        for (int i = 0; i < cold.length; i++) {
+          cold[i] = "cold" + b + "-" + i;
+        }
+        t.findOrInsert(cold);
+        awaitEvictions(c, keep);
+        peak = Math.max(peak, t.describe().getCounters().getKeys());
+      }
+      var counters = t.describe().getCounters();
+      // 80,020 keys arrived; about half fit (rows of dim DIM with Adagrad slots, metadata, index)
+      assertTrue(counters.getKeys() < 60_000 && peak < 60_000, counters.getKeys()
+          + " rows (peak " + peak + ") under a cap of " + maxBytes + " bytes");
+      // soft: the 10% slack, and bytes_used also counts each shard's last pages' unused tail
+      long pages = (shards == 0 ? 1 : shards) * (1L << 20);
+      assertTrue(counters.getBytesUsed() <= maxBytes * 1.1 + pages, counters.getBytesUsed()
+          + " bytes used for a cap of " + maxBytes);
+      assertTrue(counters.getBytesUsed() >= maxBytes / 2, counters.getBytesUsed()
+          + " bytes used: evicted far below the cap of " + maxBytes);
+      for (boolean f : present(t, hot)) {
+        assertTrue(f, "a hot key was evicted");
+      }
+    } finally {
+      for (AutoCloseable a : keep) {
+        a.close();
+      }
+    }
+  }
+
   private static void awaitEvictions(TableClient c, List<AutoCloseable> keep) {
     if (keep.isEmpty()) {
       ((dev.dynembed.table.client.internal.ShardedTableClient) c).localEngine().awaitEvictions();

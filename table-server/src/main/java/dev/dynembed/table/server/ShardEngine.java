@@ -338,10 +338,25 @@ public final class ShardEngine {
   private volatile java.util.concurrent.ExecutorService evictor;
   private final java.util.Set<String> evicting = ConcurrentHashMap.newKeySet();
 
-  /** Rows a shard keeps of a table with max_keys: its share, ceil(max_keys / num_shards). */
+  /**
+   * Rows a shard keeps of a table with a cap (0: none): its share of max_keys, ceil(max_keys /
+   * num_shards); with max_bytes, once its part uses more than its share of the bytes, the rows
+   * that fit that share at the current bytes per row; the smaller of the two.
+   */
   long capOf(TableStore t) {
     long max = t.config().getMaxKeys();
-    return max == 0 ? 0 : (max + numShards - 1) / numShards;
+    long cap = max == 0 ? 0 : (max + numShards - 1) / numShards;
+    long maxBytes = t.config().getMaxBytes();
+    if (maxBytes > 0) {
+      long share = (maxBytes + numShards - 1) / numShards;
+      long used = t.bytesEstimate(); // O(1); bytes_used within a page of each kind
+      long rows = t.size();
+      if (used > share && rows > 0) {
+        long fit = Math.max(1, (long) (rows * ((double) share / used)));
+        cap = cap == 0 ? fit : Math.min(cap, fit);
+      }
+    }
+    return cap;
   }
 
   /**
