@@ -95,19 +95,9 @@ class EvictionTest {
     List<AutoCloseable> keep = new ArrayList<>();
     try (TableClient c = client(shards, dir, keep)) {
       EmbeddingTable t = c.createTable(config(0).toBuilder().setMaxKeys(200).build());
-      String[] hot = new String[20];
-      for (int i = 0; i < hot.length; i++) {
-        hot[i] = "hot" + i;
-      }
-      for (int r = 0; r < 10; r++) {
-        t.findOrInsert(hot);
-      }
+      String[] hot = insertHot(t);
       for (int b = 0; b < 10; b++) {
-        String[] cold = new String[100];
-        for (int i = 0; i < cold.length; i++) {
-          cold[i] = "cold" + b + "-" + i;
-        }
-        t.findOrInsert(cold);
+        t.findOrInsert(cold(b, 100));
         awaitEvictions(c, keep);
       }
       long keys = t.describe().getCounters().getKeys();
@@ -139,20 +129,10 @@ class EvictionTest {
       EmbeddingTable t = c.createTable(config(0).toBuilder().setName("evb")
           .setMaxBytes(maxBytes).setEvictionPolicy(dev.dynembed.table.v1.EvictionPolicy.LFU)
           .build());
-      String[] hot = new String[20];
-      for (int i = 0; i < hot.length; i++) {
-        hot[i] = "hot" + i;
-      }
-      for (int r = 0; r < 10; r++) {
-        t.findOrInsert(hot);
-      }
+      String[] hot = insertHot(t);
       long peak = 0;
       for (int b = 0; b < 40; b++) {
-        String[] cold = new String[2000];
-        for (int i = 0; i < cold.length; i++) {
-          cold[i] = "cold" + b + "-" + i;
-        }
-        t.findOrInsert(cold);
+        t.findOrInsert(cold(b, 2000));
         awaitEvictions(c, keep);
         peak = Math.max(peak, t.describe().getCounters().getKeys());
       }
@@ -174,6 +154,27 @@ class EvictionTest {
         a.close();
       }
     }
+  }
+
+  /** 20 keys counted 10 times each: the ones a frequency policy keeps. */
+  private static String[] insertHot(EmbeddingTable t) {
+    String[] hot = new String[20];
+    for (int i = 0; i < hot.length; i++) {
+      hot[i] = "hot" + i;
+    }
+    for (int r = 0; r < 10; r++) {
+      t.findOrInsert(hot);
+    }
+    return hot;
+  }
+
+  /** Batch {@code b} of {@code n} keys seen once. */
+  private static String[] cold(int b, int n) {
+    String[] cold = new String[n];
+    for (int i = 0; i < n; i++) {
+      cold[i] = "cold" + b + "-" + i;
+    }
+    return cold;
   }
 
   private static void awaitEvictions(TableClient c, List<AutoCloseable> keep) {
