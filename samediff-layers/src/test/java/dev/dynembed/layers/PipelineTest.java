@@ -9,7 +9,7 @@ import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.common.TableConfigs;
-import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
 import java.nio.file.Path;
 import java.util.ArrayList;

@@ -216,7 +216,7 @@ class TrainerTest {
     try {
       for (int i = 0; i < 2; i++) {
         dev.dynembed.table.server.TableServer srv = new dev.dynembed.table.server.TableServer(
-            new dev.dynembed.table.server.ShardEngine(i, 2, dir), "127.0.0.1", 0, 4);
+            new dev.dynembed.table.engine.ShardEngine(i, 2, dir), "127.0.0.1", 0, 4);
         servers.add(srv);
         endpoints.add("127.0.0.1:" + srv.port());
       }

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
-import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;

@@ -83,7 +83,7 @@ class Word2VecTest {
     try {
       for (int i = 0; i < 2; i++) {
         var srv = new dev.dynembed.table.server.TableServer(
-            new dev.dynembed.table.server.ShardEngine(i, 2, model), "127.0.0.1", 0, 4);
+            new dev.dynembed.table.engine.ShardEngine(i, 2, model), "127.0.0.1", 0, 4);
         servers.add(srv);
         endpoints.add("127.0.0.1:" + srv.port());
       }

@@ -4,7 +4,7 @@ import dev.dynembed.table.client.internal.GrpcShard;
 import dev.dynembed.table.client.internal.LocalShard;
 import dev.dynembed.table.client.internal.Shard;
 import dev.dynembed.table.client.internal.ShardedTableClient;
-import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.engine.ShardEngine;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;

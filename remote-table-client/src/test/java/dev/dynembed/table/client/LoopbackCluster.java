@@ -1,6 +1,6 @@
 package dev.dynembed.table.client;
 
-import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
 import java.io.IOException;
 import java.nio.file.Path;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
-import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
 import io.grpc.ForwardingServerCall;
 import io.grpc.Metadata;
@@ -114,7 +114,7 @@ class RetryAndConcurrencyTest {
   }
 
   /** A store's per-key metadata, read in the test. */
-  record TableStoreView(dev.dynembed.table.server.TableStore store) {
+  record TableStoreView(dev.dynembed.table.engine.TableStore store) {
     long frequency(String key) {
       return store.record(key).frequency();
     }

@@ -10,7 +10,7 @@ import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.server.AccessControl;
 import dev.dynembed.table.server.ServerTls;
-import dev.dynembed.table.server.ShardEngine;
+import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -117,7 +117,7 @@ class SecurityTest {
         }
       }
       assertEquals(Set.of("emb"), Set.copyOf(engine.tables().stream().map(
-          dev.dynembed.table.server.TableStore::name).toList()));
+          dev.dynembed.table.engine.TableStore::name).toList()));
     }
   }
 

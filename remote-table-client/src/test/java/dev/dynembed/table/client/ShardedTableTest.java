@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.TableConfigs;
-import dev.dynembed.table.server.TableStore;
+import dev.dynembed.table.engine.TableStore;
 import dev.dynembed.table.v1.CheckpointManifest;
 import dev.dynembed.table.v1.Metric;
 import dev.dynembed.table.v1.OptimizerConfig;

@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.engine.*;
 import com.google.protobuf.Descriptors;
 import com.google.protobuf.Message;
 import io.grpc.ForwardingServerCallListener;

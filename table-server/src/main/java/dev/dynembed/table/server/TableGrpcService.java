@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.engine.*;
 import com.google.protobuf.ByteString;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.KeyBags;
@@ -63,7 +64,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   public void applyGradients(ApplyGradientsRequest req,
       StreamObserver<ApplyGradientsResponse> out) {
     run(out, req.getTable(), () -> ApplyGradientsResponse.newBuilder().setRowsUpdated(
-        engine.write(WriteRequest.newBuilder().addItems(req).build(), TableGrpcService::check)[0])
+        engine.write(WriteRequest.newBuilder().addItems(req).build(), ShardState::checkWrite)[0])
         .build());
   }
 
@@ -95,7 +96,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     run(out, req.getItemsCount() > 0 ? req.getItems(0).getTable() : "", () -> {
       checkItems(req.getItemsCount(), "write");
       // every item is checked before any is applied: a bad item changes nothing
-      int[] n = engine.write(req, TableGrpcService::check);
+      int[] n = engine.write(req, ShardState::checkWrite);
       WriteResponse.Builder b = WriteResponse.newBuilder();
       for (int r : n) {
         b.addRowsUpdated(r);
@@ -232,17 +233,6 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     w.put(0, pooled, 0, pooled.length);
     return FindResponse.newBuilder().setDim(t.dim).setPooled(w.toByteString())
         .setRowEncoding(w.encoding()).setFound(ByteString.copyFrom(found)).build();
-  }
-
-  /** Checks one item of a write (plain or pooled) whole; also how a logged write is replayed. */
-  static TableStore.CheckedGradients check(TableStore t, ApplyGradientsRequest req) {
-    PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
-    Rows.floatCount(req.getGradients(), "gradients");
-    if (req.hasPool()) {
-      return PooledRows.checkGradients(t, keys, KeyBags.fromProto(req.getPool(), keys.size()),
-          Rows.decode(req.getGradients()), req.getLearningRate());
-    }
-    return t.checkGradients(keys, Rows.decode(req.getGradients()), req.getLearningRate());
   }
 
   @Override

@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.engine.*;
 import dev.dynembed.table.common.Limits;
 import io.grpc.Metadata;
 import io.grpc.Server;

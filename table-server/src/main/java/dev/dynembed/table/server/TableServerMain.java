@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.engine.*;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;

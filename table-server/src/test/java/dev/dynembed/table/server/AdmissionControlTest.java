@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.engine.*;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -68,7 +69,7 @@ class AdmissionControlTest {
     Fixtures.assertError(ErrorCode.RESOURCE_EXHAUSTED, "memory budget", () -> engine.write(
         WriteRequest.newBuilder().addItems(ApplyGradientsRequest.newBuilder().setTable("emb")
             .setKeys(PackedKeys.of(fresh).toProto())
-            .setGradients(Rows.encode(g))).build(), TableGrpcService::check));
+            .setGradients(Rows.encode(g))).build(), ShardState::checkWrite));
     // reads of existing rows go on
     engine.read(ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFind(
         FindRequest.newBuilder().setTable("emb").setKeys(PackedKeys.of(keys(0, 10)).toProto())))

@@ -1,5 +1,6 @@
 package dev.dynembed.table.server;
 
+import dev.dynembed.table.engine.*;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -85,7 +86,7 @@ class DurabilityTest {
   private int[] write(String table, String[] keys, float[] grads, long step, CallId id) {
     return engine.write(WriteRequest.newBuilder().setCallId(id).addItems(
         ApplyGradientsRequest.newBuilder().setTable(table).setKeys(PackedKeys.of(keys).toProto())
-            .setGradients(Rows.encode(grads)).setStep(step)).build(), TableGrpcService::check);
+            .setGradients(Rows.encode(grads)).setStep(step)).build(), ShardState::checkWrite);
   }
 
   private void count(String table, String[] keys, CallId id) {
@@ -159,7 +160,7 @@ class DurabilityTest {
         engine.write(WriteRequest.newBuilder().setCallId(nextId()).addItems(
             ApplyGradientsRequest.newBuilder().setTable(table)
                 .setKeys(PackedKeys.of(keys).toProto()).setGradients(Rows.encode(g)).setStep(s)
-                .setPool(bags.toProto())).build(), TableGrpcService::check);
+                .setPool(bags.toProto())).build(), ShardState::checkWrite);
       }
     }
     assertEquals(20 * 5, engine.get("emb").counters().getTotalFrequency()); // once per entry
@@ -337,7 +338,7 @@ class DurabilityTest {
           engine.write(WriteRequest.newBuilder()
               .setCallId(CallId.newBuilder().setClient(100 + id).setSeq(s + 1).setLowWater(s + 1))
               .addItems(item("a", keys, g, s)).addItems(item("b", keys, g, s)).build(),
-              TableGrpcService::check);
+              ShardState::checkWrite);
         }
         return expected;
       }));

@@ -2,11 +2,11 @@ package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
-import dev.dynembed.table.server.PooledRows;
-import dev.dynembed.table.server.SampleCandidates;
-import dev.dynembed.table.server.ShardEngine;
-import dev.dynembed.table.server.TableStore;
-import dev.dynembed.table.server.TopKHits;
+import dev.dynembed.table.engine.PooledRows;
+import dev.dynembed.table.engine.SampleCandidates;
+import dev.dynembed.table.engine.ShardEngine;
+import dev.dynembed.table.engine.TableStore;
+import dev.dynembed.table.engine.TopKHits;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.Metric;
 import dev.dynembed.table.v1.StatsResponse;
@@ -237,9 +237,9 @@ public final class LocalShard implements Shard {
       long generation) {
     return call("scan", table, () -> {
       TableStore t = engine.get(table);
-      int n = dev.dynembed.table.server.Scans.pageSize(t, cursor, limit, generation);
+      int n = dev.dynembed.table.engine.Scans.pageSize(t, cursor, limit, generation);
       float[] rows = new float[n * t.dim()];
-      var page = dev.dynembed.table.server.Scans.read(t, cursor, n, RowSink.of(rows));
+      var page = dev.dynembed.table.engine.Scans.read(t, cursor, n, RowSink.of(rows));
       return new ScanReply(page.keys(), ReplyRows.of(java.util.Arrays.copyOf(rows,
           page.keys().size() * t.dim()), t.dim()), page.frequencies(), page.steps(),
           page.next(), page.generation());

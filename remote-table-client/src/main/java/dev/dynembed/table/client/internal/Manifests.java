@@ -3,7 +3,7 @@ package dev.dynembed.table.client.internal;
 import com.google.protobuf.util.JsonFormat;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableException;
-import dev.dynembed.table.server.CheckpointIo;
+import dev.dynembed.table.engine.CheckpointIo;
 import dev.dynembed.table.v1.CheckpointManifest;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;

@@ -13,7 +13,7 @@ import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
-import dev.dynembed.table.server.CheckpointIo;
+import dev.dynembed.table.engine.CheckpointIo;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.CheckpointManifest;
 import dev.dynembed.table.v1.SamplerKind;

@@ -21,7 +21,7 @@ public final class ShardedTableClient implements TableClient {
   }
 
   /** The engine of an in-process client (one local shard), or null for remote shards. */
-  public dev.dynembed.table.server.ShardEngine localEngine() {
+  public dev.dynembed.table.engine.ShardEngine localEngine() {
     return shards.size() == 1 && shards.get(0) instanceof LocalShard l ? l.engine() : null;
   }
 

@@ -2,8 +2,8 @@ package dev.dynembed.table.bench.jmh;
 
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
-import dev.dynembed.table.server.ShardEngine;
-import dev.dynembed.table.server.TableStore;
+import dev.dynembed.table.engine.ShardEngine;
+import dev.dynembed.table.engine.TableStore;
 import java.nio.file.Path;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;

@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;

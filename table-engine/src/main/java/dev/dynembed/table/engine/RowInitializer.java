@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.v1.InitializerConfig;

@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
@@ -676,11 +676,11 @@ public final class ShardEngine {
   }
 
   /** The log and snapshots, or null for a shard without (in process, or --wal off). */
-  ShardState state() {
+  public ShardState state() {
     return state;
   }
 
-  CallLedger ledger() {
+  public CallLedger ledger() {
     return ledger;
   }
 
@@ -704,7 +704,7 @@ public final class ShardEngine {
     return ready;
   }
 
-  void setReady(boolean r) {
+  public void setReady(boolean r) {
     this.ready = r;
   }
 

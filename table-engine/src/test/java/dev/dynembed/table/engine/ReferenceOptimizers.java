@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.v1.OptimizerConfig;
 import java.util.HashMap;
@@ -8,7 +8,7 @@ import java.util.Map;
  * A plain-Java reference: {@code HashMap<String, double[]>} rows and the textbook optimizer
  * formulas in double precision, written independently of {@link dev.dynembed.table.common.RowOptimizer}.
  */
-final class ReferenceOptimizers {
+public final class ReferenceOptimizers {
   final OptimizerConfig c;
   final int dim;
   final Map<String, double[]> w = new HashMap<>();

@@ -1,6 +1,6 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
-import static dev.dynembed.table.server.Fixtures.rows;
+import static dev.dynembed.table.engine.Fixtures.rows;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

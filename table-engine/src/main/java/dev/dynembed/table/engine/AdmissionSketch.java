@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 /**
  * Counts of keys awaiting admission in fixed memory: a count-min sketch (Cormode and
@@ -14,7 +14,7 @@ package dev.dynembed.table.server;
  * maintained (stream-lib), and Caffeine's frequency sketch is internal with 4-bit counters.
  * Thread-safe (synchronized: the admission path of keys without a row).
  */
-final class AdmissionSketch {
+public final class AdmissionSketch {
   static final int DEPTH = 4;
 
   private final int width;
@@ -91,7 +91,7 @@ final class AdmissionSketch {
   }
 
   /** A copy of the counters (checkpoints). */
-  synchronized int[] counters() {
+  public synchronized int[] counters() {
     return counters.clone();
   }
 }

@@ -1,8 +1,8 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
-import static dev.dynembed.table.server.Fixtures.assertError;
-import static dev.dynembed.table.server.Fixtures.rows;
-import static dev.dynembed.table.server.Fixtures.snapshot;
+import static dev.dynembed.table.engine.Fixtures.assertError;
+import static dev.dynembed.table.engine.Fixtures.rows;
+import static dev.dynembed.table.engine.Fixtures.snapshot;
 
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.Limits;

@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.BatchDedup;
 import dev.dynembed.table.common.FloatKernels;
@@ -72,9 +72,9 @@ public final class TableStore {
   private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
 
   private final TableConfig config;
-  final int dim;
+  public final int dim;
   final int rowFloats;
-  final int maxKeyBytes;
+  public final int maxKeyBytes;
   final int shardIndex;
   final int numShards;
   private final RowOptimizer optimizer;
@@ -92,13 +92,13 @@ public final class TableStore {
 
   private final Segment[] segments = new Segment[1 << SEGMENT_BITS];
   private final Object[] stripes = new Object[STRIPES];
-  final ReentrantReadWriteLock quiesce = new ReentrantReadWriteLock();
+  public final ReentrantReadWriteLock quiesce = new ReentrantReadWriteLock();
   /**
    * Set, under {@link #quiesce} held exclusively, when a drop or a restore replaces this store:
    * a mutating call that holds the lock shared checks it and fails instead of acknowledging a
    * change to a discarded store.
    */
-  volatile boolean retired;
+  public volatile boolean retired;
 
   private final LongAdder totalFrequency = new LongAdder();
   private final int minCount;
@@ -364,7 +364,7 @@ public final class TableStore {
   }
 
   /** Keys counted but not admitted yet, as (key hash, count): for checkpoints. */
-  java.util.Map<Long, Long> pendingCounts() {
+  public java.util.Map<Long, Long> pendingCounts() {
     return pending;
   }
 
@@ -375,7 +375,7 @@ public final class TableStore {
   }
 
   /** The admission sketch, or null when pending keys are counted exactly. */
-  AdmissionSketch admissionSketch() {
+  public AdmissionSketch admissionSketch() {
     return sketch;
   }
 
@@ -778,7 +778,7 @@ public final class TableStore {
    * pending admission counts copied. Taken by {@link #freeze} under {@link #quiesce} held
    * exclusively: the lock is held for a memory copy (~0.3 s a GB), not for the disk write.
    */
-  static final class Frozen {
+  public static final class Frozen {
     final TableStore table; // config and layout only: never read for rows
     final int rows;
     private final float[][] rowPages;
@@ -834,7 +834,7 @@ public final class TableStore {
           (int) (ref & 0xFFFF));
     }
 
-    java.util.Map<Long, Long> pendingCounts() {
+    public java.util.Map<Long, Long> pendingCounts() {
       return pending;
     }
   }
@@ -843,7 +843,7 @@ public final class TableStore {
    * A frozen copy of this store; the caller holds {@link #quiesce} exclusively (or is the only
    * user of the store), so that the copy is a cut no mutation straddles.
    */
-  Frozen freeze() {
+  public Frozen freeze() {
     return new Frozen(this);
   }
 

@@ -1,6 +1,7 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.Durable;
+import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.ApplyGradientsRequest;
 import dev.dynembed.table.v1.CheckpointFile;
@@ -63,13 +64,13 @@ public final class ShardState implements AutoCloseable {
   private volatile long lastSnapshotMillis;
 
   /** Called at each step of a snapshot (tests make it throw there: a crash at that point). */
-  interface StepHook {
+  public interface StepHook {
     void at(String step) throws IOException;
   }
 
   private volatile StepHook steps = s -> {};
 
-  void onStep(StepHook hook) {
+  public void onStep(StepHook hook) {
     this.steps = hook;
   }
 
@@ -226,7 +227,7 @@ public final class ShardState implements AutoCloseable {
           ApplyGradientsRequest item = r.getWrite().getItems(i);
           TableStore t = live(engine, item.getTable(), lsn, thresholds, start);
           if (t != null) {
-            out[i] = t.apply(TableGrpcService.check(t, item), item.getStep());
+            out[i] = t.apply(checkWrite(t, item), item.getStep());
           }
         }
         engine.ledger().replayed(r.getWrite().getCallId(), lsn, out);
@@ -286,22 +287,22 @@ public final class ShardState implements AutoCloseable {
     wal.awaitDurable(lsn);
   }
 
-  long lastLsn() {
+  public long lastLsn() {
     return wal.lastLsn();
   }
 
   /** Log bytes a restart would replay now. */
-  long logBytesSinceSnapshot() {
+  public long logBytesSinceSnapshot() {
     return wal.bytesSinceRotate();
   }
 
   /** Seconds since the last durable snapshot (this process's or the one recovered), or NaN. */
-  double snapshotAgeSeconds() {
+  public double snapshotAgeSeconds() {
     long t = lastSnapshotMillis;
     return t == 0 ? Double.NaN : (System.currentTimeMillis() - t) / 1e3;
   }
 
-  ShardLog.Fsync policy() {
+  public ShardLog.Fsync policy() {
     return wal.policy();
   }
 
@@ -439,7 +440,7 @@ public final class ShardState implements AutoCloseable {
    * Stops as a kill would (tests): background snapshots end, the log's file is closed without a
    * flush of anything, and the directory lock goes, so that another engine can recover it.
    */
-  void crash() throws IOException, InterruptedException {
+  public void crash() throws IOException, InterruptedException {
     snapshotter.shutdownNow();
     snapshotter.awaitTermination(1, java.util.concurrent.TimeUnit.MINUTES);
     wal.abandon();
@@ -512,5 +513,16 @@ public final class ShardState implements AutoCloseable {
         Files.deleteIfExists(q);
       }
     }
+  }
+
+  /** Checks one item of a write (plain or pooled) whole; also how a logged write is replayed. */
+  public static TableStore.CheckedGradients checkWrite(TableStore t, ApplyGradientsRequest req) {
+    PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    Rows.floatCount(req.getGradients(), "gradients");
+    if (req.hasPool()) {
+      return PooledRows.checkGradients(t, keys, KeyBags.fromProto(req.getPool(), keys.size()),
+          Rows.decode(req.getGradients()), req.getLearningRate());
+    }
+    return t.checkGradients(keys, Rows.decode(req.getGradients()), req.getLearningRate());
   }
 }

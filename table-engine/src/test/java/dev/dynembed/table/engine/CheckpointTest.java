@@ -1,7 +1,7 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
-import static dev.dynembed.table.server.Fixtures.assertError;
-import static dev.dynembed.table.server.Fixtures.snapshot;
+import static dev.dynembed.table.engine.Fixtures.assertError;
+import static dev.dynembed.table.engine.Fixtures.snapshot;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 

@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.Durable;
 import dev.dynembed.table.common.ErrorCode;
@@ -34,14 +34,14 @@ import java.util.zip.CRC32C;
  * <p>An I/O error is final: the log refuses every later append and tells its failure handler
  * (the shard process exits: crash-only, its restart replays what the disk holds).
  */
-final class ShardLog implements AutoCloseable {
+public final class ShardLog implements AutoCloseable {
   private static final Logger log = Logger.getLogger(ShardLog.class.getName());
   private static final Pattern SEGMENT = Pattern.compile("wal-(\\d{20})\\.log");
   /** Largest record body: a 64 MiB gRPC message plus framing. */
   static final int MAX_BODY = (64 << 20) + 4096;
 
   /** When appended records are forced to the disk (Redis's {@code appendfsync}). */
-  enum Fsync {
+  public enum Fsync {
     /** Before the call is answered (group commit): a power loss loses no answered write. */
     ALWAYS,
     /** Once a second from a background thread: a power loss loses up to ~1 s of writes. */
@@ -105,7 +105,7 @@ final class ShardLog implements AutoCloseable {
     Durable.fsyncDirectory(dir);
   }
 
-  static String segmentName(long firstLsn) {
+  public static String segmentName(long firstLsn) {
     return String.format("wal-%020d.log", firstLsn);
   }
 
@@ -351,7 +351,7 @@ final class ShardLog implements AutoCloseable {
   // ---------------------------------------------------------------- reading
 
   /** First LSNs of the segments in {@code dir}, ascending. */
-  static List<Long> segmentStarts(Path dir) throws IOException {
+  public static List<Long> segmentStarts(Path dir) throws IOException {
     List<Long> out = new ArrayList<>();
     if (!Files.isDirectory(dir)) {
       return out;

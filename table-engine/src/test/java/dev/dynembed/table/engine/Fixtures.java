@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -13,22 +13,22 @@ import java.util.HashMap;
 import java.util.Map;
 import org.junit.jupiter.api.function.Executable;
 
-final class Fixtures {
+public final class Fixtures {
   private Fixtures() {}
 
-  static TableConfig config(String name, int dim, OptimizerConfig opt) {
+  public static TableConfig config(String name, int dim, OptimizerConfig opt) {
     return TableConfigs.normalize(TableConfigs.builder(name, dim).setOptimizer(opt)
         .setInitializer(TableConfigs.uniform(-0.5f, 0.5f, 11)).build());
   }
 
-  static float[] rows(TableStore t, String... keys) {
+  public static float[] rows(TableStore t, String... keys) {
     float[] out = new float[keys.length * t.dim()];
     t.findOrInsert(PackedKeys.of(keys), null, out);
     return out;
   }
 
   /** Every stored record (weights, slots, metadata) by key. */
-  static Map<String, TableStore.Record> snapshot(TableStore t) {
+  public static Map<String, TableStore.Record> snapshot(TableStore t) {
     Map<String, TableStore.Record> m = new HashMap<>();
     for (String k : t.keys()) {
       m.put(k, t.record(k));
@@ -37,11 +37,11 @@ final class Fixtures {
   }
 
   /** Same keys with bit-identical records (weights, slots, metadata). */
-  static void assertSameRecords(Map<String, TableStore.Record> a, Map<String, TableStore.Record> b) {
+  public static void assertSameRecords(Map<String, TableStore.Record> a, Map<String, TableStore.Record> b) {
     assertEquals(a, b);
   }
 
-  static TableException assertError(ErrorCode code, String fragment, Executable call) {
+  public static TableException assertError(ErrorCode code, String fragment, Executable call) {
     TableException e = assertThrows(TableException.class, call);
     assertEquals(code, e.code(), e.getMessage());
     if (!e.getMessage().contains(fragment)) {

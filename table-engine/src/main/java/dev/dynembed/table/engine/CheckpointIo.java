@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.PackedKeys;
@@ -57,7 +57,7 @@ public final class CheckpointIo {
   }
 
   /** Writes a table's shard file from a frozen copy; needs no lock. */
-  static CheckpointFile write(TableStore.Frozen f, Path dir, long step) throws IOException {
+  public static CheckpointFile write(TableStore.Frozen f, Path dir, long step) throws IOException {
     TableStore t = f.table; // config and layout; every row comes from the copy
     Files.createDirectories(dir);
     String name = fileName(t.name(), t.shardIndex, t.numShards);
@@ -227,7 +227,7 @@ public final class CheckpointIo {
    *
    * @param expectedName the table the caller restores; every file must hold it
    */
-  static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
+  public static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
       int shardIndex, int numShards) {
     if (files.isEmpty()) {
       throw TableException.invalid("table '%s': restore lists no checkpoint files", expectedName);

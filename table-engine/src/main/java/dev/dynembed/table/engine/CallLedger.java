@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableException;
@@ -22,7 +22,7 @@ import java.util.TreeMap;
  * <p>Bounds: {@value #MAX_CLIENTS} clients (the least recently used one is forgotten beyond
  * that) and {@value #MAX_UNSETTLED} unsettled calls per client (more is RESOURCE_EXHAUSTED).
  */
-final class CallLedger {
+public final class CallLedger {
   static final int MAX_CLIENTS = 65_536;
   static final int MAX_UNSETTLED = 65_536;
 
@@ -177,7 +177,7 @@ final class CallLedger {
   }
 
   /** Clients known (for stats and tests). */
-  synchronized int clients() {
+  public synchronized int clients() {
     return clients.size();
   }
 

@@ -1,4 +1,4 @@
-package dev.dynembed.table.server;
+package dev.dynembed.table.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
