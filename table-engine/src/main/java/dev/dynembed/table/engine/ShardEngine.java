@@ -602,8 +602,8 @@ public final class ShardEngine {
         locked.add(t);
         if (t.retired) {
           throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
-              String.format("table '%s' was dropped or restored while the call waited; resend"
-                  + " it", t.name()));
+              String.format("table '%s' was dropped, restored or rebuilt by an eviction while"
+                  + " the call waited; resend it", t.name()));
         }
       }
     } catch (RuntimeException e) {

@@ -78,9 +78,31 @@ public final class TableCli {
         description = "uniform: [-s, s]; normal: stddev s (default ${DEFAULT-VALUE})")
     float scale;
     @Option(names = "--seed", defaultValue = "0") long seed;
+    @Option(names = "--min-count", defaultValue = "0", description = "a key gets its row once"
+        + " counted this many times (0 or 1: at first sight)") int minCount;
+    @Option(names = "--admission-sketch-kib", defaultValue = "0", description = "count keys"
+        + " awaiting admission in a count-min sketch of this many KiB per shard (0: exact)")
+    int sketchKib;
+    @Option(names = "--max-keys", defaultValue = "0", description = "soft cap on the table's"
+        + " rows, kept by every shard for its share (0: none)") long maxKeys;
+    @Option(names = "--max-bytes", defaultValue = "0", description = "soft cap on the table's"
+        + " memory in bytes, kept by every shard for its share (0: none)") long maxBytes;
+    @Option(names = "--eviction-policy", defaultValue = "lfu", description = "victims past a"
+        + " cap: lfu or lru (default ${DEFAULT-VALUE})") String evictionPolicy;
 
     @Override
     void run(TableClient c) throws Exception {
+      dev.dynembed.table.v1.EvictionPolicy policy = switch (evictionPolicy.toLowerCase(
+          Locale.ROOT)) {
+        case "lfu" -> dev.dynembed.table.v1.EvictionPolicy.LFU;
+        case "lru" -> dev.dynembed.table.v1.EvictionPolicy.LRU;
+        default -> throw new IllegalArgumentException("--eviction-policy must be lfu or lru but"
+            + " was '" + evictionPolicy + "'");
+      };
+      if (minCount < 0 || sketchKib < 0 || maxKeys < 0 || maxBytes < 0) {
+        throw new IllegalArgumentException("--min-count, --admission-sketch-kib, --max-keys and"
+            + " --max-bytes must be >= 0");
+      }
       OptimizerConfig opt = switch (optimizer.toLowerCase(Locale.ROOT)) {
         case "sgd" -> TableConfigs.sgd(lr);
         case "momentum" -> TableConfigs.momentum(lr, 0f);
@@ -98,7 +120,8 @@ public final class TableCli {
             "--init must be one of zeros, uniform, normal but was '" + init + "'");
       };
       EmbeddingTable t = c.createTable(TableConfigs.builder(table, dim).setOptimizer(opt)
-          .setInitializer(ini).build());
+          .setInitializer(ini).setMinCount(minCount).setAdmissionSketchKib(sketchKib)
+          .setMaxKeys(maxKeys).setMaxBytes(maxBytes).setEvictionPolicy(policy).build());
       System.out.println(json(t.describe()));
     }
   }

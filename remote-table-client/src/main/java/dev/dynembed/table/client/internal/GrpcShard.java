@@ -185,7 +185,12 @@ public final class GrpcShard implements Shard {
           out.completeExceptionally(map(t, call, table, attempt));
           return;
         }
-        if (outage.compareAndSet(false, true)) {
+        String why = Status.fromThrowable(t).getDescription();
+        if (code == Status.Code.UNAVAILABLE && why != null && why.contains(RETIRED)) {
+          // routine: the table's store was replaced (an eviction's rebuild, a restore) while the
+          // call waited for it; the shard answered, and the resend goes to the new store
+          log.fine(String.format("shard %d at %s: %s", index, endpoint, why));
+        } else if (outage.compareAndSet(false, true)) {
           log.warning(String.format("shard %d at %s does not answer (%s); resending for up to"
               + " %d s", index, endpoint, code, options.retryFor().toSeconds()));
         }
@@ -197,6 +202,9 @@ public final class GrpcShard implements Shard {
       }
     }, MoreExecutors.directExecutor());
   }
+
+  /** What a shard says when a call found its table's store replaced (ShardEngine). */
+  static final String RETIRED = "while the call waited";
 
   /**
    * Whether a call failed because its connection closed under it (a shard killed mid-call):
