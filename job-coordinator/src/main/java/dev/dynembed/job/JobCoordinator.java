@@ -57,10 +57,6 @@ public final class JobCoordinator implements AutoCloseable {
             + leaseTtl);
       }
     }
-
-    public static Options defaults() {
-      return new Options(Duration.ofSeconds(10), Duration.ofMinutes(5), Duration.ofMinutes(30));
-    }
   }
 
   private static final String ROOT = "/dynembed/jobs/";
@@ -75,7 +71,6 @@ public final class JobCoordinator implements AutoCloseable {
   private final long lease;
   private final CloseableClient keepAlive;
   private final Options options;
-  private final Map<String, String> settings;
   private volatile Map<Integer, Long> memberRevisions = Map.of();
   private volatile String failure;
   private volatile boolean closed;
@@ -83,7 +78,7 @@ public final class JobCoordinator implements AutoCloseable {
   private Thread monitor;
 
   private JobCoordinator(Client client, String job, String prefix, int workers, int index,
-      long lease, CloseableClient keepAlive, Options options, Map<String, String> settings) {
+      long lease, CloseableClient keepAlive, Options options) {
     this.client = client;
     this.kv = client.getKVClient();
     this.job = job;
@@ -93,7 +88,6 @@ public final class JobCoordinator implements AutoCloseable {
     this.lease = lease;
     this.keepAlive = keepAlive;
     this.options = options;
-    this.settings = settings;
   }
 
   /**
@@ -179,7 +173,7 @@ public final class JobCoordinator implements AutoCloseable {
               + (workers - 1) + " are taken)");
         }
         JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
-            keepAlive, options, wanted);
+            keepAlive, options);
         long left0 = deadline - System.nanoTime();
         c.barrierUntil("start", "", Math.max(0, left0), true);
         await(kv.put(bytes(prefix + "started"), bytes("1")), "marking the job started");
@@ -220,15 +214,6 @@ public final class JobCoordinator implements AutoCloseable {
 
   public boolean leader() {
     return index == 0;
-  }
-
-  public String job() {
-    return job;
-  }
-
-  /** The job's agreed settings (every worker's, with {@code workers}). */
-  public Map<String, String> settings() {
-    return settings;
   }
 
   /** Why the job stopped, if it did (a worker left, a barrier timed out, a worker failed). */
@@ -324,6 +309,14 @@ public final class JobCoordinator implements AutoCloseable {
     } catch (JobException ignored) {
       // etcd unreachable: the others learn of it through this worker's lease
     }
+  }
+
+  /**
+   * Stops the job because this worker failed ({@code worker I failed: message}); the others
+   * report it. A job already stopped keeps its first reason.
+   */
+  public void fail(Exception e) {
+    stop("worker " + index + " failed: " + e.getMessage());
   }
 
   /** Leaves a job whose work is done: after the last worker leaves, the generation is cleared. */

@@ -119,17 +119,8 @@ public final class BowNetCli {
         + " models then go by default)") int localShards;
     @Option(names = "--shard-heap", defaultValue = "1g", description = "heap of each shard"
         + " started by --local-shards") String shardHeap;
-    @Option(names = "--coordinator", description = "join a multi-worker job through etcd at"
-        + " host:port: the workers share the word table of --shards, each trains its share of"
-        + " the files (worker I: files I, I+W, ...), the dense layers are averaged after every"
-        + " epoch; worker 0 saves the servable models")
-    String coordinator;
-    @Option(names = "--workers", defaultValue = "1", description = "workers of the job") int workers;
-    @Option(names = "--worker-index", defaultValue = "-1", description = "this worker's index"
-        + " (default: the lowest free one)") int workerIndex;
-    @Option(names = "--job", description = "the job's name in etcd (default: --name)") String job;
-    @Option(names = "--lease-seconds", defaultValue = "10", description = "a worker silent this"
-        + " long has left the job, which stops") long leaseSeconds;
+    @picocli.CommandLine.Mixin
+    dev.dynembed.job.JobOptions jobOpts = new dev.dynembed.job.JobOptions();
     @Option(names = "--save", description = "save a servable model after every epoch under"
         + " SAVE/epoch-N (default DIR/servable; with --shards, a directory inside the shards'"
         + " --data-dir)")
@@ -137,6 +128,7 @@ public final class BowNetCli {
 
     @Override
     public Integer call() throws IOException {
+      jobOpts.check();
       FeedDescription desc = FeedDescription.read(data.resolve("feed.prototxt"));
       List<String> labels = Files.readAllLines(data.resolve("labels.txt")).stream()
           .map(String::trim).filter(s -> !s.isEmpty()).toList();
@@ -175,7 +167,7 @@ public final class BowNetCli {
           TableClient client = procs != null ? TableClients.connect(procs.endpoints())
               : shards != null ? TableClients.connect(TableClients.parseEndpoints(shards))
               : TableClients.inProcess(data.resolve("model"))) {
-        if (coordinator != null) {
+        if (jobOpts.enabled()) {
           if (shards == null) {
             throw new IllegalArgumentException("--coordinator needs --shards: a job's workers"
                 + " share running shards");
@@ -211,10 +203,7 @@ public final class BowNetCli {
       settings.put("epochs", String.valueOf(epochs));
       settings.put("shards", shards);
       settings.put("files", train.toString());
-      dev.dynembed.job.JobCoordinator c = dev.dynembed.job.JobCoordinator.join(coordinator,
-          job != null ? job : name, workers, workerIndex, settings,
-          new dev.dynembed.job.JobCoordinator.Options(java.time.Duration.ofSeconds(leaseSeconds),
-              java.time.Duration.ofMinutes(10), java.time.Duration.ofMinutes(30)));
+      dev.dynembed.job.JobCoordinator c = jobOpts.join(name, settings);
       System.err.printf("bownet: worker %d of %d%s%n", c.index(), c.workers(),
           c.leader() ? " (leader: saves the servable models)" : "");
       try {
@@ -231,7 +220,7 @@ public final class BowNetCli {
         });
         c.finish();
       } catch (RuntimeException | IOException e) {
-        c.stop("worker " + c.index() + " failed: " + e.getMessage());
+        c.fail(e);
         throw e;
       } finally {
         c.close();

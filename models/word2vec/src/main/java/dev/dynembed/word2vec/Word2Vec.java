@@ -241,8 +241,8 @@ public final class Word2Vec {
     try {
       return trainAs(files, opt, progress, job);
     } catch (RuntimeException e) {
-      if (job != null && job.failure().isEmpty()) {
-        job.stop("worker " + job.index() + " failed: " + e.getMessage());
+      if (job != null) {
+        job.fail(e); // a job already stopped keeps its first reason
       }
       throw e;
     }

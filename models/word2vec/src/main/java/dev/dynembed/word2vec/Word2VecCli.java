@@ -151,26 +151,8 @@ public final class Word2VecCli {
     int shards;
     @Option(names = "--shard-heap", defaultValue = "2g", description = "heap of each shard started by --shards")
     String shardHeap;
-    @Option(names = "--coordinator", description = "join a multi-worker job through etcd at"
-        + " host:port[,host:port...]: the workers share the shards of --table, each trains its"
-        + " share of the input, worker 0 checkpoints (docs/design/0013-many-trainers.md)")
-    String coordinator;
-    @Option(names = "--workers", defaultValue = "1", description = "workers of the job"
-        + " (--coordinator; default ${DEFAULT-VALUE})")
-    int workers;
-    @Option(names = "--worker-index", defaultValue = "-1", description = "this worker's index"
-        + " in the job (0 leads: it checkpoints into its --model and resumes from it; default:"
-        + " the lowest free one)")
-    int workerIndex;
-    @Option(names = "--job", description = "the job's name in etcd (default: --name)")
-    String jobName;
-    @Option(names = "--lease-seconds", defaultValue = "10", description = "a worker silent this"
-        + " long has left the job, which stops (default ${DEFAULT-VALUE})")
-    long leaseSeconds;
-    @Option(names = "--barrier-timeout", defaultValue = "1800", description = "seconds a round's"
-        + " barrier (and so a checkpoint) waits for the slowest worker before the job stops"
-        + " (default ${DEFAULT-VALUE})")
-    long barrierTimeout;
+    @picocli.CommandLine.Mixin
+    dev.dynembed.job.JobOptions jobOpts = new dev.dynembed.job.JobOptions();
     @Option(names = "--checkpoint-every", defaultValue = "0", description = "seconds between checkpoints (0 = only at the end)")
     long checkpointEvery;
     @Option(names = "--checkpoint-every-rounds", defaultValue = "0", description = "also"
@@ -227,11 +209,8 @@ public final class Word2VecCli {
             java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))));
       }
       TextSplits.plan(input, 1); // check the files before starting anything
-      if (coordinator == null && workers != 1) {
-        throw new CorpusException("--workers needs --coordinator (the etcd that coordinates"
-            + " them)");
-      }
-      if (coordinator != null && table == null) {
+      jobOpts.check();
+      if (jobOpts.enabled() && table == null) {
         throw new CorpusException("--coordinator needs --table: a job's workers share running"
             + " shards (an in-process table or --shards would be this worker's alone)");
       }
@@ -245,7 +224,7 @@ public final class Word2VecCli {
       } else if (table != null) {
         client = TableClients.connect(TableClients.parseEndpoints(table), clientOptions.build());
         try {
-          if (coordinator == null) {
+          if (!jobOpts.enabled()) {
             checkShardsCanCheckpoint(client, modelDir);
           }
         } catch (RuntimeException e) {
@@ -261,7 +240,7 @@ public final class Word2VecCli {
           threads, pipelined ? ", pipelined steps" : "",
           countPass && !resume ? "; counting the corpus first (--count-pass)" : "");
       dev.dynembed.job.JobCoordinator job = null;
-      if (coordinator != null) {
+      if (jobOpts.enabled()) {
         Map<String, String> settings = new java.util.TreeMap<>(cfg.toMap());
         settings.put("corpus", Word2Vec.fingerprint(input));
         settings.put("threads", String.valueOf(threads));
@@ -271,18 +250,15 @@ public final class Word2VecCli {
         settings.put("checkpoint_every_rounds", String.valueOf(checkpointEveryRounds));
         settings.put("stop_after_rounds", String.valueOf(stopAfterRounds));
         System.err.printf("word2vec: joining job %s (%d workers) at %s...%n",
-            jobName != null ? jobName : name, workers, coordinator);
+            jobOpts.name(name), jobOpts.workers(), jobOpts.coordinator());
         try {
-          job = dev.dynembed.job.JobCoordinator.join(coordinator, jobName != null ? jobName
-              : name, workers, workerIndex, settings, new dev.dynembed.job.JobCoordinator.Options(
-                  java.time.Duration.ofSeconds(leaseSeconds), java.time.Duration.ofMinutes(10),
-                  java.time.Duration.ofSeconds(barrierTimeout)));
+          job = jobOpts.join(name, settings);
           if (job.leader()) {
             checkShardsCanCheckpoint(client, modelDir);
           }
         } catch (RuntimeException e) {
           if (job != null) {
-            job.stop("worker " + job.index() + " failed: " + e.getMessage());
+            job.fail(e);
             job.close();
           }
           client.close();
