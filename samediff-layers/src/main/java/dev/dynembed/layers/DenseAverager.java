@@ -29,6 +29,8 @@ public final class DenseAverager {
   private final int workers;
   private final List<String> variables;
   private final String[] keys;
+  /** Where each variable starts in the flattened values: its chunks are zero-padded. */
+  private final int[] offsets;
   /** The values of the last pull (or publish), flattened over the variables in order. */
   private float[] last;
 
@@ -46,10 +48,12 @@ public final class DenseAverager {
     this.table = client.createTable(TableConfigs.builder(tableName, CHUNK)
         .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.zeros()).build());
     List<String> k = new ArrayList<>();
-    for (String v : variables) {
-      long n = trainer.graph().getVariable(v).getArr().length();
+    this.offsets = new int[variables.size()];
+    for (int i = 0; i < variables.size(); i++) {
+      offsets[i] = k.size() * CHUNK;
+      long n = trainer.graph().getVariable(variables.get(i)).getArr().length();
       for (long c = 0; c < (n + CHUNK - 1) / CHUNK; c++) {
-        k.add(v + "#" + c);
+        k.add(variables.get(i) + "#" + c);
       }
     }
     this.keys = k.toArray(new String[0]);
@@ -58,11 +62,10 @@ public final class DenseAverager {
   /** The dense values this process trains with, flattened in chunk order (zero-padded). */
   private float[] local() {
     float[] out = new float[keys.length * CHUNK];
-    int at = 0;
-    for (String v : variables) {
-      float[] values = trainer.graph().getVariable(v).getArr().dup('c').data().asFloat();
-      System.arraycopy(values, 0, out, at, values.length);
-      at += (values.length + CHUNK - 1) / CHUNK * CHUNK;
+    for (int i = 0; i < variables.size(); i++) {
+      float[] values = trainer.graph().getVariable(variables.get(i)).getArr().dup('c').data()
+          .asFloat();
+      System.arraycopy(values, 0, out, offsets[i], values.length);
     }
     return out;
   }
@@ -95,20 +98,12 @@ public final class DenseAverager {
   /** Reads the averages into this process's variables (in place). */
   public void pull() {
     float[] avg = table.findOrInsert(keys, false);
-    int at = 0;
-    for (String v : variables) {
-      INDArray arr = trainer.graph().getVariable(v).getArr();
-      int n = (int) arr.length();
-      float[] values = new float[n];
-      System.arraycopy(avg, at, values, 0, n);
+    for (int i = 0; i < variables.size(); i++) {
+      INDArray arr = trainer.graph().getVariable(variables.get(i)).getArr();
+      float[] values = java.util.Arrays.copyOfRange(avg, offsets[i],
+          offsets[i] + (int) arr.length());
       arr.assign(Nd4j.create(values, arr.shape(), 'c').castTo(arr.dataType()));
-      at += (n + CHUNK - 1) / CHUNK * CHUNK;
     }
     last = avg;
-  }
-
-  /** Keys (chunks) of the averages' table. */
-  public int chunks() {
-    return keys.length;
   }
 }
