@@ -601,9 +601,7 @@ public final class ShardEngine {
         t.quiesce.readLock().lock();
         locked.add(t);
         if (t.retired) {
-          throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
-              String.format("table '%s' was dropped, restored or rebuilt by an eviction while"
-                  + " the call waited; resend it", t.name()));
+          throw TableException.storeReplaced(t.name());
         }
       }
     } catch (RuntimeException e) {

@@ -31,6 +31,23 @@ public class TableException extends RuntimeException {
     this.call = call;
   }
 
+  /** The end of {@link #storeReplaced}'s message: how a client tells that routine resend apart. */
+  private static final String STORE_REPLACED = " while the call waited; resend it";
+
+  /**
+   * UNAVAILABLE for a call that waited for a table whose store was then replaced (dropped,
+   * restored, or rebuilt by an eviction): routine, the client resends to the new store.
+   */
+  public static TableException storeReplaced(String table) {
+    return new TableException(ErrorCode.UNAVAILABLE, String.format("table '%s' was dropped,"
+        + " restored or rebuilt by an eviction" + STORE_REPLACED, table));
+  }
+
+  /** Whether a status description is {@link #storeReplaced}'s (it may carry a prefix). */
+  public static boolean isStoreReplaced(String description) {
+    return description != null && description.endsWith(STORE_REPLACED);
+  }
+
   /** Creates the typed exception for a code. */
   public static TableException of(
       ErrorCode code, String message, String table, int shard, String call, Throwable cause) {

@@ -87,18 +87,12 @@ public final class TableCli {
         + " rows, kept by every shard for its share (0: none)") long maxKeys;
     @Option(names = "--max-bytes", defaultValue = "0", description = "soft cap on the table's"
         + " memory in bytes, kept by every shard for its share (0: none)") long maxBytes;
-    @Option(names = "--eviction-policy", defaultValue = "lfu", description = "victims past a"
-        + " cap: lfu or lru (default ${DEFAULT-VALUE})") String evictionPolicy;
+    @Option(names = "--eviction-policy", defaultValue = "LFU", description = "victims past a"
+        + " cap: LFU or LRU (default ${DEFAULT-VALUE})")
+    dev.dynembed.table.v1.EvictionPolicy evictionPolicy;
 
     @Override
     void run(TableClient c) throws Exception {
-      dev.dynembed.table.v1.EvictionPolicy policy = switch (evictionPolicy.toLowerCase(
-          Locale.ROOT)) {
-        case "lfu" -> dev.dynembed.table.v1.EvictionPolicy.LFU;
-        case "lru" -> dev.dynembed.table.v1.EvictionPolicy.LRU;
-        default -> throw new IllegalArgumentException("--eviction-policy must be lfu or lru but"
-            + " was '" + evictionPolicy + "'");
-      };
       if (minCount < 0 || sketchKib < 0 || maxKeys < 0 || maxBytes < 0) {
         throw new IllegalArgumentException("--min-count, --admission-sketch-kib, --max-keys and"
             + " --max-bytes must be >= 0");
@@ -121,7 +115,7 @@ public final class TableCli {
       };
       EmbeddingTable t = c.createTable(TableConfigs.builder(table, dim).setOptimizer(opt)
           .setInitializer(ini).setMinCount(minCount).setAdmissionSketchKib(sketchKib)
-          .setMaxKeys(maxKeys).setMaxBytes(maxBytes).setEvictionPolicy(policy).build());
+          .setMaxKeys(maxKeys).setMaxBytes(maxBytes).setEvictionPolicy(evictionPolicy).build());
       System.out.println(json(t.describe()));
     }
   }

@@ -186,7 +186,7 @@ public final class GrpcShard implements Shard {
           return;
         }
         String why = Status.fromThrowable(t).getDescription();
-        if (code == Status.Code.UNAVAILABLE && why != null && why.contains(RETIRED)) {
+        if (code == Status.Code.UNAVAILABLE && TableException.isStoreReplaced(why)) {
           // routine: the table's store was replaced (an eviction's rebuild, a restore) while the
           // call waited for it; the shard answered, and the resend goes to the new store
           log.fine(String.format("shard %d at %s: %s", index, endpoint, why));
@@ -202,9 +202,6 @@ public final class GrpcShard implements Shard {
       }
     }, MoreExecutors.directExecutor());
   }
-
-  /** What a shard says when a call found its table's store replaced (ShardEngine). */
-  static final String RETIRED = "while the call waited";
 
   /**
    * Whether a call failed because its connection closed under it (a shard killed mid-call):
