@@ -54,7 +54,7 @@ public final class BowNetCli {
     public Integer call() throws IOException {
       Path scratch = Files.createTempDirectory("bownet-classify");
       try (TableClient client = shards != null
-          ? TableClients.connect(TableClients.parseEndpoints(shards))
+          ? TableClients.open(shards, dev.dynembed.table.client.ClientOptions.DEFAULTS)
           : TableClients.inProcess(scratch)) {
         java.util.List<ServingTable> caches = new java.util.ArrayList<>();
         BowNetServable m = shards != null && cacheMb > 0
@@ -111,8 +111,9 @@ public final class BowNetCli {
         + " rows are combined: ${COMPLETION-CANDIDATES}") Combiner combiner;
     @Option(names = "--bigrams", description = "also bag each pair of adjacent words")
     boolean bigrams;
-    @Option(names = "--shards", description = "host:port,... of running table-server shards"
-        + " (default: an in-process table under DIR/model)")
+    @Option(names = "--shards", description = "host:port,... of running table-server shards,"
+        + " or redis://host:port / redis-cluster://host:port,... for tables in Redis (default: an"
+        + " in-process table under DIR/model)")
     String shards;
     @Option(names = "--local-shards", defaultValue = "0", description = "start this many shard"
         + " processes on this machine for the run (data directory DIR/shards, where the servable"
@@ -165,7 +166,7 @@ public final class BowNetCli {
           train.size(), threads);
       try (dev.dynembed.table.client.LocalShardProcesses ignored = procs;
           TableClient client = procs != null ? TableClients.connect(procs.endpoints())
-              : shards != null ? TableClients.connect(TableClients.parseEndpoints(shards))
+              : shards != null ? TableClients.open(shards, dev.dynembed.table.client.ClientOptions.DEFAULTS)
               : TableClients.inProcess(data.resolve("model"))) {
         if (jobOpts.enabled()) {
           if (shards == null) {

@@ -141,7 +141,9 @@ public final class Word2VecCli {
         + " many milliseconds of network round trip to every shard call (default 0)")
     double simulatedRttMs;
     @Option(names = "--name", defaultValue = Word2VecConfig.DEFAULT_NAME, description = "table name prefix (default ${DEFAULT-VALUE})") String name;
-    @Option(names = "--table", description = "train against running shards: host:port,host:port,...")
+    @Option(names = "--table", description = "train against running shards (host:port,host:port,...)"
+        + " or tables in Redis (redis://host:port, redis-cluster://host:port,...; the optimizer"
+        + " then runs here)")
     String table;
     @picocli.CommandLine.Mixin
     dev.dynembed.table.client.cli.CredentialOptions credentials =
@@ -197,7 +199,9 @@ public final class Word2VecCli {
       // travels with the rows; the trainer replays its own update), ~9% more per word on the
       // trainer and ~7% on the shards; it pays where the trainer would otherwise wait
       // (docs/benchmarks.md, issue 11).
-      boolean pipelined = pipeline.equals("on") || (pipeline.equals("auto") && table != null);
+      // (Redis is read in the trainer's threads: nothing to overlap)
+      boolean pipelined = pipeline.equals("on")
+          || (pipeline.equals("auto") && table != null && !table.contains("://"));
       if (!(simulatedRttMs >= 0 && simulatedRttMs <= 10_000)) {
         throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
             + simulatedRttMs);
@@ -222,7 +226,7 @@ public final class Word2VecCli {
         procs = new LocalShardProcesses(shards, 0, modelDir, shardHeap, "");
         client = TableClients.connect(procs.endpoints(), clientOptions.build());
       } else if (table != null) {
-        client = TableClients.connect(TableClients.parseEndpoints(table), clientOptions.build());
+        client = TableClients.open(table, clientOptions.build());
         try {
           if (!jobOpts.enabled()) {
             checkShardsCanCheckpoint(client, modelDir);
@@ -235,7 +239,8 @@ public final class Word2VecCli {
         client = TableClients.inProcess(modelDir);
       }
       String where = shards > 0 ? shards + " local shard processes"
-          : table != null ? "shards " + table : "the in-process table";
+          : table != null ? (table.contains("://") ? table : "shards " + table)
+          : "the in-process table";
       System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
           threads, pipelined ? ", pipelined steps" : "",
           countPass && !resume ? "; counting the corpus first (--count-pass)" : "");

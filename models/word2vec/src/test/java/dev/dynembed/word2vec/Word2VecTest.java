@@ -104,6 +104,25 @@ class Word2VecTest {
     }
   }
 
+  /**
+   * The "storage doesn't optimize" backend: the rows live in a real redis-server, this process
+   * runs the optimizer; word2vec trains the same model through it (issue 15).
+   */
+  @Test
+  void training_onRedis_separatesTopics_andSavesACheckpointTheShardsRead(@TempDir Path model) {
+    try (dev.dynembed.table.redis.LocalRedis redis = dev.dynembed.table.redis.LocalRedis.single();
+        TableClient c = TableClients.open(redis.uri(),
+            dev.dynembed.table.client.ClientOptions.DEFAULTS)) {
+      Word2Vec.Result r = new Word2Vec(config(3), c, 2).train(List.of(corpus),
+          new Word2Vec.TrainOptions(model, 0, false, false), s -> {});
+      assertEquals(ANIMALS.length + METALS.length + FUNCTION.length, r.vocabulary());
+    }
+    // the checkpoint written from Redis reads back in process, into a separating model
+    try (Queries q = new Queries(model)) {
+      assertTopicsSeparate(q);
+    }
+  }
+
   static void assertTopicsSeparate(Queries q) {
     double within = 0;
     double across = 0;

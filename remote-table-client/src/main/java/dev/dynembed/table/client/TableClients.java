@@ -44,6 +44,30 @@ public final class TableClients {
     return connect(endpoints, ClientOptions.DEFAULTS);
   }
 
+  /**
+   * A client of the tables at {@code spec}: our shards as "host:port,host:port" (in shard order,
+   * as {@link #connect}), or a URI {@code scheme://...} served by a {@link TableClientProvider} on
+   * the class path (the {@code redis-table} module serves {@code redis://host:port} and {@code
+   * redis-cluster://host:port,...}).
+   */
+  public static TableClient open(String spec, ClientOptions options) {
+    int sep = spec.indexOf("://");
+    if (sep < 0) {
+      return connect(parseEndpoints(spec), options);
+    }
+    String scheme = spec.substring(0, sep);
+    java.util.List<String> known = new ArrayList<>();
+    for (TableClientProvider p : java.util.ServiceLoader.load(TableClientProvider.class)) {
+      if (p.schemes().contains(scheme)) {
+        return p.open(spec, options);
+      }
+      known.addAll(p.schemes());
+    }
+    throw new IllegalArgumentException("no table storage serves '" + scheme + "://' (known: "
+        + (known.isEmpty() ? "none; add the module that serves it, e.g. redis-table"
+        : String.join(", ", known)) + "; or give shards as host:port,host:port)");
+  }
+
   /** Parses "host:port,host:port". */
   public static List<String> parseEndpoints(String csv) {
     List<String> out = new ArrayList<>();

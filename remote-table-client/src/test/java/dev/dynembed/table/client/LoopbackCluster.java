@@ -30,6 +30,9 @@ final class LoopbackCluster implements AutoCloseable {
 
   @Override
   public void close() {
-    servers.forEach(TableServer::close);
+    for (TableServer s : servers) {
+      s.close();
+      s.engine().close(); // a disk tier's directory
+    }
   }
 }

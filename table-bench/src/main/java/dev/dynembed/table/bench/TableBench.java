@@ -36,6 +36,7 @@ import net.spy.memcached.MemcachedClient;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
+import dev.dynembed.table.redis.RedisTables;
 import redis.clients.jedis.Jedis;
 
 /**
@@ -294,6 +295,9 @@ public final class TableBench implements Callable<Integer> {
       });
     }
     TableCounters counters = t.describe().getCounters();
+    if (counters.getBytesUsed() == 0) {
+      return; // a backend that does not report its memory (Redis: see redis())
+    }
     String mem = String.format(Locale.ROOT, "  %s: %,d keys, %.1f bytes/key stored vs %.1f raw"
         + " weight+slot floats (%.3fx)", system, counters.getKeys(),
         (double) counters.getBytesUsed() / counters.getKeys(),
@@ -419,6 +423,24 @@ public final class TableBench implements Callable<Integer> {
           lines.add(mem);
         }
       }
+      j.flushAll();
+    }
+    // the same ops through the EmbeddingTable API over Redis (redis-table: rows in Redis, the
+    // optimizer in this client), beside our shards in one run
+    try (TableClient c = RedisTables.connect("redis://" + redis);
+        Jedis j = new Jedis(hp[0], Integer.parseInt(hp[1]), 60_000)) {
+      ours("Redis backend (redis-table)", c);
+      long keysStored = c.openTable("bench").describe().getCounters().getKeys();
+      for (String line : j.info("memory").split("\\r?\\n")) {
+        if (line.startsWith("used_memory:")) {
+          long used = Long.parseLong(line.substring("used_memory:".length()).trim());
+          String mem = String.format(Locale.ROOT, "  Redis backend: %.1f bytes/key over %,d keys"
+              + " (record: 64 floats + 64 Adagrad slots + step and update count; and a count"
+              + " key)", (double) used / keysStored, keysStored);
+          System.out.println(mem);
+          lines.add(mem);
+        }
+      }
     }
   }
 
@@ -489,6 +511,7 @@ public final class TableBench implements Callable<Integer> {
     Double redisGcs = results.get("Redis|get-compute-set (Adagrad)");
     Double mcFind = results.get("memcached|find (multi-get)");
     Double mcGcs = results.get("memcached|get-compute-set (Adagrad)");
+    Double backendLu = results.get("Redis backend (redis-table)|lookup+update");
     for (Map.Entry<String, Double> e : results.entrySet()) {
       String[] p = e.getKey().split("\\|");
       if (!p[0].contains("shard")) {
@@ -503,6 +526,7 @@ public final class TableBench implements Callable<Integer> {
       if (p[1].equals("lookup+update")) {
         ratio(p[0] + " lookup+update vs Redis get-compute-set", e.getValue(), redisGcs, 10);
         ratio(p[0] + " lookup+update vs memcached get-compute-set", e.getValue(), mcGcs, 10);
+        ratio(p[0] + " lookup+update vs the Redis backend's", e.getValue(), backendLu, 1);
       }
     }
   }

@@ -58,6 +58,17 @@ public final class CheckpointIo {
 
   /** Writes a table's shard file from a frozen copy; needs no lock. */
   public static CheckpointFile write(TableStore.Frozen f, Path dir, long step) throws IOException {
+    try {
+      return writeFrozen(f, dir, step);
+    } finally {
+      if (f.cold != null) {
+        f.cold.close();
+      }
+    }
+  }
+
+  private static CheckpointFile writeFrozen(TableStore.Frozen f, Path dir, long step)
+      throws IOException {
     TableStore t = f.table; // config and layout; every row comes from the copy
     Files.createDirectories(dir);
     String name = fileName(t.name(), t.shardIndex, t.numShards);
@@ -109,6 +120,36 @@ public final class CheckpointIo {
           flushBlock(out, block, inBlock);
           inBlock = 0;
         }
+      }
+      if (f.cold != null) { // the disk tier's rows at the same cut
+        long[] cold = {0};
+        int[] in = {inBlock};
+        try {
+          f.cold.each(0, r -> {
+            block.putShort((short) r.key().length);
+            block.put(r.key());
+            for (float v : r.values()) {
+              block.putFloat(v);
+            }
+            block.putLong(r.frequency());
+            block.putLong(r.step());
+            block.putLong(r.updates());
+            cold[0]++;
+            if (++in[0] == BLOCK_RECORDS) {
+              try {
+                flushBlock(out, block, in[0]);
+              } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+              }
+              in[0] = 0;
+            }
+            return true;
+          });
+        } catch (java.io.UncheckedIOException e) {
+          throw e.getCause();
+        }
+        records += cold[0];
+        inBlock = in[0];
       }
       if (inBlock > 0) {
         flushBlock(out, block, inBlock);

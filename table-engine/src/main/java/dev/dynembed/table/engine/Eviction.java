@@ -17,8 +17,36 @@ import java.util.Comparator;
 final class Eviction {
   private Eviction() {}
 
-  /** The rebuilt store (null when nothing was evicted) and the number of rows evicted. */
-  record Result(TableStore fresh, long evicted, long kept) {}
+  /**
+   * The rebuilt store (null when nothing was evicted), the number of rows evicted, and with a
+   * disk tier the cap's victims to move there ({@link #demote}) once the store is swapped in.
+   */
+  record Result(TableStore fresh, long evicted, long kept, java.util.List<ColdTier.Record> demoted) {
+    Result(TableStore fresh, long evicted, long kept) {
+      this(fresh, evicted, kept, java.util.List.of());
+    }
+
+    /**
+     * Writes the demoted rows to the disk tier. The caller holds the fresh store's lock
+     * exclusively until this returns, so no call looks for a victim in neither tier; if the
+     * write fails the victims go back into the fresh store (over its cap, not lost).
+     */
+    void demote() {
+      if (demoted.isEmpty()) {
+        return;
+      }
+      try {
+        fresh.cold().putAll(demoted);
+      } catch (RuntimeException e) {
+        for (ColdTier.Record r : demoted) {
+          fresh.restoreRecord(PackedKeys.of(new String(r.key(),
+              java.nio.charset.StandardCharsets.UTF_8)), 0, r.values(), 0, r.frequency(),
+              r.step(), r.updates());
+        }
+        throw e;
+      }
+    }
+  }
 
   /** Refuses a request that names no eviction or mixes keys with a policy. */
   static void check(EvictRequest req) {
@@ -46,14 +74,23 @@ final class Eviction {
 
   /** Chooses the victims and rebuilds the table without them. */
   static Result run(TableStore t, EvictRequest req) {
-    TableStore.Frozen f = t.freeze();
+    TableStore.Frozen f = t.freezeHot();
     int n = f.size();
     boolean[] victim = new boolean[n];
+    boolean[] demote = t.cold() == null ? null : new boolean[n];
     long evicted = 0;
     if (req.getKeys().getLengthsCount() > 0) {
       PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+      if (t.cold() != null) { // removed from both tiers
+        java.util.List<byte[]> bytes = new java.util.ArrayList<>(keys.size());
+        for (int i = 0; i < keys.size(); i++) {
+          bytes.add(Arrays.copyOfRange(keys.bytes(), keys.offset(i), keys.offset(i)
+              + keys.length(i)));
+        }
+        evicted += t.cold().remove(bytes);
+      }
       for (int i = 0; i < keys.size(); i++) {
-        int row = t.lookup(keys, i);
+        int row = t.lookupHot(keys, i);
         if (row >= 0 && row < n && f.isReady(row) && !victim[row]) {
           victim[row] = true;
           evicted++;
@@ -91,6 +128,9 @@ final class Eviction {
         long drop = live - req.getMaxKeys();
         for (int i = 0; i < drop; i++) {
           victim[order[i]] = true;
+          if (demote != null) {
+            demote[order[i]] = true;
+          }
         }
         evicted += drop;
       }
@@ -99,10 +139,20 @@ final class Eviction {
       return new Result(null, 0, t.size());
     }
     TableStore fresh = new TableStore(t.config(), t.shardIndex, t.numShards);
+    fresh.attachCold(t.cold());
     float[] rec = new float[t.rowFloats];
     long kept = 0;
+    java.util.List<ColdTier.Record> demoted = new java.util.ArrayList<>();
     for (int r = 0; r < n; r++) {
-      if (!f.isReady(r) || victim[r]) {
+      if (!f.isReady(r)) {
+        continue;
+      }
+      if (victim[r]) {
+        if (demote != null && demote[r]) {
+          demoted.add(new ColdTier.Record(key(f, r), Arrays.copyOfRange(f.rowPage(r),
+              f.rowBase(r), f.rowBase(r) + t.rowFloats), f.meta(r, TableStore.M_FREQ),
+              f.meta(r, TableStore.M_STEP), f.meta(r, TableStore.M_UPDATES)));
+        }
         continue;
       }
       PackedKeys.Builder b = new PackedKeys.Builder(1);
@@ -117,7 +167,7 @@ final class Eviction {
       fresh.admissionSketch().merge(AdmissionSketch.of(fresh.admissionSketch().width(),
           f.sketchCounters()));
     }
-    return new Result(fresh, evicted, kept);
+    return new Result(fresh, evicted, kept, demoted);
   }
 
   private static byte[] key(TableStore.Frozen f, int row) {

@@ -12,18 +12,19 @@ import dev.dynembed.table.v1.InitializerConfig;
  * float in [0,1) is its top 24 bits times 2^-24; normals come from Box–Muller over two uniforms
  * (the truncated normal redraws beyond two standard deviations).
  */
-final class RowInitializer {
+public final class RowInitializer {
   private static final long GOLDEN = 0x9E3779B97F4A7C15L;
 
   private final InitializerConfig c;
   private final long seedMix;
 
-  RowInitializer(InitializerConfig c) {
+  public RowInitializer(InitializerConfig c) {
     this.c = c;
     this.seedMix = KeyHashing.mix(c.getSeed() + GOLDEN);
   }
 
-  void fill(long keyHash, float[] dst, int off, int dim) {
+  /** Writes the row of the key of hash {@code keyHash} ({@link KeyHashing#hash}) at {@code off}. */
+  public void fill(long keyHash, float[] dst, int off, int dim) {
     switch (c.getKind()) {
       case ZEROS -> java.util.Arrays.fill(dst, off, off + dim, 0f);
       case UNIFORM -> {

@@ -72,6 +72,67 @@ public final class ShardEngine {
     return shardIndex;
   }
 
+  // ---------------------------------------------------------------- disk tier
+
+  private volatile Path coldDirectory;
+  private volatile long coldCacheBytes = 64L << 20;
+  private ColdTier coldTier; // opened with the first disk-tier table
+
+  /**
+   * Where the disk tier keeps its RocksDB (wiped when opened; default: a new directory under
+   * java.io.tmpdir; {@link #close} removes it), and its block cache. Before the first disk-tier
+   * table.
+   */
+  public synchronized void setColdDirectory(Path dir, long cacheBytes) {
+    if (coldTier != null) {
+      throw new IllegalStateException("the disk tier is open already");
+    }
+    this.coldDirectory = dir;
+    this.coldCacheBytes = cacheBytes;
+  }
+
+  private synchronized ColdTier coldTier() {
+    if (coldTier == null) {
+      Path dir = coldDirectory;
+      try {
+        if (dir == null) {
+          dir = java.nio.file.Files.createTempDirectory("dynembed-cold-shard" + shardIndex + "-");
+        }
+      } catch (IOException e) {
+        throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
+            "cannot create the disk tier's directory: " + e.getMessage());
+      }
+      coldTier = new ColdTier(dir, coldCacheBytes); // closed (and removed) by close()
+    }
+    return coldTier;
+  }
+
+  /**
+   * Gives a store that replaces {@code old} (or is new) its disk tier: an eviction's rebuild
+   * keeps the one it shares with the old store; a new, restored or recovered store starts with an
+   * empty one (the old store's cold rows are dropped: a restore replaces the table, and a
+   * checkpoint holds both tiers).
+   */
+  private void attachCold(String name, TableStore old, TableStore fresh) {
+    if (fresh != null && old != null && fresh.cold() != null && fresh.cold() == old.cold()) {
+      return;
+    }
+    if (old != null && old.cold() != null) {
+      coldTier().drop(name);
+    }
+    if (fresh != null && fresh.config().getDiskTier() && fresh.cold() == null) {
+      fresh.attachCold(coldTier().table(name, fresh.dim + fresh.slotFloats()));
+    }
+  }
+
+  /** Closes the disk tier (its directory is removed). */
+  public synchronized void close() {
+    if (coldTier != null) {
+      coldTier.close();
+      coldTier = null;
+    }
+  }
+
   public int numShards() {
     return numShards;
   }
@@ -89,6 +150,7 @@ public final class ShardEngine {
               + " raise --max-tables", shardIndex, maxTables);
         }
         t = new TableStore(config, shardIndex, numShards);
+        attachCold(config.getName(), null, t);
         lsn = log(LogRecord.newBuilder().setCreate(config).build());
         tables.put(config.getName(), t);
       }
@@ -144,6 +206,7 @@ public final class ShardEngine {
         if (old != null) {
           old.retired = true;
         }
+        attachCold(name, old, fresh);
         if (fresh == null) {
           tables.remove(name);
         } else {
@@ -200,7 +263,36 @@ public final class ShardEngine {
 
   public TopKHits topK(String table, float[] queries, int q, int k, boolean biasLastDim,
       Metric metric, PackedKeys exclude) {
-    return TopK.run(get(table), queries, q, k, biasLastDim, metric, exclude);
+    TableStore t = get(table);
+    ColdTier.Table cold = t.cold();
+    if (cold == null || cold.size() == 0) {
+      return TopK.run(t, queries, q, k, biasLastDim, metric, exclude);
+    }
+    // the disk tier's snapshot first, then memory: a row promoted in between is scored twice
+    // (merged once), none is missed
+    try (ColdTier.Table.View v = cold.view()) {
+      TopKHits hits = TopK.run(t, queries, q, k, biasLastDim, metric, exclude);
+      TableStore[] chunk = {null};
+      TopKHits[] acc = {hits};
+      v.each(0, r -> {
+        if (chunk[0] == null) {
+          chunk[0] = new TableStore(t.config(), shardIndex, numShards);
+        }
+        chunk[0].putRecord(new String(r.key(), java.nio.charset.StandardCharsets.UTF_8),
+            r.values(), r.frequency(), r.step(), r.updates());
+        if (chunk[0].size() == 16384) {
+          acc[0] = TopK.merge(acc[0], TopK.run(chunk[0], queries, q, k, biasLastDim, metric,
+              exclude), q, k);
+          chunk[0] = null;
+        }
+        return true;
+      });
+      if (chunk[0] != null) {
+        acc[0] = TopK.merge(acc[0], TopK.run(chunk[0], queries, q, k, biasLastDim, metric,
+            exclude), q, k);
+      }
+      return acc[0];
+    }
   }
 
   /**
@@ -292,7 +384,9 @@ public final class ShardEngine {
     } else {
       s.restored(table, fresh);
     }
-    return fresh.size();
+    long restored = fresh.size();
+    afterInsert(fresh); // a disk-tier table demotes down to its cap
+    return restored;
   }
 
   /**
@@ -322,7 +416,14 @@ public final class ShardEngine {
           if (r.fresh() != null) {
             lsn = log(LogRecord.newBuilder().setEvict(resolved).build());
             old.retired = true;
-            tables.put(old.name(), r.fresh());
+            // the victims reach the disk tier before any call sees the fresh store
+            r.fresh().quiesce.writeLock().lock();
+            try {
+              tables.put(old.name(), r.fresh());
+              r.demote();
+            } finally {
+              r.fresh().quiesce.writeLock().unlock();
+            }
           }
         } finally {
           old.quiesce.writeLock().unlock();
@@ -396,6 +497,24 @@ public final class ShardEngine {
         evicting.remove(t.name());
       }
     });
+  }
+
+  /**
+   * After reads that count nothing (finds, samples): a disk-tier table's promotions may have
+   * taken it past its cap, which only inserts checked so far.
+   */
+  private void afterPromotions(ReadRequest req) {
+    for (ReadItem item : req.getItemsList()) {
+      String name = switch (item.getItemCase()) {
+        case FIND -> item.getFind().getTable();
+        case SAMPLE -> item.getSample().getTable();
+        default -> null;
+      };
+      TableStore t = name == null ? null : tables.get(name);
+      if (t != null && t.cold() != null) {
+        afterInsert(t);
+      }
+    }
   }
 
   /** Waits until no cap eviction is queued or running (tests, benchmarks). */
@@ -496,6 +615,7 @@ public final class ShardEngine {
       for (ReadItem item : req.getItemsList()) {
         b.addResults(runner.run(item, false));
       }
+      afterPromotions(req);
       return b.build();
     }
     long need = 0;
@@ -557,6 +677,7 @@ public final class ShardEngine {
     for (TableStore t : stores) {
       afterInsert(t);
     }
+    afterPromotions(req);
     if (failure != null) {
       throw failure;
     }
@@ -689,6 +810,7 @@ public final class ShardEngine {
   /** Installs a table as recovery rebuilt it (nothing logged). */
   void install(String name, TableStore t) {
     synchronized (catalogue) {
+      attachCold(name, tables.get(name), t);
       if (t == null) {
         tables.remove(name);
       } else {

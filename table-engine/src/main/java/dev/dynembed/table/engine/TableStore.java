@@ -116,6 +116,11 @@ public final class TableStore {
       Long.MAX_VALUE);
   private final AtomicLong lastStep = new AtomicLong();
   private final Samplers samplers;
+  /**
+   * The table's rows on disk (disk_tier), shared by the stores that replace this one, or null.
+   * Attached before the store is published.
+   */
+  private volatile ColdTier.Table cold;
 
   /**
    * @param config a config already passed through {@link TableConfigs#normalize}
@@ -379,8 +384,11 @@ public final class TableStore {
     return sketch;
   }
 
-  /** Restores an admission count (checkpoint restore). */
-  void restorePending(long hash, long count) {
+  /**
+   * Restores an admission count (checkpoint restore), or stages one in a table built by a backend
+   * that keeps its counts elsewhere (the Redis backend's checkpoints).
+   */
+  public void restorePending(long hash, long count) {
     pending.merge(hash, count, Long::sum);
   }
 
@@ -544,6 +552,12 @@ public final class TableStore {
    * of being serialized by a lock's fence; it falls back to the read lock if an insert raced.
    */
   int lookup(PackedKeys keys, int i) {
+    int row = lookupHot(keys, i);
+    return row >= 0 || cold == null ? row : promote(keys, i);
+  }
+
+  /** Row id of key i in memory, or -1: the disk tier is not consulted. */
+  int lookupHot(PackedKeys keys, int i) {
     long m = KeyHashing.mix(keys.hash(i));
     Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
     long stamp = s.lock.tryOptimisticRead();
@@ -612,6 +626,55 @@ public final class TableStore {
   private final ThreadLocal<long[]> warmRefs = ThreadLocal.withInitial(() -> new long[WARM_CHUNK]);
   @SuppressWarnings("unused")
   private long warmSink;
+
+  /**
+   * Moves key i's record from the disk tier into memory, if it is there: its row, slots and
+   * metadata as demoted. Under the segment's write lock, as an insert, so a key is promoted once;
+   * the caller holds {@link #quiesce} shared, so no checkpoint cut sees it in neither tier.
+   *
+   * @return the row, or -1 if the key is on disk neither
+   */
+  private int promote(PackedKeys keys, int i) {
+    long m = KeyHashing.mix(keys.hash(i));
+    Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
+    long stamp = s.lock.writeLock();
+    try {
+      int row = probe(s.slots, tagOf(m), keys, i);
+      if (row >= 0) {
+        return row;
+      }
+      byte[] key = Arrays.copyOfRange(keys.bytes(), keys.offset(i), keys.offset(i)
+          + keys.length(i));
+      ColdTier.Record r = cold.take(key);
+      if (r == null) {
+        return -1;
+      }
+      reserveSlot(s);
+      row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
+      System.arraycopy(r.values(), 0, rowPages[row >>> pageShift], rowBase(row), rowFloats);
+      long[] meta = metaPages[row >>> pageShift];
+      int mo = (row & pageMask) * META;
+      meta[mo + M_FREQ] = r.frequency();
+      meta[mo + M_STEP] = r.step();
+      meta[mo + M_UPDATES] = r.updates();
+      publish(row);
+      insert(s, tagOf(m), row);
+      totalFrequency.add(r.frequency());
+      return row;
+    } finally {
+      s.lock.unlockWrite(stamp);
+    }
+  }
+
+  /** Attaches the table's disk tier (before the store is published). */
+  void attachCold(ColdTier.Table c) {
+    this.cold = c;
+  }
+
+  /** The table's disk tier, or null. */
+  ColdTier.Table cold() {
+    return cold;
+  }
 
   /** Row id of key i, created (from the initializer) if missing. */
   int lookupOrInsert(PackedKeys keys, int i) {
@@ -786,8 +849,10 @@ public final class TableStore {
     private final byte[][] keyPages;
     private final java.util.Map<Long, Long> pending;
     private final int[] sketchCounters; // null without a sketch
+    /** The disk tier's rows at the cut (closed by the checkpoint writer), or null. */
+    final ColdTier.Table.View cold;
 
-    private Frozen(TableStore t) {
+    private Frozen(TableStore t, boolean withCold) {
       this.table = t;
       this.rows = t.numRows;
       int pages = rows == 0 ? 0 : ((rows - 1) >>> t.pageShift) + 1;
@@ -800,6 +865,7 @@ public final class TableStore {
       this.keyPages = t.keyPages;
       this.pending = new java.util.HashMap<>(t.pending);
       this.sketchCounters = t.sketch == null ? null : t.sketch.counters();
+      this.cold = withCold && t.cold != null ? t.cold.view() : null;
     }
 
     /** The admission sketch's counters (null without one); its width is the table's. */
@@ -844,7 +910,12 @@ public final class TableStore {
    * user of the store), so that the copy is a cut no mutation straddles.
    */
   public Frozen freeze() {
-    return new Frozen(this);
+    return new Frozen(this, true);
+  }
+
+  /** A frozen copy of the rows in memory only (an eviction's rebuild). */
+  Frozen freezeHot() {
+    return new Frozen(this, false);
   }
 
   // ---------------------------------------------------------------- row access for scans
@@ -954,6 +1025,31 @@ public final class TableStore {
     return out;
   }
 
+  /**
+   * Inserts a key's stored record: {@code record} holds the row then the optimizer slots ({@link
+   * #slotFloats()} floats). For tables built outside the engine (a backend's checkpoint or
+   * snapshot) before any other thread sees the table.
+   *
+   * @return false if the key was already present
+   */
+  public boolean putRecord(String key, float[] record, long freq, long step, long updates) {
+    if (record.length != dim + slotFloats()) {
+      throw new IllegalArgumentException("table '" + name() + "': a record has " + (dim
+          + slotFloats()) + " floats, not " + record.length);
+    }
+    return restoreRecord(PackedKeys.of(key), 0, record, 0, freq, step, updates);
+  }
+
+  /**
+   * Candidate draws over this store's keys (see {@link ShardEngine#sample(TableStore, PackedKeys,
+   * int, SamplerKind, float, long, boolean, boolean)}).
+   */
+  public SampleCandidates sample(PackedKeys positives, int numSampled,
+      dev.dynembed.table.v1.SamplerKind kind, float alpha, long seed, boolean distinct,
+      boolean noneIfEmpty) {
+    return samplers.sample(positives, numSampled, kind, alpha, seed, distinct, noneIfEmpty);
+  }
+
   Samplers samplers() {
     return samplers;
   }
@@ -1061,11 +1157,16 @@ public final class TableStore {
 
   public TableCounters counters() {
     int n = numRows;
+    ColdTier.Table c = cold;
+    long coldKeys = c == null ? 0 : c.size();
     return TableCounters.newBuilder()
-        .setKeys(n)
+        .setKeys(n + coldKeys)
+        .setColdKeys(coldKeys)
+        .setPromotions(c == null ? 0 : c.promotions())
+        .setDemotions(c == null ? 0 : c.demotions())
         .setBytesUsed(bytesUsed())
         .setBytesRaw(4L * rowFloats * n)
-        .setTotalFrequency(totalFrequency.sum())
+        .setTotalFrequency(totalFrequency.sum() + (c == null ? 0 : c.frequency()))
         .setUpdates(updates.sum())
         .setLastStep(lastStep.get())
         .setPendingKeys(pending.size())

@@ -10,13 +10,13 @@ import dev.dynembed.table.v1.Metric;
  * Brute-force top-k over one shard: one pass over the rows, every query scored against each row
  * while it is in cache, a bounded min-heap per query. Exact, O(rows x queries x dim).
  */
-final class TopK {
+public final class TopK {
   private TopK() {}
 
   /**
    * @param queries FLOAT [q, width], width = dim, or dim - 1 with biasLastDim
    */
-  static TopKHits run(TableStore t, float[] queries, int q, int k, boolean biasLastDim,
+  public static TopKHits run(TableStore t, float[] queries, int q, int k, boolean biasLastDim,
       Metric metric, PackedKeys exclude) {
     int dim = t.dim;
     int width = biasLastDim ? dim - 1 : dim;
@@ -124,6 +124,39 @@ final class TopK {
       counts[a] = m;
     }
     return new TopKHits(keys.build(), scores, counts);
+  }
+
+  /**
+   * The k best of two hit lists of the same queries (each by descending score): by score, ties
+   * to {@code a}; a key in both lists comes once, with its better score.
+   */
+  public static TopKHits merge(TopKHits a, TopKHits b, int q, int k) {
+    PackedKeys.Builder keys = new PackedKeys.Builder(q * k);
+    float[] scores = new float[q * k];
+    int[] counts = new int[q];
+    int at = 0;
+    int ia = 0;
+    int ib = 0;
+    for (int x = 0; x < q; x++) {
+      int ea = ia + a.counts()[x];
+      int eb = ib + b.counts()[x];
+      java.util.Set<String> seen = new java.util.HashSet<>();
+      int m = 0;
+      while (m < k && (ia < ea || ib < eb)) {
+        boolean fromA = ib >= eb || (ia < ea && a.scores()[ia] >= b.scores()[ib]);
+        PackedKeys src = fromA ? a.keys() : b.keys();
+        int i = fromA ? ia++ : ib++;
+        if (seen.add(src.key(i))) {
+          keys.add(src, i);
+          scores[at++] = fromA ? a.scores()[i] : b.scores()[i];
+          m++;
+        }
+      }
+      counts[x] = m;
+      ia = ea;
+      ib = eb;
+    }
+    return new TopKHits(keys.build(), java.util.Arrays.copyOf(scores, at), counts);
   }
 
   private static void offer(float[] s, int[] r, int[] hn, int a, int k, float score, int row) {

@@ -106,6 +106,10 @@ public final class TableConfigs {
       throw TableException.invalid("table '%s': eviction_policy %d is not LFU or LRU",
           c.getName(), c.getEvictionPolicyValue());
     }
+    if (c.getDiskTier() && c.getMaxKeys() == 0 && c.getMaxBytes() == 0) {
+      throw TableException.invalid("table '%s': disk_tier moves the victims of a cap to disk,"
+          + " which needs max_keys or max_bytes (the memory the hot rows may use)", c.getName());
+    }
     return c.toBuilder()
         .setMaxKeyBytes(maxKey)
         .setInitializer(normalize(c.getName(), c.getInitializer()))

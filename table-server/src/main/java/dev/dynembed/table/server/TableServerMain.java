@@ -60,6 +60,15 @@ public final class TableServerMain implements Callable<Integer> {
       + " snapshot, so the next start replays nothing (default ${DEFAULT-VALUE})")
   boolean snapshotOnExit;
 
+  @Option(names = "--cold-dir", description = "where tables with disk_tier keep their cold rows"
+      + " (an embedded RocksDB, wiped at start: the log and snapshots hold both tiers; default: a"
+      + " new directory under java.io.tmpdir)")
+  Path coldDir;
+
+  @Option(names = "--cold-cache-mb", defaultValue = "64", description = "block cache of the"
+      + " disk tier, MiB (default ${DEFAULT-VALUE})")
+  long coldCacheMb;
+
   @Option(names = "--memory-budget-mb", defaultValue = "0", description = "refuse calls that"
       + " could take this shard's tables past this many MiB (RESOURCE_EXHAUSTED, nothing"
       + " changed; 0 = no budget: the heap is the limit)")
@@ -163,6 +172,10 @@ public final class TableServerMain implements Callable<Integer> {
     }
     ShardEngine engine = new ShardEngine(shardIndex, numShards, dataDir);
     engine.setMemoryBudget(memoryBudgetMb << 20);
+    if (coldDir != null || coldCacheMb != 64) {
+      engine.setColdDirectory(coldDir == null ? null
+          : coldDir.resolve("shard-" + shardIndex), coldCacheMb << 20);
+    }
     engine.setMaxTables(maxTables);
     if (wal.equals("on")) {
       engine.setReady(false); // NOT_SERVING until the tables are back
@@ -194,6 +207,7 @@ public final class TableServerMain implements Callable<Integer> {
           System.err.println("table-server: closing the write-ahead log failed: " + e);
         }
       }
+      engine.close(); // the disk tier, after the exit snapshot has read it
     }));
     if (exitWith != null) {
       watchParent(exitWith);

@@ -113,6 +113,9 @@ public final class LocalShard implements Shard {
     float[] rows = new float[f.keys().size() * t.dim()];
     byte[] found = new byte[(f.keys().size() + 7) >>> 3];
     t.find(f.keys(), rows, found);
+    if (t.config().getDiskTier()) {
+      engine.afterInsert(t); // promotions may pass the cap
+    }
     return new RowsReply(ReplyRows.of(rows, t.dim()), found, null);
   }
 
@@ -258,5 +261,7 @@ public final class LocalShard implements Shard {
   }
 
   @Override
-  public void close() {}
+  public void close() {
+    engine.close(); // the disk tier, if one was opened
+  }
 }

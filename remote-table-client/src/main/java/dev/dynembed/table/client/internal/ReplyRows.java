@@ -11,7 +11,7 @@ import java.nio.FloatBuffer;
  * in their wire encoding, decoded straight into the caller's array when a row is copied out (no
  * intermediate float array for remote replies).
  */
-abstract class ReplyRows {
+public abstract class ReplyRows {
   final int dim;
 
   private ReplyRows(int dim) {
@@ -30,7 +30,7 @@ abstract class ReplyRows {
   /** All rows as an array of [size, dim] (not copied when they already are one). */
   abstract float[] toArray();
 
-  static ReplyRows of(float[] rows, int dim) {
+  public static ReplyRows of(float[] rows, int dim) {
     return new Floats(rows, dim);
   }
 

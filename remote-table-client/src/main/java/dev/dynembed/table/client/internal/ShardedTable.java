@@ -370,6 +370,9 @@ public final class ShardedTable implements EmbeddingTable {
           .setTotalFrequency(c.getTotalFrequency() + x.getTotalFrequency())
           .setUpdates(c.getUpdates() + x.getUpdates())
           .setPendingKeys(c.getPendingKeys() + x.getPendingKeys())
+          .setColdKeys(c.getColdKeys() + x.getColdKeys())
+          .setPromotions(c.getPromotions() + x.getPromotions())
+          .setDemotions(c.getDemotions() + x.getDemotions())
           .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
     }
     return TableInfo.newBuilder().setConfig(infos.get(0).getConfig()).setShardIndex(0)

@@ -1,0 +1,403 @@
+package dev.dynembed.table.engine;
+
+import dev.dynembed.table.common.TableException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
+import org.rocksdb.BlockBasedTableConfig;
+import org.rocksdb.BloomFilter;
+import org.rocksdb.ColumnFamilyDescriptor;
+import org.rocksdb.ColumnFamilyHandle;
+import org.rocksdb.ColumnFamilyOptions;
+import org.rocksdb.CompressionType;
+import org.rocksdb.DBOptions;
+import org.rocksdb.LRUCache;
+import org.rocksdb.ReadOptions;
+import org.rocksdb.RocksDB;
+import org.rocksdb.RocksDBException;
+import org.rocksdb.RocksIterator;
+import org.rocksdb.Snapshot;
+import org.rocksdb.WriteBatch;
+import org.rocksdb.WriteOptions;
+
+/**
+ * The disk tier of one shard (docs/design/0014-storage-tiers.md): an embedded RocksDB holding the
+ * cold rows of the tables with {@code disk_tier}, one column family per table, key = the key's
+ * UTF-8 bytes, value = the record (row and slots as little-endian float32, then frequency, last
+ * step and update count as int64).
+ *
+ * <p>It is a cache of memory, not a store of record: the write-ahead log and the snapshots, which
+ * hold both tiers, are what survives a crash. So it is wiped when opened, written without
+ * RocksDB's own log, and never synced; a restart rebuilds it by demoting again.
+ */
+public final class ColdTier implements AutoCloseable {
+  static {
+    RocksDB.loadLibrary();
+  }
+
+  private final Path dir;
+  private final DBOptions dbOptions;
+  private final ColumnFamilyOptions cfOptions;
+  private final LRUCache cache;
+  private final RocksDB db;
+  private final ColumnFamilyHandle defaultFamily;
+  private final WriteOptions writes = new WriteOptions().setDisableWAL(true);
+  private final ConcurrentHashMap<String, Table> tables = new ConcurrentHashMap<>();
+
+  /**
+   * Opens an empty disk tier in {@code dir} (whatever was there is deleted first).
+   *
+   * @param cacheBytes RocksDB's block cache (reads of recently read blocks stay in memory)
+   */
+  public ColdTier(Path dir, long cacheBytes) {
+    this.dir = dir.toAbsolutePath().normalize();
+    try {
+      deleteTree(this.dir);
+      Files.createDirectories(this.dir);
+    } catch (IOException e) {
+      throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
+          "cannot prepare the disk tier's directory " + this.dir + ": " + e.getMessage());
+    }
+    cache = new LRUCache(cacheBytes);
+    cfOptions = new ColumnFamilyOptions()
+        .setTableFormatConfig(new BlockBasedTableConfig().setBlockCache(cache)
+            .setFilterPolicy(new BloomFilter(10, false)) // a miss (a new key) costs no disk read
+            .setBlockSize(16 << 10))
+        .setCompressionType(CompressionType.LZ4_COMPRESSION)
+        .optimizeForPointLookup(Math.max(8, cacheBytes >> 20));
+    dbOptions = new DBOptions().setCreateIfMissing(true).setCreateMissingColumnFamilies(true)
+        .setMaxBackgroundJobs(2);
+    List<ColumnFamilyHandle> handles = new ArrayList<>();
+    try {
+      db = RocksDB.open(dbOptions, this.dir.toString(),
+          List.of(new ColumnFamilyDescriptor(RocksDB.DEFAULT_COLUMN_FAMILY, cfOptions)), handles);
+    } catch (RocksDBException e) {
+      throw failed("opening " + this.dir, e);
+    }
+    defaultFamily = handles.get(0);
+  }
+
+  private static TableException failed(String what, RocksDBException e) {
+    return new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
+        "disk tier: " + what + " failed: " + e.getMessage());
+  }
+
+  /** The cold part of a table, created empty on first use. */
+  public Table table(String name, int recordFloats) {
+    return tables.computeIfAbsent(name, n -> new Table(n, recordFloats));
+  }
+
+  /** Deletes a table's cold rows (drop, restore). */
+  public void drop(String name) {
+    Table t = tables.remove(name);
+    if (t != null) {
+      t.dropFamily();
+    }
+  }
+
+  public Path directory() {
+    return dir;
+  }
+
+  @Override
+  public void close() {
+    for (Table t : tables.values()) {
+      synchronized (t) {
+        if (!t.dropped) {
+          t.family.close();
+        }
+      }
+    }
+    defaultFamily.close();
+    db.close();
+    writes.close();
+    dbOptions.close();
+    cfOptions.close();
+    cache.close();
+    try {
+      deleteTree(dir);
+    } catch (IOException ignored) {
+      // a leftover directory; wiped at the next open
+    }
+  }
+
+  private static void deleteTree(Path d) throws IOException {
+    if (!Files.exists(d)) {
+      return;
+    }
+    try (Stream<Path> s = Files.walk(d)) {
+      for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
+        Files.delete(p);
+      }
+    }
+  }
+
+  /** One cold record. */
+  public record Record(byte[] key, float[] values, long frequency, long step, long updates) {}
+
+  /** A table's column family. */
+  public final class Table {
+    private final String name;
+    private final int recordFloats;
+    private final ColumnFamilyHandle family;
+    private final AtomicLong keys = new AtomicLong();
+    private final AtomicLong frequency = new AtomicLong(); // sum over the cold rows
+    final AtomicLong promotions = new AtomicLong();
+    final AtomicLong demotions = new AtomicLong();
+    /** Views open (a checkpoint being written); a dropped family is closed after the last. */
+    private int openViews;
+    private boolean dropped;
+
+    private Table(String name, int recordFloats) {
+      this.name = name;
+      this.recordFloats = recordFloats;
+      try {
+        // a unique family name per life of the table: a dropped family may still be closing
+        this.family = db.createColumnFamily(new ColumnFamilyDescriptor(
+            (name + "#" + System.nanoTime()).getBytes(StandardCharsets.UTF_8), cfOptions));
+      } catch (RocksDBException e) {
+        throw failed("creating the column family of table '" + name + "'", e);
+      }
+    }
+
+    /** Rows on disk (exact: changed only by this shard's demotions, promotions and removals). */
+    public long size() {
+      return keys.get();
+    }
+
+    /** The sum of the cold rows' frequencies (part of the table's total). */
+    public long frequency() {
+      return frequency.get();
+    }
+
+    public long promotions() {
+      return promotions.get();
+    }
+
+    public long demotions() {
+      return demotions.get();
+    }
+
+    byte[] encode(float[] src, int off, long freq, long step, long updates) {
+      ByteBuffer b = ByteBuffer.allocate(recordFloats * 4 + 24).order(ByteOrder.LITTLE_ENDIAN);
+      b.asFloatBuffer().put(src, off, recordFloats);
+      b.position(recordFloats * 4);
+      b.putLong(freq).putLong(step).putLong(updates);
+      return b.array();
+    }
+
+    Record decode(byte[] key, byte[] v) {
+      if (v.length != recordFloats * 4 + 24) {
+        throw TableException.dataLoss("table '%s': a disk-tier record holds %d bytes, not %d",
+            name, v.length, recordFloats * 4 + 24);
+      }
+      ByteBuffer b = ByteBuffer.wrap(v).order(ByteOrder.LITTLE_ENDIAN);
+      float[] values = new float[recordFloats];
+      b.asFloatBuffer().get(values);
+      b.position(recordFloats * 4);
+      return new Record(key, values, b.getLong(), b.getLong(), b.getLong());
+    }
+
+    /** The key's cold record, removed from disk, or null (a promotion). */
+    Record take(byte[] key) {
+      try {
+        byte[] v = db.get(family, key);
+        if (v == null) {
+          return null;
+        }
+        db.delete(family, writes, key);
+        Record r = decode(key, v);
+        keys.decrementAndGet();
+        frequency.addAndGet(-r.frequency());
+        promotions.incrementAndGet();
+        return r;
+      } catch (RocksDBException e) {
+        throw failed("reading table '" + name + "'", e);
+      }
+    }
+
+    /** Writes demoted records in one batch. */
+    void putAll(List<Record> records) {
+      if (records.isEmpty()) {
+        return;
+      }
+      long f = 0;
+      try (WriteBatch batch = new WriteBatch()) {
+        for (Record r : records) {
+          batch.put(family, r.key(), encode(r.values(), 0, r.frequency(), r.step(),
+              r.updates()));
+          f += r.frequency();
+        }
+        db.write(writes, batch);
+      } catch (RocksDBException e) {
+        throw failed("writing table '" + name + "'", e);
+      }
+      frequency.addAndGet(f);
+      keys.addAndGet(records.size());
+      demotions.addAndGet(records.size());
+    }
+
+    /** Deletes keys (an explicit eviction); returns how many were on disk. */
+    long remove(List<byte[]> keyList) {
+      long n = 0;
+      long f = 0;
+      try (WriteBatch batch = new WriteBatch()) {
+        for (byte[] k : keyList) {
+          byte[] v = db.get(family, k);
+          if (v != null) {
+            batch.delete(family, k);
+            f += decode(k, v).frequency();
+            n++;
+          }
+        }
+        db.write(writes, batch);
+      } catch (RocksDBException e) {
+        throw failed("deleting from table '" + name + "'", e);
+      }
+      keys.addAndGet(-n);
+      frequency.addAndGet(-f);
+      return n;
+    }
+
+    /**
+     * A consistent view of the cold rows as they are now (the caller holds the table's lock
+     * exclusively, so no demotion or promotion straddles it); iterate with {@link View#each}.
+     */
+    synchronized View view() {
+      if (dropped) {
+        throw TableException.storeReplaced(name);
+      }
+      openViews++;
+      return new View(db.getSnapshot());
+    }
+
+    /** The scan reading the cold rows page by page (one per table), or null. */
+    private ColdScan scan;
+
+    /**
+     * Up to {@code n} cold records from position {@code pos} of a scan: the scan begun at
+     * position 0 continues on its snapshot when asked for the position it reached; any other
+     * position starts a new snapshot and skips to it.
+     */
+    synchronized List<Record> page(long pos, int n) {
+      if (dropped) {
+        throw TableException.storeReplaced(name);
+      }
+      if (scan == null || scan.position != pos) {
+        if (scan != null) {
+          scan.close();
+        }
+        scan = new ColdScan(view());
+        for (; scan.position < pos && scan.it.isValid(); scan.position++) {
+          scan.it.next();
+        }
+      }
+      List<Record> out = new ArrayList<>(Math.min(n, 4096));
+      while (out.size() < n && scan.it.isValid()) {
+        out.add(decode(scan.it.key(), scan.it.value()));
+        scan.it.next();
+        scan.position++;
+      }
+      if (!scan.it.isValid()) {
+        scan.close();
+        scan = null;
+      }
+      return out;
+    }
+
+    /** An iterator over one snapshot of the cold rows and how far it has gone. */
+    private final class ColdScan implements AutoCloseable {
+      final View view;
+      final ReadOptions options;
+      final RocksIterator it;
+      long position;
+
+      ColdScan(View view) {
+        this.view = view;
+        this.options = new ReadOptions().setSnapshot(view.snapshot).setFillCache(false);
+        this.it = db.newIterator(family, options);
+        it.seekToFirst();
+      }
+
+      @Override
+      public void close() {
+        it.close();
+        options.close();
+        view.close();
+      }
+    }
+
+    /** Drops the family; its handle closes once no view reads it (iterators keep its data). */
+    private synchronized void dropFamily() {
+      dropped = true;
+      if (scan != null) {
+        scan.close();
+        scan = null;
+      }
+      try {
+        db.dropColumnFamily(family);
+      } catch (RocksDBException e) {
+        throw failed("dropping the column family of table '" + name + "'", e);
+      } finally {
+        if (openViews == 0) {
+          family.close();
+        }
+      }
+    }
+
+    private synchronized void viewClosed() {
+      if (--openViews == 0 && dropped) {
+        family.close();
+      }
+    }
+
+    /** A snapshot of the table's cold rows; close it to release the snapshot. */
+    public final class View implements AutoCloseable {
+      private final Snapshot snapshot;
+      private final long size;
+
+      private View(Snapshot snapshot) {
+        this.snapshot = snapshot;
+        this.size = keys.get();
+      }
+
+      public long size() {
+        return size;
+      }
+
+      /**
+       * Calls {@code out} with every record from the {@code skip}-th on, in key order, until it
+       * returns false.
+       */
+      public void each(long skip, java.util.function.Predicate<Record> out) {
+        try (ReadOptions ro = new ReadOptions().setSnapshot(snapshot).setFillCache(false);
+            RocksIterator it = db.newIterator(family, ro)) {
+          it.seekToFirst();
+          for (long i = 0; i < skip && it.isValid(); i++) {
+            it.next();
+          }
+          for (; it.isValid(); it.next()) {
+            if (!out.test(decode(it.key(), it.value()))) {
+              return;
+            }
+          }
+        }
+      }
+
+      @Override
+      public void close() {
+        db.releaseSnapshot(snapshot);
+        viewClosed();
+      }
+    }
+  }
+}
