@@ -123,6 +123,13 @@ public final class Word2VecCli {
         + " tool's vocabulary pass): admission and subsampling use the final counts from the"
         + " start")
     boolean countPass;
+    @Option(names = "--table-max-mb", defaultValue = "0", description = "memory cap of each"
+        + " of the two tables, MiB over all shards (their max_bytes; 0 = none): past it the least"
+        + " frequent words leave memory, dropped, or with --disk-tier moved to disk")
+    long tableMaxMb;
+    @Option(names = "--disk-tier", description = "words the memory cap pushes out move to the"
+        + " shards' disk tier (RocksDB) and come back when next seen: tables larger than memory")
+    boolean diskTier;
     @Option(names = "--seed", defaultValue = "" + Word2VecConfig.DEFAULT_SEED) long seed;
     @Option(names = "--threads", defaultValue = "2") int threads;
     @Option(names = "--prefetch", defaultValue = "2", description = "batches each thread reads ahead (0 = none; a 1-thread run is then exactly reproducible)")
@@ -181,7 +188,7 @@ public final class Word2VecCli {
           alpha != null ? alpha : Word2VecConfig.defaultAlpha(opt), opt, batch, seed, name,
           negativePool != null ? negativePool : Word2VecConfig.defaultPool(batch),
           implicitSteps.equals("auto") ? Word2VecConfig.defaultImplicitSteps(opt)
-              : implicitSteps.equals("on"), countPass);
+              : implicitSteps.equals("on"), countPass, tableMaxMb << 20, diskTier);
       if (table != null && shards > 0) {
         throw new CorpusException("--table and --shards exclude each other");
       }
@@ -299,6 +306,16 @@ public final class Word2VecCli {
         o.printf(Locale.ROOT, "vocabulary       %,d words (min-count %d)%n", r.vocabulary(),
             minCount);
         o.printf(Locale.ROOT, "time             %.1f s%n", r.seconds());
+        if (cfg.tableMaxBytes() > 0) { // what the cap kept in memory, and what went to disk
+          for (String t : List.of(cfg.inTable(), cfg.outTable())) {
+            var c = client.openTable(t).describe().getCounters();
+            o.printf(Locale.ROOT, "table %-10s %,d rows, %,d in memory (%.1f MiB; cap %d MiB),"
+                + " %,d on disk; %,d demotions, %,d promotions%n", t, c.getKeys(),
+                c.getKeys() - c.getColdKeys(), c.getBytesUsed() / 1048576.0,
+                cfg.tableMaxBytes() >> 20, c.getColdKeys(), c.getDemotions(),
+                c.getPromotions());
+          }
+        }
         if (pipelined) {
           o.printf(Locale.ROOT, "reads ahead      %,d of %,d table-op reads (pipelined)%n",
               r.aheadReads(), r.aheadReads() + r.ownReads());

@@ -34,10 +34,23 @@ import java.util.Map;
  *     pass): admission and subsampling then use the final counts from the first pair on,
  *     instead of the counts so far. Off by default: one pass fewer, the same quality on Brown
  *     (docs/benchmarks.md)
+ * @param tableMaxBytes a memory cap of each of the two tables (their {@code max_bytes}, over all
+ *     shards); 0 = none. Without {@code diskTier} the cap evicts the least frequent words
+ * @param diskTier the words the cap pushes out of memory move to the shards' disk tier
+ *     (RocksDB) and come back when next seen (docs/design/0014-storage-tiers.md)
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
     int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
-    int negativePool, boolean implicitSteps, boolean countPass) {
+    int negativePool, boolean implicitSteps, boolean countPass, long tableMaxBytes,
+    boolean diskTier) {
+
+  /** With no memory cap on the tables. */
+  public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
+      int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
+      int negativePool, boolean implicitSteps, boolean countPass) {
+    this(dim, window, negative, sample, minCount, epochs, alpha, optimizer, batchPairs, seed,
+        name, negativePool, implicitSteps, countPass, 0, false);
+  }
 
   /** With each optimizer's default for implicit steps and no counting pass. */
   public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
@@ -126,6 +139,10 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         "negativePool (--negative-pool) must be in 0..16777216 but was " + negativePool);
     check(name != null && name.matches("[A-Za-z0-9_.-]{1,100}"),
         "name (--name) must match [A-Za-z0-9_.-]{1,100} but was '" + name + "'");
+    check(tableMaxBytes >= 0, "tableMaxBytes (--table-max-mb) must be >= 0 but was "
+        + tableMaxBytes);
+    check(!diskTier || tableMaxBytes > 0, "the disk tier (--disk-tier) holds what a memory cap"
+        + " pushes out: it needs --table-max-mb");
   }
 
   private static boolean bool(String v) {
@@ -166,6 +183,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("negative_pool", String.valueOf(negativePool));
     m.put("implicit_steps", String.valueOf(implicitSteps));
     m.put("count_pass", String.valueOf(countPass));
+    m.put("table_max_bytes", String.valueOf(tableMaxBytes));
+    m.put("disk_tier", String.valueOf(diskTier));
     return m;
   }
 
@@ -178,7 +197,9 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
           Long.parseLong(m.get("seed")), m.get("name"),
           Integer.parseInt(m.getOrDefault("negative_pool", "0")), // models before the pool: 0
           bool(m.getOrDefault("implicit_steps", "false")), // models before: summed steps
-          bool(m.getOrDefault("count_pass", "false")));
+          bool(m.getOrDefault("count_pass", "false")),
+          Long.parseLong(m.getOrDefault("table_max_bytes", "0")), // models before: no cap
+          bool(m.getOrDefault("disk_tier", "false")));
     } catch (RuntimeException e) {
       throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);
     }

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.ShardEngine;
+import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import java.nio.file.Path;
@@ -130,6 +131,20 @@ class DiskTierTest {
       }
       t.find(top.toArray(new String[0]));
       assertEquals(promotions, t.describe().getCounters().getPromotions(), "LFU keeps the top");
+      // sampling draws from both tiers with the uncapped table's probabilities; a cold positive
+      // (k0, read once: among LFU's first victims) has its cold entry's probability
+      settle(engines);
+      assertTrue(t.describe().getCounters().getColdKeys() > 700);
+      String[] pos = {"k0", "k49"};
+      SampledRows su = u.sampleDistinct(pos, 20000, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 5);
+      SampledRows st = t.sampleDistinct(pos, 20000, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 5);
+      for (int i = 0; i < pos.length; i++) {
+        assertTrue(st.positiveProbability()[i] > 0, pos[i]);
+        assertEquals(su.positiveProbability()[i], st.positiveProbability()[i], 1e-12, pos[i]);
+      }
+      assertTrue(st.keys().length > 0.9 * su.keys().length, "cold keys are drawn too: "
+          + st.keys().length + " distinct vs " + su.keys().length);
+      assertArrayEquals(u.find(st.keys()).rows(), st.rows(), "drawn rows are the table's");
       // top-k over both tiers equals the uncapped table's
       float[] q = u.find("k7", "k123").rows();
       TopKResult a = u.topK(q, 2, 10, TopKOptions.DOT);

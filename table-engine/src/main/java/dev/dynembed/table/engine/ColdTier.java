@@ -72,8 +72,7 @@ public final class ColdTier implements AutoCloseable {
         .setTableFormatConfig(new BlockBasedTableConfig().setBlockCache(cache)
             .setFilterPolicy(new BloomFilter(10, false)) // a miss (a new key) costs no disk read
             .setBlockSize(16 << 10))
-        .setCompressionType(CompressionType.LZ4_COMPRESSION)
-        .optimizeForPointLookup(Math.max(8, cacheBytes >> 20));
+        .setCompressionType(CompressionType.LZ4_COMPRESSION);
     dbOptions = new DBOptions().setCreateIfMissing(true).setCreateMissingColumnFamilies(true)
         .setMaxBackgroundJobs(2);
     List<ColumnFamilyHandle> handles = new ArrayList<>();
@@ -151,6 +150,11 @@ public final class ColdTier implements AutoCloseable {
     private final ColumnFamilyHandle family;
     private final AtomicLong keys = new AtomicLong();
     private final AtomicLong frequency = new AtomicLong(); // sum over the cold rows
+    /**
+     * Each cold key's frequency, in memory (~100 bytes a key against a record's 8 x dim x (1 +
+     * slots)): what the samplers draw cold keys by, without reading RocksDB.
+     */
+    private final ConcurrentHashMap<String, Long> counts = new ConcurrentHashMap<>();
     final AtomicLong promotions = new AtomicLong();
     final AtomicLong demotions = new AtomicLong();
     /** Views open (a checkpoint being written); a dropped family is closed after the last. */
@@ -172,6 +176,11 @@ public final class ColdTier implements AutoCloseable {
     /** Rows on disk (exact: changed only by this shard's demotions, promotions and removals). */
     public long size() {
       return keys.get();
+    }
+
+    /** The cold keys and their frequencies now (a weakly consistent view: the samplers'). */
+    java.util.Set<java.util.Map.Entry<String, Long>> counts() {
+      return counts.entrySet();
     }
 
     /** The sum of the cold rows' frequencies (part of the table's total). */
@@ -207,8 +216,11 @@ public final class ColdTier implements AutoCloseable {
       return new Record(key, values, b.getLong(), b.getLong(), b.getLong());
     }
 
-    /** The key's cold record, removed from disk, or null (a promotion). */
-    Record take(byte[] key) {
+    /**
+     * The key's cold record, removed from disk, or null (a promotion). The table's RocksDB calls
+     * are serialised on it (each takes microseconds; see docs/design/0014 for why).
+     */
+    synchronized Record take(byte[] key) {
       try {
         byte[] v = db.get(family, key);
         if (v == null) {
@@ -216,6 +228,7 @@ public final class ColdTier implements AutoCloseable {
         }
         db.delete(family, writes, key);
         Record r = decode(key, v);
+        counts.remove(new String(key, StandardCharsets.UTF_8));
         keys.decrementAndGet();
         frequency.addAndGet(-r.frequency());
         promotions.incrementAndGet();
@@ -226,7 +239,7 @@ public final class ColdTier implements AutoCloseable {
     }
 
     /** Writes demoted records in one batch. */
-    void putAll(List<Record> records) {
+    synchronized void putAll(List<Record> records) {
       if (records.isEmpty()) {
         return;
       }
@@ -241,13 +254,16 @@ public final class ColdTier implements AutoCloseable {
       } catch (RocksDBException e) {
         throw failed("writing table '" + name + "'", e);
       }
+      for (Record r : records) {
+        counts.put(new String(r.key(), StandardCharsets.UTF_8), r.frequency());
+      }
       frequency.addAndGet(f);
       keys.addAndGet(records.size());
       demotions.addAndGet(records.size());
     }
 
     /** Deletes keys (an explicit eviction); returns how many were on disk. */
-    long remove(List<byte[]> keyList) {
+    synchronized long remove(List<byte[]> keyList) {
       long n = 0;
       long f = 0;
       try (WriteBatch batch = new WriteBatch()) {
@@ -256,6 +272,7 @@ public final class ColdTier implements AutoCloseable {
           if (v != null) {
             batch.delete(family, k);
             f += decode(k, v).frequency();
+            counts.remove(new String(k, StandardCharsets.UTF_8));
             n++;
           }
         }

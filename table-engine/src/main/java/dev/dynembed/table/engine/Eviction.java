@@ -140,6 +140,9 @@ final class Eviction {
     }
     TableStore fresh = new TableStore(t.config(), t.shardIndex, t.numShards);
     fresh.attachCold(t.cold());
+    if (t.cold() != null) {
+      fresh.samplers().adopt(t.samplers()); // key-based snapshots: valid across the rebuild
+    }
     float[] rec = new float[t.rowFloats];
     long kept = 0;
     java.util.List<ColdTier.Record> demoted = new java.util.ArrayList<>();
@@ -162,7 +165,7 @@ final class Eviction {
           f.meta(r, TableStore.M_STEP), f.meta(r, TableStore.M_UPDATES));
       kept++;
     }
-    f.pendingCounts().forEach(fresh::restorePending);
+    fresh.adoptPending(t); // t is retired with the swap: its counts move, not copied
     if (f.sketchCounters() != null) {
       fresh.admissionSketch().merge(AdmissionSketch.of(fresh.admissionSketch().width(),
           f.sketchCounters()));

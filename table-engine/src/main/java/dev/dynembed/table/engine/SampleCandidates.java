@@ -30,6 +30,10 @@ public record SampleCandidates(PackedKeys keys, boolean[] positive, double[] pro
   /** Writes the optimizer slots and update counts of the distinct drawn keys. */
   public void copySlots(TableStore table, RowSink out, long[] updateCounts) {
     for (int i = 0; i < distinctCount(); i++) {
+      if (distinctRows[i] < 0) { // a drawn cold key removed since the snapshot
+        out.zeros(i, table.slotFloats());
+        continue;
+      }
       table.copySlots(distinctRows[i], out, i);
       updateCounts[i] = table.meta(distinctRows[i], TableStore.M_UPDATES);
     }
@@ -38,6 +42,10 @@ public record SampleCandidates(PackedKeys keys, boolean[] positive, double[] pro
   /** Writes the rows of the distinct drawn keys of {@code table} (the store that drew them). */
   public void copyRows(TableStore table, RowSink out) {
     for (int i = 0; i < distinctCount(); i++) {
+      if (distinctRows[i] < 0) {
+        out.zeros(i, table.dim);
+        continue;
+      }
       table.copyRow(distinctRows[i], out, i);
     }
   }

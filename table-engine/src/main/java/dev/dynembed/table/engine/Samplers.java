@@ -35,6 +35,14 @@ final class Samplers {
     cache.clear();
   }
 
+  /**
+   * Takes over a replaced store's snapshots (a disk-tier table's eviction rebuild): theirs hold
+   * keys, not row ids, so they stay valid for the store that replaces it.
+   */
+  void adopt(Samplers old) {
+    cache.putAll(old.cache);
+  }
+
   SampleCandidates sample(PackedKeys positives, int numSampled, SamplerKind kind, float alpha, long seed) {
     return sample(positives, numSampled, kind, alpha, seed, false, false);
   }
@@ -70,7 +78,7 @@ final class Samplers {
       keys.add(positives, i);
       pos[i] = true;
       int row = table.lookup(positives, i);
-      prob[i] = row >= 0 ? s.probability(row) : 0.0;
+      prob[i] = row >= 0 ? s.probabilityOf(table, row) : 0.0;
     }
     if (numSampled > 0 && s.n == 0 && noneIfEmpty) {
       numSampled = 0;
@@ -87,9 +95,9 @@ final class Samplers {
       return distinctDraws(keys, pos, prob, np, numSampled, s, rnd);
     }
     for (int j = 0; j < numSampled; j++) {
-      int row = s.draw(rnd);
-      table.appendKey(row, keys);
-      prob[np + j] = s.prob[row];
+      int idx = s.draw(rnd);
+      s.appendKey(table, idx, keys);
+      prob[np + j] = s.prob[idx];
     }
     return new SampleCandidates(keys.build(), pos, prob, s.mass, s.n);
   }
@@ -120,8 +128,12 @@ final class Samplers {
     double[] p = java.util.Arrays.copyOf(prob, np + u);
     boolean[] isPos = java.util.Arrays.copyOf(pos, np + u);
     for (int i = 0; i < u; i++) {
-      table.appendKey(distinctRows[i], keys);
-      p[np + i] = s.prob[distinctRows[i]];
+      int idx = distinctRows[i];
+      s.appendKey(table, idx, keys);
+      p[np + i] = s.prob[idx];
+      // a cold key drawn is promoted, as any access promotes: its row is then in memory (-1 if
+      // it was removed since the snapshot: it reads as zeros)
+      distinctRows[i] = idx < s.hot ? idx : table.lookup(PackedKeys.of(s.coldKeys[idx - s.hot]), 0);
     }
     return new SampleCandidates(keys.build(), isPos, p, s.mass, s.n,
         java.util.Arrays.copyOf(distinctRows, u), drawIndex);
@@ -130,8 +142,11 @@ final class Samplers {
   private Snapshot snapshot(SamplerKind kind, float alpha) {
     String id = kind + "/" + alpha;
     Snapshot s = cache.get(id);
-    int n = table.size();
-    long total = table.totalFrequency();
+    // keys and counts over both tiers: promotions move keys between them, only new keys and
+    // counts make a snapshot stale
+    ColdTier.Table cold = table.cold();
+    int n = table.size() + (cold == null ? 0 : (int) cold.size());
+    long total = table.totalFrequency() + (cold == null ? 0 : cold.frequency());
     if (s == null || grew(s.n, n) || (kind != SamplerKind.UNIFORM_SAMPLER && grew(s.total, total))) {
       s = Snapshot.build(table, kind, alpha, n, total);
       cache.put(id, s);
@@ -144,41 +159,80 @@ final class Samplers {
   }
 
   static final class Snapshot {
-    final int n; // rows 0..n-1 are covered
+    final int n; // drawable entries: rows 0..hot-1 of the store, then the cold keys
+    final int hot;
     final long total;
     final double mass;
     final double[] prob;
     final double[] aliasProb;
     final int[] alias;
     final boolean uniform;
+    /** The disk tier's keys at the snapshot (entry hot + j), and their entries by key. */
+    final String[] coldKeys;
+    private final java.util.Map<String, Integer> coldIndex;
 
-    private Snapshot(int n, long total, double mass, double[] prob, double[] aliasProb,
-        int[] alias, boolean uniform) {
+    private Snapshot(int n, int hot, long total, double mass, double[] prob, double[] aliasProb,
+        int[] alias, boolean uniform, String[] coldKeys) {
       this.n = n;
+      this.hot = hot;
       this.total = total;
       this.mass = mass;
       this.prob = prob;
       this.aliasProb = aliasProb;
       this.alias = alias;
       this.uniform = uniform;
+      this.coldKeys = coldKeys;
+      this.coldIndex = new java.util.HashMap<>(coldKeys.length * 2);
+      for (int j = 0; j < coldKeys.length; j++) {
+        coldIndex.put(coldKeys[j], j);
+      }
     }
 
-    static Snapshot build(TableStore t, SamplerKind kind, float alpha, int n, long total) {
-      double[] w = new double[n];
+    /**
+     * @param nKeys rows and cold keys counted for staleness; the rows covered are those below the
+     *     store's size now, the cold keys those of the disk tier now
+     */
+    static Snapshot build(TableStore t, SamplerKind kind, float alpha, int nKeys, long total) {
+      ColdTier.Table ct = t.cold();
+      java.util.List<java.util.Map.Entry<String, Long>> cold = ct == null ? java.util.List.of()
+          : new java.util.ArrayList<>(ct.counts());
+      // with a disk tier every entry is a key, not a row id: the snapshot then outlives the
+      // store (an eviction's rebuild adopts it), since rows move between tiers all the time
+      int rows = t.size();
+      int hot = ct == null ? rows : 0;
+      int extra = ct == null ? 0 : rows;
+      int n = hot + extra + cold.size();
+      String[] coldKeys = new String[extra + cold.size()];
+      long[] f = new long[n]; // -1: not drawable (a row still being inserted)
       int ready = 0;
-      for (int r = 0; r < n; r++) {
-        if (t.isReady(r)) {
-          ready++;
-          w[r] = 1.0;
+      for (int r = 0; r < rows; r++) {
+        long fr = t.isReady(r) ? t.meta(r, TableStore.M_FREQ) : -1;
+        if (ct == null) {
+          f[r] = fr;
+        } else {
+          coldKeys[r] = fr < 0 ? "" : t.key(r);
+          f[r] = fr;
         }
+        ready += fr >= 0 ? 1 : 0;
       }
+      for (int j = 0; j < cold.size(); j++) {
+        coldKeys[extra + j] = cold.get(j).getKey();
+        f[hot + extra + j] = cold.get(j).getValue();
+        ready++;
+      }
+      double[] w = new double[n];
       double mass;
       switch (kind) {
-        case UNIFORM_SAMPLER -> mass = ready;
+        case UNIFORM_SAMPLER -> {
+          for (int r = 0; r < n; r++) {
+            w[r] = f[r] < 0 ? 0 : 1.0;
+          }
+          mass = ready;
+        }
         case UNIGRAM_SAMPLER -> {
           mass = 0;
           for (int r = 0; r < n; r++) {
-            w[r] = w[r] == 0 ? 0 : Math.pow(t.meta(r, TableStore.M_FREQ), alpha);
+            w[r] = f[r] <= 0 ? 0 : Math.pow(f[r], alpha);
             mass += w[r];
           }
         }
@@ -186,10 +240,6 @@ final class Samplers {
           Integer[] order = new Integer[n];
           for (int r = 0; r < n; r++) {
             order[r] = r;
-          }
-          long[] f = new long[n];
-          for (int r = 0; r < n; r++) {
-            f[r] = w[r] == 0 ? -1 : t.meta(r, TableStore.M_FREQ);
           }
           java.util.Arrays.sort(order, (x, y) -> f[y] != f[x] ? Long.compare(f[y], f[x]) : x - y);
           double norm = Math.log(ready + 1.0);
@@ -217,7 +267,33 @@ final class Samplers {
       if (!uniform && drawable > 0) {
         buildAlias(prob, aliasProb, alias);
       }
-      return new Snapshot(drawable, total, mass, prob, aliasProb, alias, uniform);
+      return new Snapshot(drawable, hot, total, mass, prob, aliasProb, alias, uniform,
+          coldKeys);
+    }
+
+    /** Appends entry {@code idx}'s key. */
+    void appendKey(TableStore t, int idx, PackedKeys.Builder keys) {
+      if (idx < hot) {
+        t.appendKey(idx, keys);
+      } else {
+        byte[] k = coldKeys[idx - hot].getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        keys.add(k, 0, k.length);
+      }
+    }
+
+    /**
+     * Probability of a row's key; a row promoted from the disk tier since the snapshot has its
+     * cold entry's; rows newer than the snapshot otherwise are never drawn by it.
+     */
+    double probabilityOf(TableStore t, int row) {
+      if (row < hot) {
+        return row < prob.length ? prob[row] : 0.0;
+      }
+      if (coldKeys.length == 0) {
+        return 0.0;
+      }
+      Integer j = coldIndex.get(t.key(row));
+      return j == null || hot + j >= prob.length ? 0.0 : prob[hot + j];
     }
 
     /** Vose's alias method. */
@@ -264,9 +340,5 @@ final class Samplers {
       return rnd.nextDouble() < aliasProb[i] ? i : alias[i];
     }
 
-    /** Probability of a row; rows newer than the snapshot are never drawn by it. */
-    double probability(int row) {
-      return row < prob.length ? prob[row] : 0.0;
-    }
   }
 }

@@ -483,11 +483,14 @@ public final class ShardEngine {
         ex = evictor;
       }
     }
+    // a disk tier evicts (demotes) to 90% of the cap: promotions refill memory quickly, and
+    // each eviction rebuilds the rows in memory, so more room per rebuild means fewer of them
+    long target = t.config().getDiskTier() ? Math.max(1, cap - cap / 10) : cap;
     ex.execute(() -> {
       try {
         if (tables.get(t.name()) == t && !t.retired) {
           evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(t.name())
-              .setMaxKeys(cap).setPolicy(t.config().getEvictionPolicy()).build());
+              .setMaxKeys(target).setPolicy(t.config().getEvictionPolicy()).build());
         }
       } catch (RuntimeException e) { // dropped or restored meanwhile, or the log failed
         java.util.logging.Logger.getLogger(ShardEngine.class.getName()).warning(String.format(

@@ -106,7 +106,7 @@ public final class TableStore {
    * Admission counts of keys without a row (min_count &gt; 1), by 64-bit key hash: no key bytes
    * and no row until admitted. Two keys whose hashes collide share a count (odds ~n^2/2^65).
    */
-  private final java.util.concurrent.ConcurrentHashMap<Long, Long> pending =
+  private java.util.concurrent.ConcurrentHashMap<Long, Long> pending =
       new java.util.concurrent.ConcurrentHashMap<>();
   /** With admission_sketch_kib: the counts of keys awaiting admission, instead of {@link #pending}. */
   private final AdmissionSketch sketch;
@@ -666,6 +666,14 @@ public final class TableStore {
     }
   }
 
+  /**
+   * Takes over a replaced store's admission counts, without copying them (an eviction's rebuild:
+   * the old store is retired under its exclusive lock, before this one is published).
+   */
+  void adoptPending(TableStore old) {
+    this.pending = old.pending;
+  }
+
   /** Attaches the table's disk tier (before the store is published). */
   void attachCold(ColdTier.Table c) {
     this.cold = c;
@@ -863,7 +871,7 @@ public final class TableStore {
         metaPages[p] = t.metaPages[p].clone();
       }
       this.keyPages = t.keyPages;
-      this.pending = new java.util.HashMap<>(t.pending);
+      this.pending = withCold ? new java.util.HashMap<>(t.pending) : java.util.Map.of();
       this.sketchCounters = t.sketch == null ? null : t.sketch.counters();
       this.cold = withCold && t.cold != null ? t.cold.view() : null;
     }
@@ -913,7 +921,10 @@ public final class TableStore {
     return new Frozen(this, true);
   }
 
-  /** A frozen copy of the rows in memory only (an eviction's rebuild). */
+  /**
+   * A frozen copy of the rows in memory only, without the admission counts (an eviction's
+   * rebuild, which adopts them: {@link #adoptPending}).
+   */
   Frozen freezeHot() {
     return new Frozen(this, false);
   }
@@ -1156,6 +1167,17 @@ public final class TableStore {
   }
 
   public TableCounters counters() {
+    // shared: an eviction that is moving rows to the disk tier finishes first, so that its rows
+    // are counted in one tier or the other
+    quiesce.readLock().lock();
+    try {
+      return countersLocked();
+    } finally {
+      quiesce.readLock().unlock();
+    }
+  }
+
+  private TableCounters countersLocked() {
     int n = numRows;
     ColdTier.Table c = cold;
     long coldKeys = c == null ? 0 : c.size();
