@@ -210,31 +210,8 @@ public final class RedisShard implements Shard {
   @Override
   public CompletableFuture<List<Object>> read(List<Read> items) {
     String table = items.isEmpty() ? null : items.get(0).table();
-    return call(items.size() == 1 ? callName(items.get(0)) : "read", table, () -> {
-      List<Object> out = new ArrayList<>(items.size());
-      for (Read r : items) {
-        if (r instanceof Find f) {
-          out.add(find(f));
-        } else if (r instanceof FindOrInsert f) {
-          out.add(findOrInsert(f));
-        } else if (r instanceof Pooled p) {
-          out.add(pooled(p));
-        } else {
-          out.add(sample((Sample) r));
-        }
-      }
-      return out;
-    });
-  }
-
-  private static String callName(Read r) {
-    if (r instanceof FindOrInsert f) {
-      return f.mode().rows() ? "findOrInsert" : "count";
-    }
-    if (r instanceof Pooled p) {
-      return p.insert() ? "pooled findOrInsert" : "pooled find";
-    }
-    return r instanceof Find ? "find" : "sample";
+    return call(items.size() == 1 ? Shard.callName(items.get(0)) : "read", table,
+        () -> Shard.answer(items, this::find, this::findOrInsert, this::pooled, this::sample));
   }
 
   private RowsReply find(Find f) {

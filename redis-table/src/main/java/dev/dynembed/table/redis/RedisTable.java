@@ -295,15 +295,7 @@ final class RedisTable {
   TableStore materialize(UnifiedJedis redis, boolean pending) {
     TableStore store = new TableStore(config, 0, 1);
     Set<Long> rowHashes = pending ? new HashSet<>() : null;
-    List<byte[]> batch = new ArrayList<>(CHUNK);
-    RedisLayout.scanKeys(redis, RedisLayout.rowPattern(name), k -> {
-      batch.add(k);
-      if (batch.size() == CHUNK) {
-        load(redis, store, batch, true, rowHashes);
-        batch.clear();
-      }
-    });
-    load(redis, store, batch, true, rowHashes);
+    loadAll(redis, store, true, rowHashes);
     if (pending) {
       List<byte[]> countKeys = new ArrayList<>();
       RedisLayout.scanKeys(redis, RedisLayout.countPattern(name), countKeys::add);
@@ -326,6 +318,19 @@ final class RedisTable {
       }
     }
     return store;
+  }
+
+  /** Loads every row key of the table (a scan, in chunks) into a store: see {@link #load}. */
+  private void loadAll(UnifiedJedis redis, TableStore store, boolean values, Set<Long> hashes) {
+    List<byte[]> batch = new ArrayList<>(CHUNK);
+    RedisLayout.scanKeys(redis, RedisLayout.rowPattern(name), k -> {
+      batch.add(k);
+      if (batch.size() == CHUNK) {
+        load(redis, store, batch, values, hashes);
+        batch.clear();
+      }
+    });
+    load(redis, store, batch, values, hashes);
   }
 
   /** Loads a batch of row keys (with their values, or with zero rows) and counts into a store. */
@@ -390,15 +395,7 @@ final class RedisTable {
       long t0 = System.nanoTime();
       long counted = countedSinceSnapshot.get();
       TableStore fresh = new TableStore(config, 0, 1);
-      List<byte[]> batch = new ArrayList<>(CHUNK);
-      RedisLayout.scanKeys(redis, RedisLayout.rowPattern(name), k -> {
-        batch.add(k);
-        if (batch.size() == CHUNK) {
-          load(redis, fresh, batch, false, null);
-          batch.clear();
-        }
-      });
-      load(redis, fresh, batch, false, null);
+      loadAll(redis, fresh, false, null);
       countedSinceSnapshot.addAndGet(-counted);
       snapshotBuildNanos = System.nanoTime() - t0;
       snapshotAt = System.nanoTime();

@@ -8,13 +8,10 @@ import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
-import java.util.Set;
-import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -53,23 +50,11 @@ public final class DiskTierBench implements Callable<Integer> {
     System.out.println("| memory holds | rows/s | hit rate of memory | rows in memory |"
         + " bytes in memory | on disk |");
     System.out.println("|---|---:|---:|---:|---:|---:|");
-    String[] keys = new String[numKeys];
-    for (int i = 0; i < numKeys; i++) {
-      keys[i] = "key:" + i;
-    }
-    Zipf z = new Zipf(numKeys, zipf);
-    SplittableRandom rnd = new SplittableRandom(42);
-    List<String[]> batches = new ArrayList<>();
+    String[] keys = Zipf.keys(numKeys);
+    List<String[]> batches = Zipf.batches(keys, 256, batch, zipf);
     long distinct = 0;
-    for (int b = 0; b < 256; b++) {
-      String[] k = new String[batch];
-      Set<String> d = new HashSet<>();
-      for (int i = 0; i < batch; i++) {
-        k[i] = keys[z.next(rnd)];
-        d.add(k[i]);
-      }
-      distinct += d.size();
-      batches.add(k);
+    for (String[] k : batches) {
+      distinct += new HashSet<>(Arrays.asList(k)).size();
     }
     double distinctPerBatch = distinct / 256.0;
     float[] g = new float[batch * dim];

@@ -9,11 +9,9 @@ import dev.dynembed.table.common.TableConfigs;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -75,20 +73,8 @@ public final class ServingBench implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    String[] keys = new String[numKeys];
-    for (int i = 0; i < numKeys; i++) {
-      keys[i] = "key:" + i;
-    }
-    Zipf z = new Zipf(numKeys, zipf);
-    SplittableRandom rnd = new SplittableRandom(42);
-    List<String[]> batches = new ArrayList<>();
-    for (int i = 0; i < 256; i++) {
-      String[] k = new String[batch];
-      for (int j = 0; j < batch; j++) {
-        k[j] = keys[z.next(rnd)];
-      }
-      batches.add(k);
-    }
+    String[] keys = Zipf.keys(numKeys);
+    List<String[]> batches = Zipf.batches(keys, 256, batch, zipf);
     System.out.printf(Locale.ROOT, "serving lookups: find of %d Zipf(s=%.2f) keys per call over"
         + " %,d stored keys, dim %d, %d loopback shard processes; 1 client thread; JDK %s, %d"
         + " cores; %s s measured after %s s warm-up%n", batch, zipf, numKeys, dim, shards,

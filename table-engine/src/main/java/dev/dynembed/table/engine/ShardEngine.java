@@ -226,11 +226,21 @@ public final class ShardEngine {
   }
 
   public TableInfo info(TableStore t) {
+    TableStore s = t;
+    dev.dynembed.table.v1.TableCounters c = s.countersIfLive();
+    for (int i = 0; c == null && i < 16; i++) { // replaced meanwhile: the store that replaced it
+      TableStore next = tables.get(s.name());
+      if (next == null || next == s) {
+        break;
+      }
+      s = next;
+      c = s.countersIfLive();
+    }
     return TableInfo.newBuilder()
-        .setConfig(t.config())
+        .setConfig(s.config())
         .setShardIndex(shardIndex)
         .setNumShards(numShards)
-        .setCounters(t.counters())
+        .setCounters(c != null ? c : s.counters())
         .build();
   }
 

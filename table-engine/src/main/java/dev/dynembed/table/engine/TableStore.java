@@ -1177,6 +1177,19 @@ public final class TableStore {
     }
   }
 
+  /**
+   * The counters, or null if this store was replaced (an eviction's rebuild, a restore) before
+   * they could be read: its rows are then partly in the store that replaced it.
+   */
+  TableCounters countersIfLive() {
+    quiesce.readLock().lock();
+    try {
+      return retired ? null : countersLocked();
+    } finally {
+      quiesce.readLock().unlock();
+    }
+  }
+
   private TableCounters countersLocked() {
     int n = numRows;
     ColdTier.Table c = cold;

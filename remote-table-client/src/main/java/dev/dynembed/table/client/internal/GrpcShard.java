@@ -280,7 +280,7 @@ public final class GrpcShard implements Shard {
       b.setCallId(id); // a resent counting read counts nothing twice
     }
     ReadRequest req = b.build();
-    String call = items.size() == 1 ? LocalShard.name(items.get(0)) : "read";
+    String call = items.size() == 1 ? Shard.callName(items.get(0)) : "read";
     CompletableFuture<List<Object>> f = call(call, items.get(0).table(), () -> data().read(req), reply -> {
       if (reply.getResultsCount() != items.size()) {
         throw new IllegalStateException(reply.getResultsCount() + " results for " + items.size()

@@ -75,37 +75,12 @@ public final class LocalShard implements Shard {
   public CompletableFuture<List<Object>> read(List<Read> items) {
     String table = items.isEmpty() ? null : items.get(0).table();
     List<String> names = items.stream().map(Read::table).distinct().toList();
-    return call(items.size() == 1 ? name(items.get(0)) : "read", table, () -> locked(names,
+    return call(items.size() == 1 ? Shard.callName(items.get(0)) : "read", table, () -> locked(names,
         () -> readLocked(items)));
   }
 
   private List<Object> readLocked(List<Read> items) {
-    {
-      List<Object> out = new ArrayList<>(items.size());
-      for (Read r : items) {
-        if (r instanceof Find f) {
-          out.add(find(f));
-        } else if (r instanceof FindOrInsert f) {
-          out.add(findOrInsert(f));
-        } else if (r instanceof Pooled p) {
-          out.add(pooled(p));
-        } else {
-          out.add(sample((Sample) r));
-        }
-      }
-      return out;
-    }
-  }
-
-  /** The call an item stands for, in error messages. */
-  static String name(Read r) {
-    if (r instanceof FindOrInsert f) {
-      return f.mode().rows() ? "findOrInsert" : "count";
-    }
-    if (r instanceof Pooled p) {
-      return p.insert() ? "pooled findOrInsert" : "pooled find";
-    }
-    return r instanceof Find ? "find" : "sample";
+    return Shard.answer(items, this::find, this::findOrInsert, this::pooled, this::sample);
   }
 
   private RowsReply find(Find f) {

@@ -59,6 +59,38 @@ public interface Shard extends AutoCloseable {
   record Pooled(String table, PackedKeys keys, KeyBags bags, boolean insert, boolean count)
       implements Read {}
 
+  /** The call an item stands for, in error messages. */
+  static String callName(Read r) {
+    if (r instanceof FindOrInsert f) {
+      return f.mode().rows() ? "findOrInsert" : "count";
+    }
+    if (r instanceof Pooled p) {
+      return p.insert() ? "pooled findOrInsert" : "pooled find";
+    }
+    return r instanceof Find ? "find" : "sample";
+  }
+
+  /** Answers a read call's items in order, each with the handler of its kind. */
+  static List<Object> answer(List<Read> items,
+      java.util.function.Function<Find, Object> find,
+      java.util.function.Function<FindOrInsert, Object> findOrInsert,
+      java.util.function.Function<Pooled, Object> pooled,
+      java.util.function.Function<Sample, Object> sample) {
+    List<Object> out = new java.util.ArrayList<>(items.size());
+    for (Read r : items) {
+      if (r instanceof Find f) {
+        out.add(find.apply(f));
+      } else if (r instanceof FindOrInsert f) {
+        out.add(findOrInsert.apply(f));
+      } else if (r instanceof Pooled p) {
+        out.add(pooled.apply(p));
+      } else {
+        out.add(sample.apply((Sample) r));
+      }
+    }
+    return out;
+  }
+
   /** Reply of a pooled read: FLOAT [bags, dim], and the keys' found/admitted bitmap. */
   record PooledReply(ReplyRows pooled, byte[] found) {}
 
