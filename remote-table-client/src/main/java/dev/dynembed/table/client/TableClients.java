@@ -1,10 +1,8 @@
 package dev.dynembed.table.client;
 
 import dev.dynembed.table.client.internal.GrpcShard;
-import dev.dynembed.table.client.internal.LocalShard;
 import dev.dynembed.table.client.internal.Shard;
 import dev.dynembed.table.client.internal.ShardedTableClient;
-import dev.dynembed.table.engine.ShardEngine;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,9 +16,17 @@ public final class TableClients {
     return inProcess(Path.of("."));
   }
 
-  /** In-process, with relative checkpoint directories resolved against {@code dataDir}. */
+  /**
+   * In-process, with relative checkpoint directories resolved against {@code dataDir}. The
+   * engine comes from the {@code table-embedded} module (found on the class path: this module
+   * compiles against the table contract only).
+   */
   public static TableClient inProcess(Path dataDir) {
-    return new ShardedTableClient(List.of(new LocalShard(new ShardEngine(0, 1, dataDir, false))));
+    for (InProcessTables p : java.util.ServiceLoader.load(InProcessTables.class)) {
+      return p.open(dataDir);
+    }
+    throw new IllegalStateException("the in-process table needs the table-embedded module"
+        + " (dev.dynembed:table-embedded) on the class path");
   }
 
   /**

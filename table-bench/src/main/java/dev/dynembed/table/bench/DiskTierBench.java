@@ -71,7 +71,7 @@ public final class DiskTierBench implements Callable<Integer> {
         for (int i = 0; i < numKeys; i += 65536) {
           t.findOrInsert(Arrays.copyOfRange(keys, i, Math.min(numKeys, i + 65536)));
         }
-        var engine = ((dev.dynembed.table.client.internal.ShardedTableClient) c).localEngine();
+        var engine = dev.dynembed.table.embedded.EmbeddedTables.engineOf(c);
         engine.awaitEvictions();
         long step = 0;
         for (long end = System.nanoTime() + (long) (warmup * 1e9); System.nanoTime() < end; ) {

@@ -46,7 +46,7 @@ import java.util.zip.CheckedOutputStream;
  * manifest, so a restore checks each block, the trailer, and the file against the manifest.
  */
 public final class CheckpointIo {
-  public static final int FORMAT_VERSION = 1;
+  public static final int FORMAT_VERSION = dev.dynembed.table.common.CheckpointFormat.VERSION;
   private static final byte[] MAGIC = "DYNEMBCK".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
   private static final int BLOCK_RECORDS = 1024;
 

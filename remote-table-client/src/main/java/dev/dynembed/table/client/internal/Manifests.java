@@ -3,7 +3,7 @@ package dev.dynembed.table.client.internal;
 import com.google.protobuf.util.JsonFormat;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableException;
-import dev.dynembed.table.engine.CheckpointIo;
+import dev.dynembed.table.common.CheckpointFormat;
 import dev.dynembed.table.v1.CheckpointManifest;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -45,10 +45,10 @@ public final class Manifests {
       CheckpointManifest.Builder b = CheckpointManifest.newBuilder();
       JsonFormat.parser().merge(Files.readString(p, StandardCharsets.UTF_8), b);
       CheckpointManifest m = b.build();
-      if (m.getFormatVersion() != CheckpointIo.FORMAT_VERSION) {
+      if (m.getFormatVersion() != CheckpointFormat.VERSION) {
         throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
             "manifest %s has format version %d; this build reads %d", p, m.getFormatVersion(),
-            CheckpointIo.FORMAT_VERSION), table, -1, "restore", null);
+            CheckpointFormat.VERSION), table, -1, "restore", null);
       }
       if (!m.getTable().equals(table) || m.getFilesCount() != m.getNumShards()
           || m.getFilesCount() == 0) {

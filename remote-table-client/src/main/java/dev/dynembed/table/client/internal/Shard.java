@@ -12,7 +12,8 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * One shard as the client sees it: in-process ({@link LocalShard}) or remote ({@link GrpcShard}).
+ * One shard as the client sees it: in-process (the {@code table-embedded} module's), remote
+ * ({@link GrpcShard}), or another store (the {@code redis-table} module's).
  * Futures fail with {@link dev.dynembed.table.common.TableException}s that already name the
  * table, shard and call.
  *
@@ -21,6 +22,15 @@ import java.util.concurrent.CompletableFuture;
  */
 public interface Shard extends AutoCloseable {
   int index();
+
+  /**
+   * Whether a single shard of this kind takes a batch as the caller gave it, duplicates and all
+   * (the in-process engine de-duplicates and counts them itself): the client then skips its own
+   * de-duplication.
+   */
+  default boolean takesBatchesUnchanged() {
+    return false;
+  }
 
   /** One read of a {@link #read} call. */
   sealed interface Read permits Find, FindOrInsert, Sample, Pooled {

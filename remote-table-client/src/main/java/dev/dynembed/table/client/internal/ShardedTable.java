@@ -13,7 +13,7 @@ import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
-import dev.dynembed.table.engine.CheckpointIo;
+import dev.dynembed.table.common.CheckpointFormat;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.CheckpointManifest;
 import dev.dynembed.table.v1.SamplerKind;
@@ -48,7 +48,7 @@ public final class ShardedTable implements EmbeddingTable {
     this.shards = shards;
     this.n = shards.size();
     this.dim = config.getDim();
-    this.direct = n == 1 && shards.get(0) instanceof LocalShard;
+    this.direct = n == 1 && shards.get(0).takesBatchesUnchanged();
   }
 
   @Override
@@ -244,7 +244,7 @@ public final class ShardedTable implements EmbeddingTable {
     }
     List<CheckpointFile> files = Futures.awaitAll(futures);
     CheckpointManifest m = CheckpointManifest.newBuilder()
-        .setFormatVersion(CheckpointIo.FORMAT_VERSION)
+        .setFormatVersion(CheckpointFormat.VERSION)
         .setTable(name())
         .setConfig(config)
         .setStep(step)

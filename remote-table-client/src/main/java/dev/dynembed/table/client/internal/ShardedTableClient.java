@@ -20,9 +20,9 @@ public final class ShardedTableClient implements TableClient {
     this.shards = List.copyOf(shards);
   }
 
-  /** The engine of an in-process client (one local shard), or null for remote shards. */
-  public dev.dynembed.table.engine.ShardEngine localEngine() {
-    return shards.size() == 1 && shards.get(0) instanceof LocalShard l ? l.engine() : null;
+  /** The shards, in shard order. */
+  public List<Shard> shards() {
+    return shards;
   }
 
   /** Checks once that endpoint i serves shard i of numShards(), before anything is created. */

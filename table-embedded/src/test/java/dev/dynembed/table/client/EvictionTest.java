@@ -179,7 +179,7 @@ class EvictionTest {
 
   private static void awaitEvictions(TableClient c, List<AutoCloseable> keep) {
     if (keep.isEmpty()) {
-      ((dev.dynembed.table.client.internal.ShardedTableClient) c).localEngine().awaitEvictions();
+      dev.dynembed.table.embedded.EmbeddedTables.engineOf(c).awaitEvictions();
     } else {
       LoopbackCluster cluster = (LoopbackCluster) keep.get(0);
       for (int s = 0; s < cluster.servers.size(); s++) {

@@ -1,5 +1,7 @@
-package dev.dynembed.table.client.internal;
+package dev.dynembed.table.embedded;
 
+import dev.dynembed.table.client.internal.ReplyRows;
+import dev.dynembed.table.client.internal.Shard;
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.PooledRows;
@@ -18,15 +20,20 @@ import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
 
 /** The in-process shard: calls the engine directly in the caller's thread. */
-public final class LocalShard implements Shard {
+final class LocalShard implements Shard {
   private final ShardEngine engine;
 
-  public LocalShard(ShardEngine engine) {
+  LocalShard(ShardEngine engine) {
     this.engine = engine;
   }
 
-  public ShardEngine engine() {
+  ShardEngine engine() {
     return engine;
+  }
+
+  @Override
+  public boolean takesBatchesUnchanged() {
+    return true;
   }
 
   @Override
@@ -91,7 +98,7 @@ public final class LocalShard implements Shard {
     if (t.config().getDiskTier()) {
       engine.afterInsert(t); // promotions may pass the cap
     }
-    return new RowsReply(ReplyRows.of(rows, t.dim()), found, null);
+    return new RowsReply(ReplyRows.of(rows, t.dim()), found, null, null, null);
   }
 
   private RowsReply findOrInsert(FindOrInsert f) {

@@ -56,7 +56,7 @@ class DiskTierTest {
 
   private static List<ShardEngine> engines(TableClient c, List<AutoCloseable> keep) {
     if (keep.isEmpty()) {
-      return List.of(((dev.dynembed.table.client.internal.ShardedTableClient) c).localEngine());
+      return List.of(dev.dynembed.table.embedded.EmbeddedTables.engineOf(c));
     }
     LoopbackCluster cl = (LoopbackCluster) keep.get(0);
     return List.of(cl.engine(0), cl.engine(1));
