@@ -386,8 +386,11 @@ public final class RedisShard implements Shard {
     redis.close();
   }
 
-  /** Rows read from Redis for a batch of keys, decoded. */
-  record Records(float[][] values, long[] steps, long[] updatesOf, long[] countsOf) {
+  /**
+   * Rows read from Redis for a batch of keys, decoded: records (null: no row), update counts and
+   * counts (frequencies; zeros when not read).
+   */
+  record Records(float[][] values, long[] updates, long[] counts) {
     byte[] found() {
       byte[] f = new byte[(values.length + 7) >>> 3];
       for (int i = 0; i < values.length; i++) {
@@ -419,14 +422,6 @@ public final class RedisShard implements Shard {
         }
       }
       return out;
-    }
-
-    long[] updates() {
-      return updatesOf;
-    }
-
-    long[] counts() {
-      return countsOf;
     }
   }
 }

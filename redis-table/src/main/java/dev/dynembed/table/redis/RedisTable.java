@@ -129,7 +129,6 @@ final class RedisTable {
       countedSinceSnapshot.addAndGet(occ);
     }
     float[][] records = new float[n][];
-    long[] steps = new long[n];
     long[] updates = new long[n];
     long[] freqs = new long[n];
     List<Integer> created = new ArrayList<>();
@@ -141,9 +140,7 @@ final class RedisTable {
         byte[] v = values.get(i).get();
         if (v != null) {
           records[i] = new float[recordFloats];
-          long[] su = RedisLayout.decode(v, records[i], name, rk[i]);
-          steps[i] = su[0];
-          updates[i] = su[1];
+          updates[i] = RedisLayout.decode(v, records[i], name, rk[i])[1];
         } else if (insert && (minCount <= 1 || freqs[i] >= minCount)) {
           records[i] = fresh(keys.hash(i));
           created.add(i);
@@ -177,13 +174,11 @@ final class RedisTable {
         int i = lost.get(j);
         byte[] v = theirs.get(j).get();
         if (v != null) {
-          long[] su = RedisLayout.decode(v, records[i], name, rk[i]);
-          steps[i] = su[0];
-          updates[i] = su[1];
+          updates[i] = RedisLayout.decode(v, records[i], name, rk[i])[1];
         } // else dropped meanwhile: the fresh row stands for it
       }
     }
-    return new RedisShard.Records(records, steps, updates, freqs);
+    return new RedisShard.Records(records, updates, freqs);
   }
 
   private static long asLong(Object reply) {

@@ -125,7 +125,7 @@ public final class CheckpointIo {
         long[] cold = {0};
         int[] in = {inBlock};
         try {
-          f.cold.each(0, r -> {
+          f.cold.each(r -> {
             block.putShort((short) r.key().length);
             block.put(r.key());
             for (float v : r.values()) {

@@ -380,29 +380,16 @@ public final class ColdTier implements AutoCloseable {
     /** A snapshot of the table's cold rows; close it to release the snapshot. */
     public final class View implements AutoCloseable {
       private final Snapshot snapshot;
-      private final long size;
 
       private View(Snapshot snapshot) {
         this.snapshot = snapshot;
-        this.size = keys.get();
       }
 
-      public long size() {
-        return size;
-      }
-
-      /**
-       * Calls {@code out} with every record from the {@code skip}-th on, in key order, until it
-       * returns false.
-       */
-      public void each(long skip, java.util.function.Predicate<Record> out) {
+      /** Calls {@code out} with every record, in key order, until it returns false. */
+      public void each(java.util.function.Predicate<Record> out) {
         try (ReadOptions ro = new ReadOptions().setSnapshot(snapshot).setFillCache(false);
             RocksIterator it = db.newIterator(family, ro)) {
-          it.seekToFirst();
-          for (long i = 0; i < skip && it.isValid(); i++) {
-            it.next();
-          }
-          for (; it.isValid(); it.next()) {
+          for (it.seekToFirst(); it.isValid(); it.next()) {
             if (!out.test(decode(it.key(), it.value()))) {
               return;
             }

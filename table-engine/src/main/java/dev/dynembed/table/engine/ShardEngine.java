@@ -284,7 +284,7 @@ public final class ShardEngine {
       TopKHits hits = TopK.run(t, queries, q, k, biasLastDim, metric, exclude);
       TableStore[] chunk = {null};
       TopKHits[] acc = {hits};
-      v.each(0, r -> {
+      v.each(r -> {
         if (chunk[0] == null) {
           chunk[0] = new TableStore(t.config(), shardIndex, numShards);
         }

@@ -649,18 +649,7 @@ public final class TableStore {
       if (r == null) {
         return -1;
       }
-      reserveSlot(s);
-      row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
-      System.arraycopy(r.values(), 0, rowPages[row >>> pageShift], rowBase(row), rowFloats);
-      long[] meta = metaPages[row >>> pageShift];
-      int mo = (row & pageMask) * META;
-      meta[mo + M_FREQ] = r.frequency();
-      meta[mo + M_STEP] = r.step();
-      meta[mo + M_UPDATES] = r.updates();
-      publish(row);
-      insert(s, tagOf(m), row);
-      totalFrequency.add(r.frequency());
-      return row;
+      return place(s, m, keys, i, r.values(), 0, r.frequency(), r.step(), r.updates());
     } finally {
       s.lock.unlockWrite(stamp);
     }
@@ -1083,6 +1072,20 @@ public final class TableStore {
     if (probe(s.slots, tagOf(m), keys, i) >= 0) {
       return false;
     }
+    place(s, m, keys, i, record, recOff, freq, step, upd);
+    lastStep.accumulateAndGet(step, Math::max);
+    return true;
+  }
+
+  /**
+   * Inserts key i, absent from segment {@code s}, with a whole record (row and slots) and its
+   * metadata: a restored or promoted row. The caller holds the segment's write lock or is the
+   * store's only user.
+   *
+   * @return the row
+   */
+  private int place(Segment s, long m, PackedKeys keys, int i, float[] record, int recOff,
+      long freq, long step, long upd) {
     reserveSlot(s);
     int row = allocate(keys.bytes(), keys.offset(i), keys.length(i));
     System.arraycopy(record, recOff, rowPages[row >>> pageShift], rowBase(row), rowFloats);
@@ -1094,8 +1097,7 @@ public final class TableStore {
     publish(row);
     insert(s, tagOf(m), row);
     totalFrequency.add(freq);
-    lastStep.accumulateAndGet(step, Math::max);
-    return true;
+    return row;
   }
 
   // ---------------------------------------------------------------- stats
