@@ -26,18 +26,20 @@ import org.nd4j.linalg.learning.config.Adam;
 
 /**
  * bow_net, Paddle's bag-of-words text classifier: the mean of an example's word rows (table
- * {@code <name>_words}, dictionary-free: a word met for the first time gets a row), a tanh hidden
- * layer, a softmax over a fixed list of labels. Trained from multi-slot feed files (a sparse key
- * slot {@code words} and a one-key slot {@code label}) on N Hogwild threads through the {@link
- * AsyncExecutor}; evaluated by an inference graph (lookups that never create rows) sharing the
- * dense variables.
+ * {@code <name>_words}, dictionary-free: a word met for the first time gets a row), an optional
+ * tanh hidden layer, a softmax over a fixed list of labels. Trained from multi-slot feed files (a
+ * sparse key slot {@code words} and a one-key slot {@code label}) on N Hogwild threads through
+ * the {@link AsyncExecutor}, by default on sub-bags of each line's words ({@link
+ * Config#trainBag}) with the table's rate decaying over the run; evaluated on whole lines by an
+ * inference graph (lookups that never create rows) sharing the dense variables. Why sub-bags:
+ * docs/design/0010-data-feed.md.
  *
  * @see dev.dynembed.layers.feed.FeedDescription
  */
 public final class BowNet {
   /**
    * @param dim word row size
-   * @param hidden hidden layer size
+   * @param hidden hidden layer size; 0: the softmax reads the bag itself (fastText's shape)
    * @param tableRate the word table's Adagrad rate
    * @param denseRate the dense layers' Adam rate
    * @param poolOnShards pool each example's word rows on the table's shards ({@code
@@ -45,21 +47,45 @@ public final class BowNet {
    * @param combiner how an example's rows are combined
    * @param bigrams also put each pair of adjacent words ("w1 w2") in the bag, as a key of the
    *     same table (fastText's bigrams; no vocabulary of pairs is needed)
+   * @param trainBag train on bags of this many of a line's keys, drawn at random without
+   *     replacement (a line gives ceil(keys / trainBag) examples); 0: each line is one example.
+   *     Evaluation and serving read whole lines.
+   * @param batch with {@code trainBag > 0}: examples per step (without it, a step is one feed
+   *     batch)
+   * @param decay the table's rate falls linearly from {@code tableRate} to 0 over the run's
+   *     epochs ({@link #trainEpoch(List, int, int)}); otherwise it stays {@code tableRate}
    */
   public record Config(String name, int dim, int hidden, float tableRate, float denseRate,
-      long seed, boolean poolOnShards, Combiner combiner, boolean bigrams) {
+      long seed, boolean poolOnShards, Combiner combiner, boolean bigrams, int trainBag,
+      int batch, boolean decay) {
+    /**
+     * The settings measured best on Brown genres (docs/benchmarks.md): 16-dimensional rows, no
+     * hidden layer, bags of 16 words in steps of 32, table rate 0.05 decaying to 0.
+     */
     public static Config defaults() {
-      return new Config("bow", 64, 64, 0.1f, 2e-3f, 1, false, Combiner.MEAN, false);
+      return new Config("bow", 16, 0, 0.05f, 5e-4f, 1, false, Combiner.MEAN, false, 16, 32,
+          true);
+    }
+
+    /** Paddle's shape: each line one example, a tanh hidden layer, rates held constant. */
+    public static Config wholeLines(String name, int dim, int hidden, boolean poolOnShards,
+        boolean bigrams) {
+      return new Config(name, dim, hidden, 0.1f, 2e-3f, 1, poolOnShards, Combiner.MEAN,
+          bigrams, 0, 0, false);
     }
 
     public Config {
-      if (dim < 1 || dim > 4096 || hidden < 1 || hidden > 4096) {
-        throw new IllegalArgumentException("dim and hidden must be in 1..4096 but were " + dim
-            + " and " + hidden);
+      if (dim < 1 || dim > 4096 || hidden < 0 || hidden > 4096) {
+        throw new IllegalArgumentException("dim must be in 1..4096 and hidden in 0..4096 but"
+            + " were " + dim + " and " + hidden);
       }
       if (!(tableRate > 0) || !(denseRate > 0)) {
         throw new IllegalArgumentException("rates must be > 0 but were " + tableRate + " and "
             + denseRate);
+      }
+      if (trainBag < 0 || (trainBag > 0 && (batch < 1 || batch > 65536))) {
+        throw new IllegalArgumentException("trainBag must be >= 0 (0: whole lines) and, with"
+            + " trainBag > 0, batch in 1..65536, but were " + trainBag + " and " + batch);
       }
     }
   }
@@ -78,8 +104,18 @@ public final class BowNet {
   private final AsyncExecutor executor;
   private final SameDiff inference;
   private final int threads;
+  /**
+   * Sub-bags are shuffled over this many lines of a file (a shuffle buffer, as tf.data's): steps
+   * drawn from one feed batch's lines trained measurably worse (held-out accuracy -0.004, loss
+   * +0.1 after 20 epochs in the NumPy replica of docs/benchmarks.md).
+   */
+  static final int SHUFFLE_LINES = 4096;
+
   private final boolean bigrams;
   private final String name;
+  private final Config cfg;
+  /** Lines of each training file, counted once (the rate schedule's progress is in lines). */
+  private final Map<Path, Long> linesOf = new java.util.concurrent.ConcurrentHashMap<>();
 
   /**
    * @param desc the feed's description: a used sparse key slot {@code words} and a used sparse
@@ -124,6 +160,7 @@ public final class BowNet {
         new Adam(cfg.denseRate()), List.of(words)), threads);
     this.inference = graph(cfg, false);
     this.name = cfg.name();
+    this.cfg = cfg;
     // the inference graph reads the trained dense arrays themselves (as the threads share them)
     inference.setVariablesArrays(executor.trainer(0).graph().getVariablesArrays());
   }
@@ -139,13 +176,18 @@ public final class BowNet {
         : layers.embeddingBag("bag", w, wm, words, cfg.combiner(), training);
     // the same initial values in every thread's graph (they share thread 0's arrays anyway)
     Nd4j.getRandom().setSeed(cfg.seed());
-    SDVariable w1 = sd.var("w1", Nd4j.randn(DataType.FLOAT, cfg.dim(), cfg.hidden())
-        .muli(Math.sqrt(1.0 / cfg.dim())));
-    SDVariable b1 = sd.var("b1", Nd4j.zeros(DataType.FLOAT, 1, cfg.hidden()));
-    SDVariable w2 = sd.var("w2", Nd4j.randn(DataType.FLOAT, cfg.hidden(), labels.size())
-        .muli(Math.sqrt(1.0 / cfg.hidden())));
+    SDVariable h = bag;
+    int width = cfg.dim();
+    if (cfg.hidden() > 0) {
+      SDVariable w1 = sd.var("w1", Nd4j.randn(DataType.FLOAT, cfg.dim(), cfg.hidden())
+          .muli(Math.sqrt(1.0 / cfg.dim())));
+      SDVariable b1 = sd.var("b1", Nd4j.zeros(DataType.FLOAT, 1, cfg.hidden()));
+      h = sd.math().tanh(bag.mmul(w1).add(b1));
+      width = cfg.hidden();
+    }
+    SDVariable w2 = sd.var("w2", Nd4j.randn(DataType.FLOAT, width, labels.size())
+        .muli(Math.sqrt(1.0 / width)));
     SDVariable b2 = sd.var("b2", Nd4j.zeros(DataType.FLOAT, 1, labels.size()));
-    SDVariable h = sd.math().tanh(bag.mmul(w1).add(b1));
     SDVariable logits = sd.updateVariableNameAndReference(h.mmul(w2).add(b2), "logits");
     layers.softmaxLoss("loss", logits, y);
     return sd;
@@ -164,22 +206,89 @@ public final class BowNet {
         "label_onehot", Nd4j.create(oneHot, new long[] {b, labels.size()}, DataType.FLOAT));
   }
 
-  /** One epoch over {@code files} on the threads; the mean training loss. */
+  /**
+   * One epoch over {@code files} on the threads at the table's own rate (no schedule); the mean
+   * training loss.
+   */
   public AsyncExecutor.RunResult trainEpoch(List<Path> files) {
-    return executor.runFromFiles(files, threads, file -> () -> {
-      java.util.Iterator<Map<String, INDArray>> it = feed.read(file).iterator();
-      return new java.util.Iterator<>() {
-        @Override
-        public boolean hasNext() {
-          return it.hasNext();
-        }
+    return trainEpoch(files, 1, 0);
+  }
 
-        @Override
-        public Map<String, INDArray> next() {
-          return withOneHot(it.next(), file);
+  /**
+   * Epoch {@code epoch} of {@code epochs} over {@code files} on the threads; the mean training
+   * loss. With {@link Config#decay} the table's rate at a step is {@code tableRate * (1 - p)},
+   * p the run's progress in lines read (floored at 1e-4 of the rate); {@code epochs = 0} keeps
+   * the table's own rate.
+   */
+  public AsyncExecutor.RunResult trainEpoch(List<Path> files, int epoch, int epochs) {
+    if (epochs < 0 || (epochs > 0 && (epoch < 1 || epoch > epochs))) {
+      throw new IllegalArgumentException("epoch " + epoch + " of " + epochs);
+    }
+    long total = 0;
+    for (Path f : files) {
+      total += linesOf.computeIfAbsent(f, BowNet::countLines);
+    }
+    long linesPerEpoch = Math.max(1, total);
+    java.util.concurrent.atomic.AtomicLong read = new java.util.concurrent.atomic.AtomicLong();
+    java.util.function.DoubleSupplier rate = !cfg.decay() || epochs == 0 ? () -> 0
+        : () -> cfg.tableRate() * Math.max(1e-4, 1 - (epoch - 1
+            + Math.min(1.0, (double) read.get() / linesPerEpoch)) / epochs);
+    return executor.run(files, threads, (Path file) -> () -> trainingSteps(file, epoch, read),
+        List.of("loss"), rate);
+  }
+
+  /**
+   * The steps of one epoch over {@code file}: its feed batches as they are, or cut into
+   * sub-bags ({@link Config#trainBag}); {@code read} counts the lines read.
+   */
+  private java.util.Iterator<Map<String, INDArray>> trainingSteps(Path file, int epoch,
+      java.util.concurrent.atomic.AtomicLong read) {
+    java.util.Iterator<Map<String, INDArray>> it = feed.read(file).iterator();
+    java.util.Random r = new java.util.Random(cfg.seed() * 1_000_003L + epoch * 7919L
+        + file.getFileName().toString().hashCode());
+    return new java.util.Iterator<>() {
+      private java.util.Iterator<Map<String, INDArray>> steps =
+          java.util.Collections.emptyIterator();
+
+      @Override
+      public boolean hasNext() {
+        while (!steps.hasNext() && it.hasNext()) { // a batch of empty lines gives no step
+          if (cfg.trainBag() == 0) {
+            Map<String, INDArray> batch = it.next();
+            read.addAndGet(batch.get("label_mask").size(0));
+            steps = List.of(withOneHot(batch, file)).iterator();
+            continue;
+          }
+          List<Features.SubBag> bags = new java.util.ArrayList<>();
+          for (long lines = 0; lines < SHUFFLE_LINES && it.hasNext(); ) {
+            Map<String, INDArray> batch = it.next();
+            long n = batch.get("label_mask").size(0);
+            read.addAndGet(n);
+            lines += n;
+            bags.addAll(Features.subBags(Features.bag(batch, bigrams), labels.of(batch, file),
+                cfg.trainBag(), r));
+          }
+          steps = Features.steps(bags, labels.size(), cfg.batch(), r).iterator();
         }
-      };
-    }, List.of("loss"), 0f);
+        return steps.hasNext();
+      }
+
+      @Override
+      public Map<String, INDArray> next() {
+        if (!hasNext()) {
+          throw new java.util.NoSuchElementException();
+        }
+        return steps.next();
+      }
+    };
+  }
+
+  private static long countLines(Path file) {
+    try (java.util.stream.Stream<String> lines = java.nio.file.Files.lines(file)) {
+      return lines.filter(l -> !l.isBlank()).count();
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException("cannot read " + file, e);
+    }
   }
 
   /** What a worker of a job reports after each epoch (its own files' loss; the job's model). */
@@ -215,7 +324,7 @@ public final class BowNet {
     avg.pull();
     for (int e = 1; e <= epochs; e++) {
       long t0 = System.nanoTime();
-      AsyncExecutor.RunResult r = trainEpoch(mine);
+      AsyncExecutor.RunResult r = trainEpoch(mine, e, epochs);
       avg.push(e);
       job.barrier("epoch-" + e, "");
       avg.pull();

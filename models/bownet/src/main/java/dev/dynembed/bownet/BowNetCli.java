@@ -95,11 +95,22 @@ public final class BowNetCli {
   static final class Train implements Callable<Integer> {
     @Option(names = "--data", required = true, description = "feed directory") Path data;
     @Option(names = "--threads", defaultValue = "2") int threads;
-    @Option(names = "--epochs", defaultValue = "5") int epochs;
-    @Option(names = "--dim", defaultValue = "64") int dim;
-    @Option(names = "--hidden", defaultValue = "64") int hidden;
-    @Option(names = "--table-rate", defaultValue = "0.1") float tableRate;
-    @Option(names = "--dense-rate", defaultValue = "0.002") float denseRate;
+    @Option(names = "--epochs", defaultValue = "20") int epochs;
+    @Option(names = "--dim", defaultValue = "16") int dim;
+    @Option(names = "--hidden", defaultValue = "0", description = "tanh hidden layer size; 0"
+        + " (default): the softmax reads the bag") int hidden;
+    @Option(names = "--table-rate", defaultValue = "0.05", description = "the word table's"
+        + " Adagrad rate (default ${DEFAULT-VALUE})") float tableRate;
+    @Option(names = "--table-rate-decay", negatable = true, defaultValue = "true",
+        fallbackValue = "true", description = "the table rate falls linearly to 0 over the"
+        + " epochs (default; --no-table-rate-decay keeps it)") boolean decay;
+    @Option(names = "--dense-rate", defaultValue = "0.0005", description = "the dense layers'"
+        + " Adam rate (default ${DEFAULT-VALUE})") float denseRate;
+    @Option(names = "--train-bag", defaultValue = "16", description = "train on bags of this"
+        + " many of a line's words drawn at random (0: whole lines; default ${DEFAULT-VALUE})")
+    int trainBag;
+    @Option(names = "--batch", defaultValue = "32", description = "with --train-bag: bags per"
+        + " step (default ${DEFAULT-VALUE})") int batch;
     @Option(names = "--seed", defaultValue = "1") long seed;
     @Option(names = "--name", defaultValue = "bow", description = "model name: its word table is"
         + " NAME_words (default ${DEFAULT-VALUE})") String name;
@@ -147,7 +158,7 @@ public final class BowNetCli {
             + pooling + "'");
       }
       BowNet.Config cfg = new BowNet.Config(name, dim, hidden, tableRate, denseRate, seed,
-          pooling.equals("shards"), combiner, bigrams);
+          pooling.equals("shards"), combiner, bigrams, trainBag, batch, decay);
       if (localShards > 0 && shards != null) {
         throw new IllegalArgumentException("give --shards (running shards) or --local-shards N"
             + " (started here), not both");
@@ -180,7 +191,7 @@ public final class BowNetCli {
         long start = System.nanoTime();
         for (int e = 1; e <= epochs; e++) {
           long t0 = System.nanoTime();
-          var r = net.trainEpoch(train);
+          var r = net.trainEpoch(train, e, epochs);
           double secs = (System.nanoTime() - t0) / 1e9;
           BowNet.Accuracy acc = net.evaluate(test);
           System.out.printf(Locale.ROOT, "epoch %2d  loss %.4f  held-out accuracy %.4f (%d/%d)"

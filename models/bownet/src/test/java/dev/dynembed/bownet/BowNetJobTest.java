@@ -38,8 +38,7 @@ class BowNetJobTest {
     }
     List<Path> test = List.of(BowNetTest.write(dir, "test.txt", 400, r));
     FeedDescription desc = FeedDescription.parse(BowNetTest.DESC);
-    BowNet.Config cfg = new BowNet.Config("bowjob", 64, 64, 0.1f, 2e-3f, 1, true,
-        dev.dynembed.ops.Combiner.MEAN, false);
+    BowNet.Config cfg = BowNet.Config.wholeLines("bowjob", 64, 64, true, false);
     ExecutorService pool = Executors.newFixedThreadPool(2);
     try (LocalEtcd etcd = new LocalEtcd();
         LocalShardProcesses shards = new LocalShardProcesses(2, 0, dir.resolve("shards"),

@@ -65,11 +65,11 @@ class BowNetTest {
       double before = net.evaluate(test).value();
       double firstLoss = Double.NaN;
       double lastLoss = Double.NaN;
-      for (int e = 0; e < 5; e++) {
-        var res = net.trainEpoch(train);
+      for (int e = 1; e <= 8; e++) { // the defaults: sub-bags, the table rate decaying
+        var res = net.trainEpoch(train, e, 8);
         assertEquals(4 * (400 / 32 + 1), res.steps(), "every batch of every file, once");
         lastLoss = res.averages().get("loss");
-        firstLoss = e == 0 ? lastLoss : firstLoss;
+        firstLoss = e == 1 ? lastLoss : firstLoss;
       }
       accuracy = net.evaluate(test).value();
       assertTrue(lastLoss < 0.5 * firstLoss, "loss " + firstLoss + " -> " + lastLoss);
@@ -99,8 +99,7 @@ class BowNetTest {
     }
     Path test = write(dir, "test.txt", 200, r);
     FeedDescription desc = FeedDescription.parse(DESC);
-    BowNet.Config cfg = new BowNet.Config("bowp", 32, 32, 0.1f, 2e-3f, 1, true,
-        dev.dynembed.ops.Combiner.MEAN, true);
+    BowNet.Config cfg = BowNet.Config.wholeLines("bowp", 32, 32, true, true);
     Path saved = dir.resolve("servable/epoch-3");
     List<String> inProcess = new ArrayList<>();
     double accuracy;
@@ -193,6 +192,21 @@ class BowNetTest {
       FeedException e = assertThrows(FeedException.class, () -> net.evaluate(List.of(f)));
       assertTrue(e.getMessage().contains("label 'chess' is not one of the 4 labels"),
           e.getMessage());
+      // training on sub-bags reads the labels the same way
+      RuntimeException t = assertThrows(RuntimeException.class,
+          () -> net.trainEpoch(List.of(f), 1, 1));
+      String chain = "";
+      for (Throwable x = t; x != null; x = x.getCause()) {
+        chain += x.getMessage() + " / ";
+      }
+      assertTrue(chain.contains("label 'chess' is not one of the 4 labels"), chain);
+      IllegalArgumentException late = assertThrows(IllegalArgumentException.class,
+          () -> net.trainEpoch(List.of(f), 2, 1));
+      assertTrue(late.getMessage().contains("epoch 2 of 1"), late.getMessage());
     }
+    IllegalArgumentException bag = assertThrows(IllegalArgumentException.class,
+        () -> new BowNet.Config("b", 16, 0, 0.05f, 5e-4f, 1, false,
+            dev.dynembed.ops.Combiner.MEAN, false, 16, 0, true));
+    assertTrue(bag.getMessage().contains("batch in 1..65536"), bag.getMessage());
   }
 }
