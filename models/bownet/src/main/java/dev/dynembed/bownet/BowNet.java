@@ -106,8 +106,8 @@ public final class BowNet {
   private final int threads;
   /**
    * Sub-bags are shuffled over this many lines of a file (a shuffle buffer, as tf.data's): steps
-   * drawn from one feed batch's lines trained measurably worse (held-out accuracy -0.004, loss
-   * +0.1 after 20 epochs in the NumPy replica of docs/benchmarks.md).
+   * drawn from one feed batch's lines trained measurably worse (loss +0.08 after 20 epochs, held-
+   * out accuracy lower on each of 3 seeds; docs/design/0010-data-feed.md).
    */
   static final int SHUFFLE_LINES = 4096;
 
