@@ -8,8 +8,9 @@ import java.util.Map;
 
 /**
  * The baseline bow_net is compared with: multinomial naive Bayes over the same feed files' word
- * counts, add-one smoothing over the training vocabulary (words unseen in training are ignored at
- * prediction), the class prior from the training lines. A strong baseline for genre-like labels.
+ * counts, add-alpha smoothing over the training vocabulary (add-one by default; words unseen in
+ * training are ignored at prediction), the class prior from the training lines (add-one). A
+ * strong baseline for genre-like labels.
  */
 public final class NaiveBayes {
   private final Labels labels;
@@ -17,8 +18,20 @@ public final class NaiveBayes {
   private final long[] wordsPerClass;
   private final long[] linesPerClass;
   private final FeedLines lines;
+  private final double alpha;
 
+  /** Add-one smoothing. */
   public NaiveBayes(FeedDescription desc, List<String> labels) {
+    this(desc, labels, 1.0);
+  }
+
+  /** @param alpha added to every word's count in every class (> 0) */
+  public NaiveBayes(FeedDescription desc, List<String> labels, double alpha) {
+    if (!(alpha > 0) || Double.isInfinite(alpha)) {
+      throw new IllegalArgumentException("smoothing alpha must be > 0 and finite but was "
+          + alpha);
+    }
+    this.alpha = alpha;
     this.labels = new Labels(labels);
     this.wordsPerClass = new long[labels.size()];
     this.linesPerClass = new long[labels.size()];
@@ -56,7 +69,7 @@ public final class NaiveBayes {
           continue;
         }
         for (int c = 0; c < score.length; c++) {
-          score[c] += Math.log((n[c] + 1.0) / (wordsPerClass[c] + v));
+          score[c] += Math.log((n[c] + alpha) / (wordsPerClass[c] + alpha * v));
         }
       }
       return score;

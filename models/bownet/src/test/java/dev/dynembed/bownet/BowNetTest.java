@@ -78,6 +78,11 @@ class BowNetTest {
     }
     double nb = new NaiveBayes(desc, LABELS).train(train).evaluate(test).value();
     assertTrue(nb > 0.85, "naive Bayes held-out accuracy " + nb);
+    double nbHalf = new NaiveBayes(desc, LABELS, 0.5).train(train).evaluate(test).value();
+    assertTrue(nbHalf > 0.85, "naive Bayes (add-0.5) held-out accuracy " + nbHalf);
+    IllegalArgumentException alpha = assertThrows(IllegalArgumentException.class,
+        () -> new NaiveBayes(desc, LABELS, 0));
+    assertTrue(alpha.getMessage().contains("alpha must be > 0"), alpha.getMessage());
     LogisticRegression lr = new LogisticRegression(desc, LABELS);
     double untrained = lr.evaluate(test).value();
     double trained = lr.train(train).evaluate(test).value();
