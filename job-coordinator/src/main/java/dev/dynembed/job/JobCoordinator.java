@@ -165,8 +165,18 @@ public final class JobCoordinator implements AutoCloseable {
           sleep(200);
           continue;
         }
-        checkSettings(kv, prefix, job, wanted);
-        int claimed = claimIndex(kv, prefix, workers, index, lease);
+        // the state above was read key by key: another worker may have opened the next
+        // generation meanwhile (and deleted this one's prefix), so both writes below hold only
+        // while the generation is still this one; otherwise look again
+        Cmp current = new Cmp(bytes(root + "gen"), Cmp.Op.EQUAL,
+            CmpTarget.value(bytes(String.valueOf(gen))));
+        if (!checkSettings(kv, prefix, job, wanted, current)) {
+          continue;
+        }
+        int claimed = claimIndex(kv, prefix, workers, index, lease, current);
+        if (claimed == GENERATION_MOVED) {
+          continue;
+        }
         if (claimed < 0) {
           throw new JobException(index >= 0 ? "job " + job + " already has a worker " + index
               : "job " + job + " already has its " + workers + " workers (indices 0.."
@@ -408,11 +418,20 @@ public final class JobCoordinator implements AutoCloseable {
     return Long.parseLong(value(kv, root + "gen").orElseThrow());
   }
 
-  private static void checkSettings(KV kv, String prefix, String job, Map<String, String> wanted) {
+  /**
+   * Writes this worker's settings as the generation's if it has none, and refuses settings that
+   * differ from the generation's; false if the generation is no longer {@code current}.
+   */
+  static boolean checkSettings(KV kv, String prefix, String job,
+      Map<String, String> wanted, Cmp current) {
     ByteSequence k = bytes(prefix + "config");
-    await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
+    await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)), current)
         .Then(Op.put(k, bytes(encode(wanted)), PutOption.DEFAULT)).commit(), "writing the job's settings");
-    Map<String, String> theirs = decode(value(kv, prefix + "config").orElseThrow());
+    Optional<String> config = value(kv, prefix + "config");
+    if (config.isEmpty()) { // the next generation deleted this one's prefix
+      return false;
+    }
+    Map<String, String> theirs = decode(config.get());
     if (!theirs.equals(wanted)) {
       Map<String, String> diff = new TreeMap<>();
       for (String key : new java.util.TreeSet<>(union(theirs, wanted))) {
@@ -425,6 +444,7 @@ public final class JobCoordinator implements AutoCloseable {
       throw new JobException("this worker's settings differ from job " + job + "'s: " + diff
           + "; start every worker with the same settings and files");
     }
+    return true;
   }
 
   private static List<String> union(Map<String, String> a, Map<String, String> b) {
@@ -433,15 +453,29 @@ public final class JobCoordinator implements AutoCloseable {
     return keys;
   }
 
-  private static int claimIndex(KV kv, String prefix, int workers, int wanted, long lease) {
+  /** {@link #claimIndex}'s answer when the generation is no longer the one the claim was for. */
+  static final int GENERATION_MOVED = -2;
+
+  /**
+   * Claims index {@code wanted} (or, if negative, the first free one) in the generation under
+   * {@code prefix} while it is {@code current}: the index, -1 if none is free, or {@link
+   * #GENERATION_MOVED}.
+   */
+  static int claimIndex(KV kv, String prefix, int workers, int wanted, long lease,
+      Cmp current) {
     for (int i = Math.max(0, wanted); i < (wanted >= 0 ? wanted + 1 : workers); i++) {
       ByteSequence k = bytes(prefix + "members/" + i);
-      boolean won = await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
-          .Then(Op.put(k, bytes(String.valueOf(ProcessHandle.current().pid())),
+      boolean won = await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)),
+          current).Then(Op.put(k, bytes(String.valueOf(ProcessHandle.current().pid())),
               PutOption.builder().withLeaseId(lease).build())).commit(), "claiming a worker index")
           .isSucceeded();
       if (won) {
         return i;
+      }
+      boolean stillCurrent = await(kv.txn().If(current).commit(), "reading the generation")
+          .isSucceeded();
+      if (!stillCurrent) {
+        return GENERATION_MOVED;
       }
     }
     return -1;

@@ -111,6 +111,56 @@ class JobCoordinatorTest {
     again.forEach(JobCoordinator::close);
   }
 
+  /**
+   * Workers restarting a stopped job together race to open its next generation; one that read
+   * the old generation's number just before another opened the next must not claim an index in
+   * the old one (its prefix deleted), where it would wait alone (seen once in CI: "workers [1]
+   * did not join within 19 s"). Each run here opens a generation with both workers in it.
+   */
+  @Test
+  void workersRestartingAStoppedJobTogetherJoinOneGeneration() throws Exception {
+    for (int run = 0; run < 8; run++) {
+      List<JobCoordinator> w = joinAll("rejoin", 2, FAST);
+      assertEquals(0, w.get(0).index());
+      assertEquals(1, w.get(1).index());
+      w.get(1).fail(new IllegalStateException("stopping run " + run));
+      w.forEach(JobCoordinator::close);
+    }
+  }
+
+  /** The race above made deterministic: writes for a generation that has moved on are refused. */
+  @Test
+  void claimsAndSettingsForAGenerationThatMovedOnAreRefused() throws Exception {
+    try (io.etcd.jetcd.Client client = io.etcd.jetcd.Client.builder()
+        .endpoints(JobCoordinator.parseEndpoints(etcd.endpoint())).build()) {
+      io.etcd.jetcd.KV kv = client.getKVClient();
+      String root = "/dynembed/test/stale/";
+      kv.put(bytes(root + "gen"), bytes("2")).get(); // generation 2 is current
+      io.etcd.jetcd.op.Cmp stale = genIs(root, 1);
+      assertEquals(JobCoordinator.GENERATION_MOVED,
+          JobCoordinator.claimIndex(kv, root + "1/", 2, -1, 0, stale));
+      assertTrue(!JobCoordinator.checkSettings(kv, root + "1/", "stale", Map.of("dim", "8"),
+          stale));
+      assertEquals(0, kv.get(bytes(root + "1/"), io.etcd.jetcd.options.GetOption.builder()
+          .isPrefix(true).build()).get().getCount(), "nothing written under generation 1");
+      io.etcd.jetcd.op.Cmp current = genIs(root, 2);
+      assertTrue(JobCoordinator.checkSettings(kv, root + "2/", "stale", Map.of("dim", "8"),
+          current));
+      assertEquals(0, JobCoordinator.claimIndex(kv, root + "2/", 2, -1, 0, current));
+      assertEquals(1, JobCoordinator.claimIndex(kv, root + "2/", 2, -1, 0, current));
+      assertEquals(-1, JobCoordinator.claimIndex(kv, root + "2/", 2, -1, 0, current));
+    }
+  }
+
+  private static io.etcd.jetcd.ByteSequence bytes(String s) {
+    return io.etcd.jetcd.ByteSequence.from(s, java.nio.charset.StandardCharsets.UTF_8);
+  }
+
+  private static io.etcd.jetcd.op.Cmp genIs(String root, long gen) {
+    return new io.etcd.jetcd.op.Cmp(bytes(root + "gen"), io.etcd.jetcd.op.Cmp.Op.EQUAL,
+        io.etcd.jetcd.op.CmpTarget.value(bytes(String.valueOf(gen))));
+  }
+
   @Test
   void aBarrierNamesTheWorkersThatDidNotArriveByItsDeadline() throws Exception {
     JobCoordinator.Options shortBarrier = new JobCoordinator.Options(Duration.ofSeconds(5),
