@@ -472,13 +472,11 @@ public final class JobCoordinator implements AutoCloseable {
       if (won) {
         return i;
       }
-      boolean stillCurrent = await(kv.txn().If(current).commit(), "reading the generation")
-          .isSucceeded();
-      if (!stillCurrent) {
-        return GENERATION_MOVED;
-      }
     }
-    return -1;
+    // every claim failed: the indices are taken, or the generation moved on (then all fail)
+    boolean stillCurrent = await(kv.txn().If(current).commit(), "reading the generation")
+        .isSucceeded();
+    return stillCurrent ? -1 : GENERATION_MOVED;
   }
 
   private static int memberIndex(KeyValue m, String prefix) {

@@ -195,15 +195,9 @@ public final class BowNet {
 
   /** The feed's batch with the label as a one-hot row over {@link #labels}. */
   private Map<String, INDArray> withOneHot(Map<String, INDArray> batch, Path file) {
-    int[] y = labels.of(batch, file);
-    int b = y.length;
-    float[] oneHot = new float[b * labels.size()];
-    for (int e = 0; e < b; e++) {
-      oneHot[e * labels.size() + y[e]] = 1f;
-    }
     Map<String, INDArray> bag = Features.bag(batch, bigrams);
     return Map.of("words", bag.get("words"), "words_mask", bag.get("words_mask"),
-        "label_onehot", Nd4j.create(oneHot, new long[] {b, labels.size()}, DataType.FLOAT));
+        "label_onehot", labels.oneHot(labels.of(batch, file)));
   }
 
   /**
@@ -254,23 +248,26 @@ public final class BowNet {
       public boolean hasNext() {
         while (!steps.hasNext() && it.hasNext()) { // a batch of empty lines gives no step
           if (cfg.trainBag() == 0) {
-            Map<String, INDArray> batch = it.next();
-            read.addAndGet(batch.get("label_mask").size(0));
-            steps = List.of(withOneHot(batch, file)).iterator();
+            steps = List.of(withOneHot(take(), file)).iterator();
             continue;
           }
           List<Features.SubBag> bags = new java.util.ArrayList<>();
           for (long lines = 0; lines < SHUFFLE_LINES && it.hasNext(); ) {
-            Map<String, INDArray> batch = it.next();
-            long n = batch.get("label_mask").size(0);
-            read.addAndGet(n);
-            lines += n;
+            Map<String, INDArray> batch = take();
+            lines += batch.get("label_mask").size(0);
             bags.addAll(Features.subBags(Features.bag(batch, bigrams), labels.of(batch, file),
                 cfg.trainBag(), r));
           }
-          steps = Features.steps(bags, labels.size(), cfg.batch(), r).iterator();
+          steps = Features.steps(bags, labels, cfg.batch(), r).iterator();
         }
         return steps.hasNext();
+      }
+
+      /** The file's next feed batch, its lines counted in {@code read}. */
+      private Map<String, INDArray> take() {
+        Map<String, INDArray> batch = it.next();
+        read.addAndGet(batch.get("label_mask").size(0));
+        return batch;
       }
 
       @Override

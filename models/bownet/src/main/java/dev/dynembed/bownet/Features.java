@@ -93,9 +93,9 @@ final class Features {
 
   /**
    * {@code examples} shuffled by {@code r} and grouped into steps of {@code batch} ({@code
-   * words}, {@code words_mask}, {@code label_onehot} over {@code classes}).
+   * words}, {@code words_mask}, {@code label_onehot} over {@code labels}).
    */
-  static List<Map<String, INDArray>> steps(List<SubBag> examples, int classes, int batch,
+  static List<Map<String, INDArray>> steps(List<SubBag> examples, Labels labels, int batch,
       Random r) {
     Collections.shuffle(examples, r);
     List<Map<String, INDArray>> steps = new ArrayList<>();
@@ -107,19 +107,18 @@ final class Features {
       }
       String[] keys = new String[step.size() * width];
       float[] mask = new float[keys.length];
-      float[] oneHot = new float[step.size() * classes];
+      int[] y = new int[step.size()];
       for (int e = 0; e < step.size(); e++) {
         SubBag s = step.get(e);
         for (int j = 0; j < width; j++) { // padding repeats a real key (masked out)
           keys[e * width + j] = s.keys().get(j < s.keys().size() ? j : 0);
           mask[e * width + j] = j < s.keys().size() ? s.weights().get(j) : 0f;
         }
-        oneHot[e * classes + s.label()] = 1f;
+        y[e] = s.label();
       }
       steps.add(Map.of("words", KeyArrays.of(keys, step.size(), width),
           "words_mask", Nd4j.create(mask, new long[] {step.size(), width}, DataType.FLOAT),
-          "label_onehot", Nd4j.create(oneHot, new long[] {step.size(), classes},
-              DataType.FLOAT)));
+          "label_onehot", labels.oneHot(y)));
     }
     return steps;
   }

@@ -6,7 +6,9 @@ import dev.dynembed.ops.StringIndex;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import org.nd4j.linalg.api.buffer.DataType;
 import org.nd4j.linalg.api.ndarray.INDArray;
+import org.nd4j.linalg.factory.Nd4j;
 
 /**
  * The classes of a classification task, in output order, and the class of each example of a
@@ -38,6 +40,15 @@ final class Labels {
 
   int size() {
     return list.size();
+  }
+
+  /** Classes {@code y} as one-hot rows: FLOAT [y.length, size()]. */
+  INDArray oneHot(int[] y) {
+    float[] out = new float[y.length * size()];
+    for (int e = 0; e < y.length; e++) {
+      out[e * size() + y[e]] = 1f;
+    }
+    return Nd4j.create(out, new long[] {y.length, size()}, DataType.FLOAT);
   }
 
   /** Each example's class index; a clear error naming {@code file} for a bad label slot. */

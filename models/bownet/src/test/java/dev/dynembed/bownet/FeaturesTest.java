@@ -32,8 +32,8 @@ class FeaturesTest {
     Map<String, INDArray> bag = Map.of("words", KeyArrays.of(keys, 3, 10),
         "words_mask", Nd4j.create(mask, new long[] {3, 10}, DataType.FLOAT));
     Random r = new Random(7);
-    List<Map<String, INDArray>> steps = Features.steps(Features.subBags(bag, labels, 4, r), 3,
-        3, r);
+    List<Map<String, INDArray>> steps = Features.steps(Features.subBags(bag, labels, 4, r),
+        new Labels(List.of("a", "b", "c")), 3, r);
     // bags: line 0 -> 4+4+2, line 1 -> 4, line 2 -> 4+3: 6 bags in steps of 3
     assertEquals(2, steps.size());
     List<String> seen = new ArrayList<>();

@@ -148,11 +148,11 @@ public final class ColdTier implements AutoCloseable {
     private final String name;
     private final int recordFloats;
     private final ColumnFamilyHandle family;
-    private final AtomicLong keys = new AtomicLong();
     private final AtomicLong frequency = new AtomicLong(); // sum over the cold rows
     /**
      * Each cold key's frequency, in memory (~100 bytes a key against a record's 8 x dim x (1 +
-     * slots)): what the samplers draw cold keys by, without reading RocksDB.
+     * slots)): what the samplers draw cold keys by, without reading RocksDB; its size is the
+     * tier's.
      */
     private final ConcurrentHashMap<String, Long> counts = new ConcurrentHashMap<>();
     final AtomicLong promotions = new AtomicLong();
@@ -175,7 +175,7 @@ public final class ColdTier implements AutoCloseable {
 
     /** Rows on disk (exact: changed only by this shard's demotions, promotions and removals). */
     public long size() {
-      return keys.get();
+      return counts.size();
     }
 
     /** The cold keys and their frequencies now (a weakly consistent view: the samplers'). */
@@ -229,7 +229,6 @@ public final class ColdTier implements AutoCloseable {
         db.delete(family, writes, key);
         Record r = decode(key, v);
         counts.remove(new String(key, StandardCharsets.UTF_8));
-        keys.decrementAndGet();
         frequency.addAndGet(-r.frequency());
         promotions.incrementAndGet();
         return r;
@@ -258,7 +257,6 @@ public final class ColdTier implements AutoCloseable {
         counts.put(new String(r.key(), StandardCharsets.UTF_8), r.frequency());
       }
       frequency.addAndGet(f);
-      keys.addAndGet(records.size());
       demotions.addAndGet(records.size());
     }
 
@@ -280,7 +278,6 @@ public final class ColdTier implements AutoCloseable {
       } catch (RocksDBException e) {
         throw failed("deleting from table '" + name + "'", e);
       }
-      keys.addAndGet(-n);
       frequency.addAndGet(-f);
       return n;
     }

@@ -206,14 +206,11 @@ final class Samplers {
       long[] f = new long[n]; // -1: not drawable (a row still being inserted)
       int ready = 0;
       for (int r = 0; r < rows; r++) {
-        long fr = t.isReady(r) ? t.meta(r, TableStore.M_FREQ) : -1;
-        if (ct == null) {
-          f[r] = fr;
-        } else {
-          coldKeys[r] = fr < 0 ? "" : t.key(r);
-          f[r] = fr;
+        f[r] = t.isReady(r) ? t.meta(r, TableStore.M_FREQ) : -1;
+        if (ct != null) {
+          coldKeys[r] = f[r] < 0 ? "" : t.key(r);
         }
-        ready += fr >= 0 ? 1 : 0;
+        ready += f[r] >= 0 ? 1 : 0;
       }
       for (int j = 0; j < cold.size(); j++) {
         coldKeys[extra + j] = cold.get(j).getKey();
