@@ -337,13 +337,11 @@ public final class BowNet {
     long total = 0;
     for (Path f : files) {
       for (Map<String, INDArray> batch : feed.read(f)) {
-        Map<String, INDArray> in = withOneHot(batch, f);
-        INDArray logits = inference.output(Map.of("words", in.get("words"), "words_mask",
-            in.get("words_mask")), "logits").get("logits");
-        INDArray predicted = logits.argMax(1);
-        INDArray truth = in.get("label_onehot").argMax(1);
+        int[] truth = labels.of(batch, f);
+        INDArray predicted = inference.output(Features.bag(batch, bigrams), "logits")
+            .get("logits").argMax(1);
         for (int e = 0; e < predicted.length(); e++) {
-          correct += predicted.getLong(e) == truth.getLong(e) ? 1 : 0;
+          correct += predicted.getLong(e) == truth[e] ? 1 : 0;
         }
         total += predicted.length();
       }
