@@ -17,6 +17,7 @@ import java.util.List;
  *   <li>rows of lookups and samples as FLOAT32 (BFLOAT16 or FLOAT16 halve their bytes:
  *       docs/design/0007-pipelined-steps.md);
  *   <li>no extra client interceptors;
+ *   <li>Read and Write calls on the shards' native data plane ({@link DataPlane});
  *   <li>plaintext and no credentials ({@link Builder#tls}, {@link Builder#bearerToken} for
  *       shards that require them: docs/design/0009-security.md).
  * </ul>
@@ -31,6 +32,14 @@ public final class ClientOptions {
   private final List<ClientInterceptor> interceptors;
   private final Tls tls;
   private final String bearerToken;
+  private final DataPlane dataPlane;
+
+  /**
+   * How a shard's Read and Write calls (a training step's lookups and gradients) travel: on the
+   * shard's native data plane (binary frames on one TCP connection, docs/design/0015-data-plane.md;
+   * a shard that has none is reached through gRPC) or on gRPC with every other call.
+   */
+  public enum DataPlane { NATIVE, GRPC }
 
   /**
    * TLS towards the shards: the CA (PEM) that signs their certificates, and for mutual TLS this
@@ -41,6 +50,7 @@ public final class ClientOptions {
   private ClientOptions(Builder b) {
     this.tls = b.tls;
     this.bearerToken = b.bearerToken;
+    this.dataPlane = b.dataPlane;
     this.deadline = b.deadline;
     this.checkpointDeadline = b.checkpointDeadline;
     this.retryFor = b.retryFor;
@@ -56,7 +66,12 @@ public final class ClientOptions {
   public Builder toBuilder() {
     return new Builder().deadline(deadline).checkpointDeadline(checkpointDeadline)
         .retryFor(retryFor).rowEncoding(rowEncoding).interceptors(interceptors)
-        .tls(tls).bearerToken(bearerToken);
+        .tls(tls).bearerToken(bearerToken).dataPlane(dataPlane);
+  }
+
+  /** The transport of Read and Write calls. */
+  public DataPlane dataPlane() {
+    return dataPlane;
   }
 
   public Duration deadline() {
@@ -102,7 +117,7 @@ public final class ClientOptions {
   public String toString() {
     return "ClientOptions[deadline=" + deadline + ", checkpointDeadline=" + checkpointDeadline
         + ", retryFor=" + retryFor + ", rowEncoding=" + rowEncoding + ", interceptors="
-        + interceptors.size() + "]";
+        + interceptors.size() + ", dataPlane=" + dataPlane + "]";
   }
 
   /** Builds {@link ClientOptions}; every setter validates its value at once. */
@@ -114,8 +129,30 @@ public final class ClientOptions {
     private List<ClientInterceptor> interceptors = List.of();
     private Tls tls;
     private String bearerToken;
+    private DataPlane dataPlane = defaultDataPlane();
 
     private Builder() {}
+
+    /**
+     * The transport of Read and Write calls (default NATIVE; the system property {@code
+     * dynembed.dataPlane=grpc} changes the default, e.g. to run a test suite on gRPC).
+     * Interceptors see only gRPC calls: a client whose interceptors must see the data calls
+     * (simulated latency, byte counters) asks for GRPC.
+     */
+    public Builder dataPlane(DataPlane d) {
+      this.dataPlane = java.util.Objects.requireNonNull(d, "dataPlane");
+      return this;
+    }
+
+    private static DataPlane defaultDataPlane() {
+      String p = System.getProperty("dynembed.dataPlane", "native");
+      try {
+        return DataPlane.valueOf(p.toUpperCase(java.util.Locale.ROOT));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("dynembed.dataPlane must be native or grpc but was '"
+            + p + "'");
+      }
+    }
 
     /** TLS settings ({@link Tls}), or null for plaintext (the default). */
     public Builder tls(Tls t) {

@@ -27,6 +27,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 class RetryAndConcurrencyTest {
+  /**
+   * The faults are injected by a gRPC server interceptor, so the data calls go through gRPC
+   * here; the native data plane's resends are exercised by killing shards (ChaosTest).
+   */
+  private static final ClientOptions GRPC_DATA_CALLS =
+      ClientOptions.builder().dataPlane(ClientOptions.DataPlane.GRPC).build();
+
   @TempDir Path dir;
 
   /** Fails the first call of every method with UNAVAILABLE, before the handler runs. */
@@ -76,7 +83,8 @@ class RetryAndConcurrencyTest {
     FailFirstCall faults = new FailFirstCall();
     try (TableServer server = new TableServer(new ShardEngine(0, 1, dir), "127.0.0.1", 0, 2,
             List.of(faults));
-        TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()))) {
+        TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()),
+            GRPC_DATA_CALLS)) {
       EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4)
           .setOptimizer(TableConfigs.sgd(1f)).build()); // Stats, CreateTable: resent
       float[] before = t.findOrInsert("a", "b");         // Read (findOrInsert): resent
@@ -97,7 +105,8 @@ class RetryAndConcurrencyTest {
     LoseFirstReply faults = new LoseFirstReply();
     try (TableServer server = new TableServer(new ShardEngine(0, 1, dir), "127.0.0.1", 0, 2,
             List.of(faults));
-        TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()))) {
+        TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()),
+            GRPC_DATA_CALLS)) {
       EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4)
           .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.zeros()).build());
       t.findOrInsert("a", "a", "b"); // counted by the lost first call, not by its resend

@@ -90,32 +90,16 @@ public final class AccessControl implements ServerInterceptor {
   public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
       ServerCallHandler<Q, R> next) {
     String method = call.getMethodDescriptor().getBareMethodName();
-    String who = null;
-    Role role = null;
     String auth = headers.get(AUTHORIZATION);
-    if (auth != null && auth.startsWith("Bearer ")) {
-      byte[] given = auth.substring(7).getBytes(StandardCharsets.UTF_8);
-      for (Map.Entry<String, Role> e : tokens.entrySet()) { // constant time per token
-        if (MessageDigest.isEqual(given, e.getKey().getBytes(StandardCharsets.UTF_8))) {
-          role = e.getValue();
-          who = "token " + e.getValue().name().toLowerCase(java.util.Locale.ROOT);
-        }
-      }
-      if (role == null) {
-        return refuse(call, Status.UNAUTHENTICATED.withDescription("shard " + shard
-            + ": the bearer token is not known"));
-      }
-    } else {
-      String cn = clientCn(call.getAttributes().get(Grpc.TRANSPORT_ATTR_SSL_SESSION));
-      if (cn != null) {
-        who = "certificate CN=" + cn;
-        role = adminNames.contains(cn) ? Role.ADMIN : Role.TRAINER;
-      }
+    Caller caller;
+    try {
+      caller = identify(auth != null && auth.startsWith("Bearer ") ? auth.substring(7) : null,
+          call.getAttributes().get(Grpc.TRANSPORT_ATTR_SSL_SESSION));
+    } catch (dev.dynembed.table.common.TableException e) {
+      return refuse(call, Status.UNAUTHENTICATED.withDescription(e.getMessage()));
     }
-    if (role == null) {
-      return refuse(call, Status.UNAUTHENTICATED.withDescription("shard " + shard + " requires"
-          + " a client certificate or a bearer token"));
-    }
+    String who = caller.who();
+    Role role = caller.role();
     boolean admin = ADMIN_METHODS.contains(method);
     if (admin && role != Role.ADMIN) {
       audit.warning(String.format("shard %d: refused %s by %s from %s (needs admin)", shard,
@@ -127,15 +111,49 @@ public final class AccessControl implements ServerInterceptor {
     if (!admin) {
       return listener;
     }
-    String caller = who;
     return new ForwardingServerCallListener.SimpleForwardingServerCallListener<>(listener) {
       @Override
       public void onMessage(Q message) {
         audit.info(String.format("shard %d: %s of table '%s' by %s from %s", shard, method,
-            tableOf(message), caller, call.getAttributes().get(Grpc.TRANSPORT_ATTR_REMOTE_ADDR)));
+            tableOf(message), who, call.getAttributes().get(Grpc.TRANSPORT_ATTR_REMOTE_ADDR)));
         super.onMessage(message);
       }
     };
+  }
+
+  /** A caller known by its token or certificate, and its role. */
+  record Caller(String who, Role role) {}
+
+  /**
+   * Who a caller is: by bearer token if it sent one (an unknown token is refused even with a
+   * certificate), else by its verified TLS client certificate.
+   *
+   * @param token the bearer token, or null
+   * @throws dev.dynembed.table.common.TableException UNAUTHENTICATED, naming why
+   */
+  Caller identify(String token, SSLSession session) {
+    if (token != null) {
+      byte[] given = token.getBytes(StandardCharsets.UTF_8);
+      Role role = null;
+      for (Map.Entry<String, Role> e : tokens.entrySet()) { // constant time per token
+        if (MessageDigest.isEqual(given, e.getKey().getBytes(StandardCharsets.UTF_8))) {
+          role = e.getValue();
+        }
+      }
+      if (role == null) {
+        throw new dev.dynembed.table.common.TableException(
+            dev.dynembed.table.common.ErrorCode.UNAUTHENTICATED,
+            "shard " + shard + ": the bearer token is not known");
+      }
+      return new Caller("token " + role.name().toLowerCase(java.util.Locale.ROOT), role);
+    }
+    String cn = clientCn(session);
+    if (cn == null) {
+      throw new dev.dynembed.table.common.TableException(
+          dev.dynembed.table.common.ErrorCode.UNAUTHENTICATED, "shard " + shard + " requires"
+          + " a client certificate or a bearer token");
+    }
+    return new Caller("certificate CN=" + cn, adminNames.contains(cn) ? Role.ADMIN : Role.TRAINER);
   }
 
   private static <Q, R> ServerCall.Listener<Q> refuse(ServerCall<Q, R> call, Status s) {

@@ -37,7 +37,8 @@ import java.util.function.BooleanSupplier;
  * A shard's metrics (Micrometer, Prometheus text format) and its HTTP probes:
  *
  * <ul>
- *   <li>{@code GET /metrics}: per gRPC method and status code a latency histogram ({@code
+ *   <li>{@code GET /metrics}: per method, status code and transport ({@code grpc}, or {@code
+ *       native} for the data plane's Read and Write) a latency histogram ({@code
  *       dynembed_rpc_seconds}, whose count is the request rate and whose non-OK codes are the
  *       errors), calls in flight; per table keys, bytes, total frequency, updates, pending
  *       keys; memory in use against the budget; the log's
@@ -138,7 +139,7 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
     ServerCall<Q, R> timed = new ForwardingServerCall.SimpleForwardingServerCall<>(call) {
       @Override
       public void close(Status status, Metadata trailers) {
-        finish(method, status.getCode().name(), start, done);
+        finish(method, status.getCode().name(), start, done, "grpc");
         super.close(status, trailers);
       }
     };
@@ -146,20 +147,35 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
         next.startCall(timed, headers)) {
       @Override
       public void onCancel() {
-        finish(method, "CANCELLED", start, done);
+        finish(method, "CANCELLED", start, done, "grpc");
         super.onCancel();
       }
     };
   }
 
-  private void finish(String method, String code, long start, AtomicBoolean done) {
+  /** A data-plane call begins (counted in flight); returns its start time for {@link #end}. */
+  long begin() {
+    inFlight.incrementAndGet();
+    return System.nanoTime();
+  }
+
+  /** A data-plane call ended with the canonical status {@code code}, counted as gRPC's are. */
+  void end(String method, String code, long start) {
+    finish(method, code, start, new AtomicBoolean(), "native");
+  }
+
+  private void finish(String method, String code, long start, AtomicBoolean done,
+      String transport) {
     if (!done.compareAndSet(false, true)) {
       return;
     }
     inFlight.decrementAndGet();
-    timers.computeIfAbsent(method + "|" + code, k -> Timer.builder("dynembed.rpc")
-            .description("gRPC calls by method and status code")
-            .tags("method", method, "code", code).publishPercentileHistogram()
+    timers.computeIfAbsent(method + "|" + code + "|" + transport, k -> Timer.builder(
+            "dynembed.rpc")
+            .description("calls by method, status code and transport (grpc, or native: the"
+                + " data plane's Read and Write)")
+            .tags("method", method, "code", code, "transport", transport)
+            .publishPercentileHistogram()
             .register(registry))
         .record(System.nanoTime() - start, TimeUnit.NANOSECONDS);
   }

@@ -75,10 +75,36 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void read(ReadRequest req, StreamObserver<ReadResponse> out) {
-    run(out, req.getItemsCount() > 0 ? itemTable(req.getItems(0)) : "", () -> {
-      checkItems(req.getItemsCount(), "read");
-      return engine.read(req, this::runItem);
-    });
+    run(out, readTable(req), () -> runRead(req));
+  }
+
+  /**
+   * A Read call as both transports run it (gRPC here, the native data plane in {@link
+   * DataPlaneServer}): the items checked, then the engine's read with this service's item
+   * handlers.
+   */
+  ReadResponse runRead(ReadRequest req) {
+    checkItems(req.getItemsCount(), "read");
+    return engine.read(req, this::runItem);
+  }
+
+  /** A Write call as both transports run it: every item checked before any is applied. */
+  WriteResponse runWrite(WriteRequest req) {
+    checkItems(req.getItemsCount(), "write");
+    int[] n = engine.write(req, ShardState::checkWrite);
+    WriteResponse.Builder b = WriteResponse.newBuilder();
+    for (int r : n) {
+      b.addRowsUpdated(r);
+    }
+    return b.build();
+  }
+
+  static String readTable(ReadRequest req) {
+    return req.getItemsCount() > 0 ? itemTable(req.getItems(0)) : "";
+  }
+
+  static String writeTable(WriteRequest req) {
+    return req.getItemsCount() > 0 ? req.getItems(0).getTable() : "";
   }
 
   ReadResult runItem(ReadItem item, boolean noCount) {
@@ -93,16 +119,8 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void write(WriteRequest req, StreamObserver<WriteResponse> out) {
-    run(out, req.getItemsCount() > 0 ? req.getItems(0).getTable() : "", () -> {
-      checkItems(req.getItemsCount(), "write");
-      // every item is checked before any is applied: a bad item changes nothing
-      int[] n = engine.write(req, ShardState::checkWrite);
-      WriteResponse.Builder b = WriteResponse.newBuilder();
-      for (int r : n) {
-        b.addRowsUpdated(r);
-      }
-      return b.build();
-    });
+    // every item is checked before any is applied: a bad item changes nothing
+    run(out, writeTable(req), () -> runWrite(req));
   }
 
   private static void checkItems(int n, String call) {
@@ -299,26 +317,50 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   private <T> void run(StreamObserver<T> out, String table, Callable<T> call) {
     T result;
     try {
-      if (!engine.ready()) {
-        throw new TableException(ErrorCode.UNAVAILABLE, "shard " + engine.shardIndex()
-            + " is recovering its tables; resend later");
-      }
-      result = call.call();
+      result = execute(table, call);
     } catch (TableException e) {
       out.onError(toStatus(e.code()).withDescription(e.getMessage()).asRuntimeException());
-      return;
-    } catch (OutOfMemoryError e) {
-      out.onError(Status.RESOURCE_EXHAUSTED
-          .withDescription("table '" + table + "': server out of memory").asRuntimeException());
-      return;
-    } catch (Exception e) {
-      log.log(Level.WARNING, "internal error on table '" + table + "'", e);
-      out.onError(Status.INTERNAL.withDescription(
-          "table '" + table + "': internal error: " + e).asRuntimeException());
       return;
     }
     out.onNext(result);
     out.onCompleted();
+  }
+
+  /**
+   * Runs a call on a ready shard; every failure comes out as a {@link TableException} whose code
+   * and message are what the caller is told (no stack trace crosses the wire).
+   */
+  <T> T execute(String table, Callable<T> call) {
+    try {
+      if (!engine.ready()) {
+        throw new TableException(ErrorCode.UNAVAILABLE, "shard " + engine.shardIndex()
+            + " is recovering its tables; resend later");
+      }
+      return call.call();
+    } catch (TableException e) {
+      throw e;
+    } catch (OutOfMemoryError e) {
+      throw new TableException(ErrorCode.RESOURCE_EXHAUSTED,
+          "table '" + table + "': server out of memory");
+    } catch (Exception e) {
+      log.log(Level.WARNING, "internal error on table '" + table + "'", e);
+      throw new TableException(ErrorCode.INTERNAL, "table '" + table + "': internal error: " + e);
+    }
+  }
+
+  @Override
+  public void dataPlane(DataPlaneRequest req, StreamObserver<DataPlaneResponse> out) {
+    java.util.function.IntSupplier p = dataPlanePort;
+    out.onNext(DataPlaneResponse.newBuilder().setPort(p == null ? 0 : p.getAsInt())
+        .setVersion(dev.dynembed.table.common.dataplane.DataPlaneFrames.VERSION).build());
+    out.onCompleted();
+  }
+
+  private volatile java.util.function.IntSupplier dataPlanePort;
+
+  /** Announces the native data plane's port through {@code DataPlane} (null: none). */
+  void announceDataPlane(java.util.function.IntSupplier port) {
+    this.dataPlanePort = port;
   }
 
   static Status toStatus(ErrorCode code) {

@@ -49,6 +49,16 @@ public final class TableServer implements AutoCloseable {
   public TableServer(ShardEngine engine, String host, int port, int threads,
       List<ServerInterceptor> interceptors, io.grpc.ServerCredentials credentials)
       throws IOException {
+    this(engine, host, port, threads, interceptors, credentials, 0);
+  }
+
+  /**
+   * @param dataPort the native data plane's port (0: any free port, announced through the
+   *     {@code DataPlane} call; -1: none, Read and Write on gRPC only)
+   */
+  public TableServer(ShardEngine engine, String host, int port, int threads,
+      List<ServerInterceptor> interceptors, io.grpc.ServerCredentials credentials, int dataPort)
+      throws IOException {
     this.engine = engine;
     this.executor = Executors.newFixedThreadPool(threads, r -> {
       Thread t = new Thread(r, "table-shard-" + engine.shardIndex());
@@ -74,9 +84,10 @@ public final class TableServer implements AutoCloseable {
       }
     };
     InetSocketAddress address = new InetSocketAddress(host, port);
+    TableGrpcService service = new TableGrpcService(engine);
     this.server = (credentials == null ? NettyServerBuilder.forAddress(address)
             : NettyServerBuilder.forAddress(address, credentials))
-        .addService(ServerInterceptors.intercept(new TableGrpcService(engine),
+        .addService(ServerInterceptors.intercept(service,
             interceptors.toArray(new ServerInterceptor[0])))
         .addService(health.getHealthService())
         .directExecutor()
@@ -88,10 +99,42 @@ public final class TableServer implements AutoCloseable {
         .maxConcurrentCallsPerConnection(Limits.MAX_CALLS_PER_CONNECTION)
         .build()
         .start();
+    if (dataPort >= 0) {
+      try {
+        dataPlane = new DataPlaneServer(service, engine, host, dataPort,
+            DataPlaneTls.of(credentials), find(interceptors, AccessControl.class),
+            find(interceptors, ShardMetrics.class), executor,
+            Math.max(1, Runtime.getRuntime().availableProcessors()));
+      } catch (RuntimeException e) {
+        server.shutdownNow();
+        executor.shutdownNow();
+        throw e;
+      }
+      DataPlaneServer dp = dataPlane;
+      service.announceDataPlane(dp::port);
+    } else {
+      dataPlane = null;
+    }
     ServingStatus status = engine.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
     serving = engine.ready();
     health.setStatus("", status);
     health.setStatus(SERVICE, status);
+  }
+
+  private final DataPlaneServer dataPlane;
+
+  private static <T> T find(List<ServerInterceptor> interceptors, Class<T> kind) {
+    for (ServerInterceptor i : interceptors) {
+      if (kind.isInstance(i)) {
+        return kind.cast(i);
+      }
+    }
+    return null;
+  }
+
+  /** The native data plane's port, or -1 without one. */
+  public int dataPort() {
+    return dataPlane == null ? -1 : dataPlane.port();
   }
 
   private static final String SERVICE = "dynembed.table.v1.EmbeddingTableService";
@@ -133,6 +176,9 @@ public final class TableServer implements AutoCloseable {
       return;
     }
     health.enterTerminalState();
+    if (dataPlane != null) {
+      dataPlane.close();
+    }
     server.shutdown();
     try {
       if (!server.awaitTermination(5, TimeUnit.SECONDS)) {

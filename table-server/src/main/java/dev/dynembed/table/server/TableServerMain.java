@@ -15,6 +15,12 @@ public final class TableServerMain implements Callable<Integer> {
   @Option(names = "--port", required = true, description = "TCP port (0 = any free port)")
   int port;
 
+  @Option(names = "--data-port", defaultValue = "0", description = "TCP port of the native data"
+      + " plane for Read and Write calls (docs/design/0015-data-plane.md; 0 = any free port,"
+      + " announced to clients through gRPC; -1 = none: Read and Write on gRPC only; default"
+      + " ${DEFAULT-VALUE})")
+  int dataPort;
+
   @Option(names = "--host", defaultValue = "127.0.0.1", description = "address to bind (default ${DEFAULT-VALUE})")
   String host;
 
@@ -119,6 +125,11 @@ public final class TableServerMain implements Callable<Integer> {
       System.err.printf("table-server: --port must be in [0, 65535]; got %d%n", port);
       return 2;
     }
+    if (dataPort < -1 || dataPort > 65535) {
+      System.err.printf("table-server: --data-port must be in [0, 65535], or -1 for none; got"
+          + " %d%n", dataPort);
+      return 2;
+    }
     ShardLog.Fsync policy;
     try {
       policy = ShardLog.Fsync.valueOf(fsync.toUpperCase(java.util.Locale.ROOT));
@@ -191,7 +202,7 @@ public final class TableServerMain implements Callable<Integer> {
     ServerTls tls = tlsCert == null ? null
         : ServerTls.load(tlsCert, tlsKey, tlsClientCa, tlsReloadSeconds);
     TableServer server = new TableServer(engine, host, port, n, interceptors,
-        tls == null ? null : tls.credentials());
+        tls == null ? null : tls.credentials(), dataPort);
     if (metrics != null) {
       metrics.serve(host, metricsPort, server::serving);
     }
@@ -215,6 +226,11 @@ public final class TableServerMain implements Callable<Integer> {
     System.out.printf("table-server shard %d of %d listening on %s:%d (data dir %s; %s)%n",
         shardIndex, numShards, host, server.port(), dataDir.toAbsolutePath(),
         tls == null ? "plaintext" : tlsClientCa != null ? "mutual TLS" : "TLS");
+    if (server.dataPort() >= 0) {
+      System.out.printf("table-server shard %d data plane on %s:%d (%s)%n", shardIndex, host,
+          server.dataPort(), dev.dynembed.table.common.dataplane.DataPlaneFrames.epoll()
+              ? "epoll" : "nio");
+    }
     if (metrics != null) {
       System.out.printf("table-server shard %d metrics on http://%s:%d/metrics (/live, /ready)%n",
           shardIndex, host, metrics.port());

@@ -63,6 +63,8 @@ public final class GrpcShard implements Shard {
   private final ConcurrentSkipListSet<Long> unsettled = new ConcurrentSkipListSet<>();
   private final AtomicBoolean outage = new AtomicBoolean();
   private volatile boolean closed;
+  /** Read and Write on the shard's native data plane; null: on gRPC. */
+  private final DataPlaneConnection dataPlane;
 
   public GrpcShard(int index, String endpoint, ClientOptions options) {
     this.index = index;
@@ -86,6 +88,10 @@ public final class GrpcShard implements Shard {
         .disableRetry() // resent here, whatever the size (see the class comment)
         .build();
     this.stub = EmbeddingTableServiceGrpc.newFutureStub(channel);
+    this.dataPlane = options.dataPlane() == ClientOptions.DataPlane.NATIVE
+        ? new DataPlaneConnection(index, endpoint, options,
+            () -> data().dataPlane(DataPlaneRequest.getDefaultInstance()))
+        : null;
   }
 
   @Override
@@ -281,7 +287,9 @@ public final class GrpcShard implements Shard {
     }
     ReadRequest req = b.build();
     String call = items.size() == 1 ? Shard.callName(items.get(0)) : "read";
-    CompletableFuture<List<Object>> f = call(call, items.get(0).table(), () -> data().read(req), reply -> {
+    Supplier<ListenableFuture<ReadResponse>> send = dataPlane == null ? () -> data().read(req)
+        : () -> dataPlane.read(req, () -> data().read(req));
+    CompletableFuture<List<Object>> f = call(call, items.get(0).table(), send, reply -> {
       if (reply.getResultsCount() != items.size()) {
         throw new IllegalStateException(reply.getResultsCount() + " results for " + items.size()
             + " read items");
@@ -442,8 +450,9 @@ public final class GrpcShard implements Shard {
       b.addItems(item);
     }
     WriteRequest req = b.build();
-    CompletableFuture<int[]> f = call("applyGradients", items.get(0).table(),
-        () -> data().write(req), r -> {
+    Supplier<ListenableFuture<WriteResponse>> send = dataPlane == null ? () -> data().write(req)
+        : () -> dataPlane.write(req, () -> data().write(req));
+    CompletableFuture<int[]> f = call("applyGradients", items.get(0).table(), send, r -> {
           int[] out = new int[r.getRowsUpdatedCount()];
           for (int i = 0; i < out.length; i++) {
             out[i] = r.getRowsUpdated(i);
@@ -556,6 +565,9 @@ public final class GrpcShard implements Shard {
   @Override
   public void close() {
     closed = true;
+    if (dataPlane != null) {
+      dataPlane.close();
+    }
     channel.shutdown();
     try {
       if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {
