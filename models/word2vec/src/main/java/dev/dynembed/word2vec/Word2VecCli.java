@@ -216,8 +216,10 @@ public final class Word2VecCli {
       ClientOptions.Builder clientOptions = credentials.apply(
           ClientOptions.builder().rowEncoding(rowEncoding));
       if (simulatedRttMs > 0) {
+        // the delay is a gRPC interceptor: the data calls must go through gRPC to see it
         clientOptions.interceptors(List.of(new SimulatedLatency(
-            java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))));
+            java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))))
+            .dataPlane(ClientOptions.DataPlane.GRPC);
       }
       TextSplits.plan(input, 1); // check the files before starting anything
       jobOpts.check();

@@ -227,7 +227,9 @@ public final class PooledBench implements Callable<Integer> {
     try (LocalShardProcesses procs = new LocalShardProcesses(shards, basePort, data, serverHeap,
         "", launcher, List.of());
         TableClient c = TableClients.connect(procs.endpoints(),
-            ClientOptions.builder().interceptors(List.of(counter())).build())) {
+            // bytes are counted by a gRPC interceptor: the data calls go through gRPC here
+            ClientOptions.builder().interceptors(List.of(counter()))
+                .dataPlane(ClientOptions.DataPlane.GRPC).build())) {
       EmbeddingTable client = c.createTable(TableConfigs.builder("client_pooled", dim)
           .setOptimizer(TableConfigs.adagrad(0.05f, 0.1f, 1e-8f)).build());
       EmbeddingTable pooled = c.createTable(TableConfigs.builder("shard_pooled", dim)

@@ -96,6 +96,10 @@ public final class TableBench implements Callable<Integer> {
   @Option(names = "--shard-args", defaultValue = "", description = "extra table-server options"
       + " of every shard, space-separated (e.g. \"--snapshot-every-mb 8192\")")
   String shardArgs;
+  @Option(names = "--data-plane", defaultValue = "native", split = ",", description = "transport"
+      + " of the shards' Read and Write calls, one run per value on the same shard processes:"
+      + " native (binary frames, docs/design/0015-data-plane.md) or grpc (default ${DEFAULT-VALUE})")
+  List<ClientOptions.DataPlane> dataPlanes;
   @Option(names = "--out", description = "also write the results table (markdown) here") Path out;
 
   private String[] keys;
@@ -107,7 +111,8 @@ public final class TableBench implements Callable<Integer> {
   private LocalShardProcesses shardProcesses;
 
   public static void main(String[] args) {
-    System.exit(new CommandLine(new TableBench()).execute(args));
+    System.exit(new CommandLine(new TableBench()).setCaseInsensitiveEnumValuesAllowed(true)
+        .execute(args));
   }
 
   @Override
@@ -181,12 +186,17 @@ public final class TableBench implements Callable<Integer> {
             + (shardWal.size() > 1 || !wal.equals("everysec") ? ", wal " + wal : "")
             + (security.equals("plain") ? "" : ", " + security) + ")";
         try (LocalShardProcesses s = new LocalShardProcesses(n, basePort, data, serverHeap,
-            serverJavaOpts, launcher, serverArgs);
-            TableClient c = TableClients.connect(s.endpoints().stream()
-                .map(e -> e.replace("127.0.0.1", "localhost")).toList(), options.build())) {
-          shardProcesses = s;
-          ours(label, c);
-          shardProcesses = null;
+            serverJavaOpts, launcher, serverArgs)) {
+          for (ClientOptions.DataPlane dp : dataPlanes) {
+            try (TableClient c = TableClients.connect(s.endpoints().stream()
+                .map(e -> e.replace("127.0.0.1", "localhost")).toList(),
+                options.dataPlane(dp).build())) {
+              shardProcesses = s;
+              ours(dataPlanes.size() > 1 ? label.replace(")", ", " + dp.name().toLowerCase(
+                  Locale.ROOT) + ")") : label, c);
+              shardProcesses = null;
+            }
+          }
           lines.add(String.format(Locale.ROOT, "  server RSS with %d shard(s), wal %s: %,d MB",
               n, wal, s.rssBytes() >> 20));
           lines.add(String.format(Locale.ROOT, "  log + snapshots on disk: %,d MB",
