@@ -6,8 +6,6 @@ import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.common.dataplane.DataPlaneFrames;
 import dev.dynembed.table.common.dataplane.DataPlaneFrames.Frame;
 import dev.dynembed.table.engine.ShardEngine;
-import dev.dynembed.table.engine.ShardLog;
-import dev.dynembed.table.engine.ShardState;
 import dev.dynembed.table.v1.ReadRequest;
 import dev.dynembed.table.v1.WriteRequest;
 import io.netty.bootstrap.ServerBootstrap;
@@ -111,12 +109,6 @@ final class DataPlaneServer implements AutoCloseable {
     workers.shutdownGracefully(0, 2, java.util.concurrent.TimeUnit.SECONDS).syncUninterruptibly();
   }
 
-  /** Calls wait for the disk (fsync always): run them off the event loop, as gRPC does. */
-  private boolean waitsForDisk() {
-    ShardState s = engine.state();
-    return s != null && s.policy() == ShardLog.Fsync.ALWAYS;
-  }
-
   /** One client connection: HELLO first, then Read and Write frames, answered by call number. */
   private final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
     private boolean admitted;
@@ -159,7 +151,7 @@ final class DataPlaneServer implements AutoCloseable {
         return;
       }
       long call = f.call();
-      if (waitsForDisk()) {
+      if (TableServer.waitsForDisk(engine)) { // off the event loop, as gRPC does
         if (++offloaded >= Limits.MAX_CALLS_PER_CONNECTION) {
           ctx.channel().config().setAutoRead(false); // the client's further calls wait in TCP
         }

@@ -350,16 +350,15 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void dataPlane(DataPlaneRequest req, StreamObserver<DataPlaneResponse> out) {
-    java.util.function.IntSupplier p = dataPlanePort;
-    out.onNext(DataPlaneResponse.newBuilder().setPort(p == null ? 0 : p.getAsInt())
+    out.onNext(DataPlaneResponse.newBuilder().setPort(dataPlanePort)
         .setVersion(dev.dynembed.table.common.dataplane.DataPlaneFrames.VERSION).build());
     out.onCompleted();
   }
 
-  private volatile java.util.function.IntSupplier dataPlanePort;
+  private volatile int dataPlanePort; // 0: none
 
-  /** Announces the native data plane's port through {@code DataPlane} (null: none). */
-  void announceDataPlane(java.util.function.IntSupplier port) {
+  /** Announces the native data plane's port through {@code DataPlane}, before gRPC starts. */
+  void announceDataPlane(int port) {
     this.dataPlanePort = port;
   }
 

@@ -78,14 +78,28 @@ public final class TableServer implements AutoCloseable {
           return executor; // I/O, a scan of the table, or up to 4M draws: not on an event loop
         }
         // with fsync=always a mutating call waits for the disk: off the event loop
-        ShardState s = engine.state();
-        return s != null && s.policy() == ShardLog.Fsync.ALWAYS && MUTATING.contains(method)
-            ? executor : null;
+        return MUTATING.contains(method) && waitsForDisk(engine) ? executor : null;
       }
     };
     InetSocketAddress address = new InetSocketAddress(host, port);
     TableGrpcService service = new TableGrpcService(engine);
-    this.server = (credentials == null ? NettyServerBuilder.forAddress(address)
+    // the data plane listens before gRPC does, so DataPlane never answers "none" for a shard
+    // that has one (a client told so keeps its Read and Write on gRPC)
+    if (dataPort >= 0) {
+      try {
+        dataPlane = new DataPlaneServer(service, engine, host, dataPort,
+            DataPlaneTls.of(credentials), find(interceptors, AccessControl.class),
+            find(interceptors, ShardMetrics.class), executor,
+            Math.max(1, Runtime.getRuntime().availableProcessors()));
+      } catch (RuntimeException e) {
+        executor.shutdownNow();
+        throw e;
+      }
+      service.announceDataPlane(dataPlane.port());
+    } else {
+      dataPlane = null;
+    }
+    Server built = (credentials == null ? NettyServerBuilder.forAddress(address)
             : NettyServerBuilder.forAddress(address, credentials))
         .addService(ServerInterceptors.intercept(service,
             interceptors.toArray(new ServerInterceptor[0])))
@@ -97,23 +111,15 @@ public final class TableServer implements AutoCloseable {
         // the message limit; calls per connection by this cap (more wait in the client)
         .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
         .maxConcurrentCallsPerConnection(Limits.MAX_CALLS_PER_CONNECTION)
-        .build()
-        .start();
-    if (dataPort >= 0) {
-      try {
-        dataPlane = new DataPlaneServer(service, engine, host, dataPort,
-            DataPlaneTls.of(credentials), find(interceptors, AccessControl.class),
-            find(interceptors, ShardMetrics.class), executor,
-            Math.max(1, Runtime.getRuntime().availableProcessors()));
-      } catch (RuntimeException e) {
-        server.shutdownNow();
-        executor.shutdownNow();
-        throw e;
+        .build();
+    try {
+      this.server = built.start();
+    } catch (IOException | RuntimeException e) {
+      if (dataPlane != null) {
+        dataPlane.close();
       }
-      DataPlaneServer dp = dataPlane;
-      service.announceDataPlane(dp::port);
-    } else {
-      dataPlane = null;
+      executor.shutdownNow();
+      throw e;
     }
     ServingStatus status = engine.ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
     serving = engine.ready();
@@ -122,6 +128,15 @@ public final class TableServer implements AutoCloseable {
   }
 
   private final DataPlaneServer dataPlane;
+
+  /**
+   * Whether a mutating call waits for the disk before it answers (fsync always): such calls run
+   * on the pool, never on an event loop, on either transport.
+   */
+  static boolean waitsForDisk(ShardEngine engine) {
+    ShardState s = engine.state();
+    return s != null && s.policy() == ShardLog.Fsync.ALWAYS;
+  }
 
   private static <T> T find(List<ServerInterceptor> interceptors, Class<T> kind) {
     for (ServerInterceptor i : interceptors) {

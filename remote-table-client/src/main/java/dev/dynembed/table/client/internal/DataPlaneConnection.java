@@ -67,7 +67,6 @@ final class DataPlaneConnection implements AutoCloseable {
   /** Asks the shard (over gRPC) where its data plane listens. */
   private final Supplier<ListenableFuture<DataPlaneResponse>> ask;
   private final AtomicLong calls = new AtomicLong();
-  private final Map<Long, Pending<?>> pending = new ConcurrentHashMap<>();
   private final Object lock = new Object();
   private ListenableFuture<Channel> connection; // under lock; null: connect on the next call
   private volatile boolean grpcOnly; // the shard announced no data plane
@@ -126,6 +125,11 @@ final class DataPlaneConnection implements AutoCloseable {
   }
 
   private <R> ListenableFuture<R> send(Channel ch, byte kind, MessageLite req, Parser<R> parser) {
+    Replies replies = ch.pipeline().get(Replies.class);
+    if (replies == null) { // closed since it was handed out: its handlers are gone
+      return Futures.immediateFailedFuture(lost(null));
+    }
+    Map<Long, Pending<?>> pending = replies.pending;
     long id = calls.incrementAndGet();
     Pending<R> p = new Pending<>(parser);
     pending.put(id, p);
@@ -281,6 +285,8 @@ final class DataPlaneConnection implements AutoCloseable {
   /** Reads the shard's frames: HELLO's answer, then replies by call number. */
   private final class Replies extends SimpleChannelInboundHandler<ByteBuf> {
     private final SettableFuture<Channel> hello;
+    /** This connection's calls in flight by number: its loss fails them and no others. */
+    final Map<Long, Pending<?>> pending = new ConcurrentHashMap<>();
 
     Replies(SettableFuture<Channel> hello) {
       this.hello = hello;
@@ -294,11 +300,9 @@ final class DataPlaneConnection implements AutoCloseable {
         return;
       }
       if (f.kind() == DataPlaneFrames.ERROR && f.call() == 0) { // about the connection
-        DataPlaneFrames.Error e = DataPlaneFrames.Error.of(f.body());
-        RuntimeException s = Status.fromCode(Status.Code.valueOf(e.code().grpcName()))
-            .withDescription(e.description()).asRuntimeException();
+        RuntimeException s = status(f);
         if (!hello.setException(s)) {
-          failAll(ctx.channel(), s);
+          failAll(s);
         }
         ctx.close();
         return;
@@ -309,19 +313,24 @@ final class DataPlaneConnection implements AutoCloseable {
       }
       p.cancelTimeout();
       if (f.kind() == DataPlaneFrames.ERROR) {
-        DataPlaneFrames.Error e = DataPlaneFrames.Error.of(f.body());
-        p.future.setException(Status.fromCode(Status.Code.valueOf(e.code().grpcName()))
-            .withDescription(e.description()).asRuntimeException());
+        p.future.setException(status(f));
         return;
       }
       p.complete(f.body());
+    }
+
+    /** An ERROR frame as the gRPC status of its code and description. */
+    private RuntimeException status(Frame f) {
+      DataPlaneFrames.Error e = DataPlaneFrames.Error.of(f.body());
+      return Status.fromCode(Status.Code.valueOf(e.code().grpcName()))
+          .withDescription(e.description()).asRuntimeException();
     }
 
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
       RuntimeException s = lost(null);
       hello.setException(s);
-      failAll(ctx.channel(), s);
+      failAll(s);
       ctx.fireChannelInactive();
     }
 
@@ -329,18 +338,18 @@ final class DataPlaneConnection implements AutoCloseable {
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
       RuntimeException s = lost(cause);
       hello.setException(s);
-      failAll(ctx.channel(), s);
+      failAll(s);
       ctx.close();
     }
-  }
 
-  /** Fails every call in flight: its connection is gone (they go out again on a new one). */
-  private void failAll(Channel ch, RuntimeException s) {
-    for (Map.Entry<Long, Pending<?>> e : pending.entrySet()) {
-      Pending<?> p = e.getValue();
-      if (pending.remove(e.getKey(), p)) {
-        p.cancelTimeout();
-        p.future.setException(s);
+    /** Fails every call in flight: the connection is gone (they go out again on a new one). */
+    private void failAll(RuntimeException s) {
+      for (Map.Entry<Long, Pending<?>> e : pending.entrySet()) {
+        Pending<?> p = e.getValue();
+        if (pending.remove(e.getKey(), p)) {
+          p.cancelTimeout();
+          p.future.setException(s);
+        }
       }
     }
   }

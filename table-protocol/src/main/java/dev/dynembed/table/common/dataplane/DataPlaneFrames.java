@@ -157,8 +157,7 @@ public final class DataPlaneFrames {
       CodedInputStream in = CodedInputStream.newInstance(bytes);
       in.enableAliasing(true);
       in.setSizeLimit(Integer.MAX_VALUE);
-      M m = parser.parseFrom(in);
-      return m;
+      return parser.parseFrom(in);
     } catch (com.google.protobuf.InvalidProtocolBufferException e) {
       throw TableException.invalid("data plane: a %s frame is not a valid message: %s", what,
           e.getMessage());
