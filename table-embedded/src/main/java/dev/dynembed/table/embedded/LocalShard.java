@@ -6,20 +6,30 @@ import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.PooledRows;
 import dev.dynembed.table.engine.SampleCandidates;
+import dev.dynembed.table.engine.ShardCommands;
 import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.engine.TableStore;
 import dev.dynembed.table.engine.TopKHits;
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.v1.ApplyGradientsRequest;
+import dev.dynembed.table.v1.CallId;
 import dev.dynembed.table.v1.CheckpointFile;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.WriteRequest;
 import dev.dynembed.table.v1.Metric;
 import dev.dynembed.table.v1.StatsResponse;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableInfo;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
 
-/** The in-process shard: calls the engine directly in the caller's thread. */
+/**
+ * The in-process shard: calls the engine directly in the caller's thread. Read and Write go
+ * through the engine's one command path ({@link ShardCommands}) as a remote shard's do; only the
+ * items' form differs (the client's records here, protobuf there). No call id: nothing in
+ * process is resent.
+ */
 final class LocalShard implements Shard {
   private final ShardEngine engine;
 
@@ -50,58 +60,74 @@ final class LocalShard implements Shard {
     }
   }
 
-  /**
-   * Runs {@code body} holding the named tables' quiesce locks shared, as a remote shard's calls
-   * do: a checkpoint, a restore or an eviction (which replaces the store) waits for it, and a call
-   * that finds its store replaced meanwhile runs again on the new one.
-   */
-  private <T> T locked(List<String> names, Supplier<T> body) {
-    for (int attempt = 0; ; attempt++) {
-      List<TableStore> stores = new ArrayList<>(names.size());
-      for (String n : names) {
-        stores.add(engine.get(n));
-      }
-      List<TableStore> held;
-      try {
-        held = ShardEngine.lockShared(stores);
-      } catch (TableException e) {
-        if (e.code() == dev.dynembed.table.common.ErrorCode.UNAVAILABLE && attempt < 8) {
-          continue; // replaced between get and lock: take the new store
-        }
-        throw e;
-      }
-      try {
-        return body.get();
-      } finally {
-        ShardEngine.unlockShared(held);
-      }
-    }
-  }
-
   @Override
   public CompletableFuture<List<Object>> read(List<Read> items) {
     String table = items.isEmpty() ? null : items.get(0).table();
-    List<String> names = items.stream().map(Read::table).distinct().toList();
-    return call(items.size() == 1 ? Shard.callName(items.get(0)) : "read", table, () -> locked(names,
-        () -> readLocked(items)));
+    return call(items.size() == 1 ? Shard.callName(items.get(0)) : "read", table,
+        () -> engine.commands().read(CallId.getDefaultInstance(), items, reads));
   }
 
-  private List<Object> readLocked(List<Read> items) {
-    return Shard.answer(items, this::find, this::findOrInsert, this::pooled, this::sample);
-  }
+  /** The client's read items as the engine's one command path sees them. */
+  private final ShardCommands.ReadItems<Read, Object> reads = new ShardCommands.ReadItems<>() {
+    @Override
+    public String table(Read item) {
+      return item.table();
+    }
+
+    @Override
+    public ShardCommands.Inserts inserts(Read item) {
+      if (item instanceof FindOrInsert f) {
+        return ShardCommands.Inserts.of(f.keys(), !f.mode().count());
+      }
+      if (item instanceof Pooled p && p.insert()) {
+        return ShardCommands.Inserts.of(p.keys(), !p.count());
+      }
+      return null;
+    }
+
+    @Override
+    public Object run(Read item, boolean resent) {
+      if (item instanceof Find f) {
+        return find(f);
+      } else if (item instanceof FindOrInsert f) {
+        return findOrInsert(f, f.mode().count() && !resent);
+      } else if (item instanceof Pooled p) {
+        return pooled(p, p.count() && !resent);
+      }
+      return sample((Sample) item);
+    }
+
+    @Override
+    public FindOrInsertRequest logged(Read item, boolean noCount) {
+      FindOrInsertRequest.Builder b = FindOrInsertRequest.newBuilder().setTable(item.table())
+          .setNoCount(noCount).setOmitRows(true);
+      int[] occ;
+      if (item instanceof FindOrInsert f) {
+        b.setKeys(f.keys().toProto());
+        occ = f.occurrences();
+      } else {
+        Pooled p = (Pooled) item;
+        b.setKeys(p.keys().toProto());
+        occ = p.bags().occurrences(p.keys().size()); // counted once per bag entry
+      }
+      if (occ != null) {
+        for (int o : occ) {
+          b.addOccurrences(o);
+        }
+      }
+      return b.build();
+    }
+  };
 
   private RowsReply find(Find f) {
     TableStore t = engine.get(f.table());
     float[] rows = new float[f.keys().size() * t.dim()];
     byte[] found = new byte[(f.keys().size() + 7) >>> 3];
     t.find(f.keys(), rows, found);
-    if (t.config().getDiskTier()) {
-      engine.afterInsert(t); // promotions may pass the cap
-    }
     return new RowsReply(ReplyRows.of(rows, t.dim()), found, null, null, null);
   }
 
-  private RowsReply findOrInsert(FindOrInsert f) {
+  private RowsReply findOrInsert(FindOrInsert f, boolean count) {
     TableStore t = engine.get(f.table());
     int n = f.keys().size();
     float[] rows = f.mode().rows() ? new float[n * t.dim()] : null;
@@ -110,24 +136,20 @@ final class LocalShard implements Shard {
     boolean withSlots = f.mode().slots();
     float[] slots = withSlots ? new float[n * t.slotFloats()] : null;
     long[] counts = withSlots ? new long[n] : null;
-    t.findOrInsert(f.keys(), f.occurrences(), f.mode().count(),
+    t.findOrInsert(f.keys(), f.occurrences(), count,
         rows == null ? null : RowSink.of(rows), found, freqs,
         slots == null ? null : RowSink.of(slots), counts);
-    engine.afterInsert(t);
     return new RowsReply(rows == null ? null : ReplyRows.of(rows, t.dim()), found, freqs,
         slots == null || t.slotFloats() == 0 ? null : ReplyRows.of(slots, t.slotFloats()),
         counts);
   }
 
-  private PooledReply pooled(Pooled p) {
+  private PooledReply pooled(Pooled p, boolean count) {
     TableStore t = engine.get(p.table());
     byte[] found = new byte[(p.keys().size() + 7) >>> 3];
     float[] pooled = p.insert()
-        ? PooledRows.findOrInsert(t, p.keys(), p.bags(), null, p.count(), found)
+        ? PooledRows.findOrInsert(t, p.keys(), p.bags(), null, count, found)
         : PooledRows.find(t, p.keys(), p.bags(), found);
-    if (p.insert()) {
-      engine.afterInsert(t);
-    }
     return new PooledReply(ReplyRows.of(pooled, t.dim()), found);
   }
 
@@ -156,28 +178,49 @@ final class LocalShard implements Shard {
   @Override
   public CompletableFuture<int[]> write(List<Write> items) {
     String table = items.isEmpty() ? null : items.get(0).table();
-    List<String> names = items.stream().map(Write::table).distinct().toList();
-    return call("applyGradients", table, () -> locked(names, () -> {
-      // every batch is checked before any is applied, as a remote shard does
-      List<TableStore.CheckedGradients> checked = new ArrayList<>(items.size());
-      List<TableStore> stores = new ArrayList<>(items.size());
-      for (Write w : items) {
-        TableStore t = engine.get(w.table());
-        stores.add(t);
-        checked.add(w.bags() != null
-            ? PooledRows.checkGradients(t, w.keys(), w.bags(), w.gradients(), w.learningRate())
-            : t.checkGradients(w.keys(), w.gradients(), w.learningRate()));
-      }
-      int[] updated = new int[items.size()];
-      for (int i = 0; i < updated.length; i++) {
-        updated[i] = stores.get(i).apply(checked.get(i), items.get(i).step());
-      }
-      for (TableStore t : stores) {
-        engine.afterInsert(t);
-      }
-      return updated;
-    }));
+    return call("applyGradients", table,
+        () -> engine.commands().write(CallId.getDefaultInstance(), items, writes));
   }
+
+  /** The client's gradient batches as the engine's one command path sees them. */
+  private static final ShardCommands.WriteItems<Write> writes = new ShardCommands.WriteItems<>() {
+    @Override
+    public String table(Write item) {
+      return item.table();
+    }
+
+    @Override
+    public TableStore.CheckedGradients check(TableStore t, Write w) {
+      return w.bags() != null
+          ? PooledRows.checkGradients(t, w.keys(), w.bags(), w.gradients(), w.learningRate())
+          : t.checkGradients(w.keys(), w.gradients(), w.learningRate());
+    }
+
+    @Override
+    public long step(Write item) {
+      return item.step();
+    }
+
+    @Override
+    public ShardCommands.Inserts keys(Write item) {
+      return ShardCommands.Inserts.of(item.keys(), false);
+    }
+
+    @Override
+    public WriteRequest logged(CallId id, List<Write> items) {
+      WriteRequest.Builder b = WriteRequest.newBuilder().setCallId(id);
+      for (Write w : items) {
+        ApplyGradientsRequest.Builder a = ApplyGradientsRequest.newBuilder().setTable(w.table())
+            .setKeys(w.keys().toProto()).setGradients(Rows.encode(w.gradients()))
+            .setLearningRate(w.learningRate()).setStep(w.step());
+        if (w.bags() != null) {
+          a.setPool(w.bags().toProto());
+        }
+        b.addItems(a);
+      }
+      return b.build();
+    }
+  };
 
   @Override
   public CompletableFuture<TableInfo> create(TableConfig config) {

@@ -37,6 +37,7 @@ public final class ShardEngine {
   /** Held by create, drop, restore and a snapshot's start: the catalogue and the log agree. */
   private final Object catalogue = new Object();
   private final CallLedger ledger = new CallLedger();
+  private final ShardCommands commands = new ShardCommands(this);
   private volatile ShardState state;
   private volatile boolean ready = true;
   private volatile long memoryBudget; // 0: none
@@ -512,24 +513,6 @@ public final class ShardEngine {
     });
   }
 
-  /**
-   * After reads that count nothing (finds, samples): a disk-tier table's promotions may have
-   * taken it past its cap, which only inserts checked so far.
-   */
-  private void afterPromotions(ReadRequest req) {
-    for (ReadItem item : req.getItemsList()) {
-      String name = switch (item.getItemCase()) {
-        case FIND -> item.getFind().getTable();
-        case SAMPLE -> item.getSample().getTable();
-        default -> null;
-      };
-      TableStore t = name == null ? null : tables.get(name);
-      if (t != null && t.cold() != null) {
-        afterInsert(t);
-      }
-    }
-  }
-
   /** Waits until no cap eviction is queued or running (tests, benchmarks). */
   public void awaitEvictions() {
     java.util.concurrent.ExecutorService ex = evictor;
@@ -548,60 +531,17 @@ public final class ShardEngine {
     }
   }
 
-  // ---------------------------------------------------------------- mutating calls
+  // ---------------------------------------------------------------- the data path
 
-  /**
-   * Applies a write: every item is checked first, then all are applied and logged under the
-   * tables' shared locks. A call id seen before answers as the first call did and changes
-   * nothing.
-   */
+  /** The shard's one path for Read and Write calls, whatever their encoding. */
+  public ShardCommands commands() {
+    return commands;
+  }
+
+  /** A Write call in its protobuf form (gRPC, the data plane, tests): see {@link ShardCommands}. */
   public int[] write(WriteRequest req, java.util.function.BiFunction<TableStore,
       ApplyGradientsRequest, TableStore.CheckedGradients> check) {
-    checkReady();
-    CallId id = req.getCallId();
-    if (ledger.claim(id) == CallLedger.Claim.DUPLICATE) {
-      int[] r = ledger.result(id);
-      awaitAll();
-      return r != null && r.length == req.getItemsCount() ? r : new int[req.getItemsCount()];
-    }
-    boolean done = false;
-    try {
-      List<TableStore.CheckedGradients> checked = new ArrayList<>(req.getItemsCount());
-      List<TableStore> stores = new ArrayList<>();
-      long need = 0;
-      for (ApplyGradientsRequest item : req.getItemsList()) {
-        TableStore t = get(item.getTable());
-        checked.add(check.apply(t, item));
-        stores.add(t);
-        if (t.config().getMinCount() <= 1) { // keys without a row get one
-          need += t.bytesForNewKeys(item.getKeys().getLengthsCount(),
-              item.getKeys().getUtf8().size());
-        }
-      }
-      checkBudget(need, stores);
-      int[] out = new int[checked.size()];
-      long lsn;
-      List<TableStore> locked = lockShared(stores);
-      try {
-        for (int i = 0; i < checked.size(); i++) {
-          out[i] = checked.get(i).table.apply(checked.get(i), req.getItems(i).getStep());
-        }
-        lsn = log(LogRecord.newBuilder().setWrite(req).build());
-        ledger.done(id, lsn, out);
-        done = true;
-      } finally {
-        unlockShared(locked);
-      }
-      awaitDurable(lsn);
-      for (TableStore t : stores) {
-        afterInsert(t);
-      }
-      return out;
-    } finally {
-      if (!done) {
-        ledger.abandon(id);
-      }
-    }
+    return commands.write(req.getCallId(), req.getItemsList(), ProtoItems.writes(req, check));
   }
 
   /** Answers one item of a read call. */
@@ -610,115 +550,10 @@ public final class ShardEngine {
     ReadResult run(ReadItem item, boolean noCount);
   }
 
-  /**
-   * Runs a read call's items in order. Its find_or_insert items count and create rows: they run
-   * under their tables' shared locks and are logged (keys and occurrences, not rows); a resent
-   * call (its call id seen before) counts nothing again.
-   */
+  /** A Read call in its protobuf form: see {@link ShardCommands#read}. */
   public ReadResponse read(ReadRequest req, ReadItemRunner runner) {
-    checkReady();
-    List<TableStore> stores = new ArrayList<>();
-    for (ReadItem item : req.getItemsList()) {
-      if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT) {
-        stores.add(get(item.getFindOrInsert().getTable()));
-      }
-    }
-    ReadResponse.Builder b = ReadResponse.newBuilder();
-    if (stores.isEmpty()) {
-      for (ReadItem item : req.getItemsList()) {
-        b.addResults(runner.run(item, false));
-      }
-      afterPromotions(req);
-      return b.build();
-    }
-    long need = 0;
-    for (ReadItem item : req.getItemsList()) {
-      if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT) {
-        FindOrInsertRequest f = item.getFindOrInsert();
-        TableStore t = get(f.getTable());
-        if (t.config().getMinCount() <= 1 || !f.getNoCount()) {
-          need += t.bytesForNewKeys(f.getKeys().getLengthsCount(), f.getKeys().getUtf8().size());
-        }
-      }
-    }
-    checkBudget(need, stores);
-    CallId id = req.getCallId();
-    boolean duplicate = ledger.claim(id) == CallLedger.Claim.DUPLICATE;
-    boolean settled = duplicate; // a duplicate has nothing to record
-    RuntimeException failure = null;
-    long lsn = 0;
-    try {
-      List<TableStore> locked = lockShared(stores);
-      try {
-        ReadRequest.Builder logged = ReadRequest.newBuilder().setCallId(id);
-        for (ReadItem item : req.getItemsList()) {
-          try {
-            b.addResults(runner.run(item, duplicate));
-          } catch (RuntimeException e) {
-            failure = e; // earlier items' counting stays, as documented for Read
-            break;
-          }
-          if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT
-              && mayChange(item.getFindOrInsert(), duplicate)) {
-            FindOrInsertRequest f = item.getFindOrInsert();
-            logged.addItems(ReadItem.newBuilder().setFindOrInsert(FindOrInsertRequest.newBuilder()
-                .setTable(f.getTable()).setKeys(f.getKeys())
-                .addAllOccurrences(loggedOccurrences(f))
-                .setNoCount(f.getNoCount() || duplicate).setOmitRows(true)));
-          }
-        }
-        if (logged.getItemsCount() > 0) {
-          lsn = log(LogRecord.newBuilder().setInsert(logged).build());
-        }
-        if (!duplicate && (logged.getItemsCount() > 0 || failure == null)) {
-          ledger.done(id, lsn, null); // a resend now counts nothing
-          settled = true;
-        }
-      } finally {
-        unlockShared(locked);
-      }
-    } finally {
-      if (!settled) {
-        ledger.abandon(id); // nothing changed: a resend runs as new
-      }
-    }
-    if (duplicate) {
-      awaitAll();
-    } else {
-      awaitDurable(lsn);
-    }
-    for (TableStore t : stores) {
-      afterInsert(t);
-    }
-    afterPromotions(req);
-    if (failure != null) {
-      throw failure;
-    }
-    return b.build();
-  }
-
-  /**
-   * The occurrences a find_or_insert counted: as given, or for a pooled one without them, once
-   * per bag entry of each key (the log keeps keys and counts, not bags).
-   */
-  private static List<Integer> loggedOccurrences(FindOrInsertRequest f) {
-    if (f.getOccurrencesCount() > 0 || !f.hasPool()) {
-      return f.getOccurrencesList();
-    }
-    int[] occ = dev.dynembed.table.common.KeyBags.fromProto(f.getPool(),
-        f.getKeys().getLengthsCount()).occurrences(f.getKeys().getLengthsCount());
-    List<Integer> out = new ArrayList<>(occ.length);
-    for (int o : occ) {
-      out.add(o);
-    }
-    return out;
-  }
-
-  /** Whether a find_or_insert can change the table: it counts, or it creates missing rows. */
-  private boolean mayChange(FindOrInsertRequest f, boolean duplicate) {
-    TableStore t = tables.get(f.getTable());
-    boolean counts = !f.getNoCount() && !duplicate;
-    return counts || (t != null && t.config().getMinCount() <= 1);
+    return ReadResponse.newBuilder().addAllResults(
+        commands.read(req.getCallId(), req.getItemsList(), ProtoItems.reads(runner))).build();
   }
 
   /**
@@ -786,7 +621,7 @@ public final class ShardEngine {
     return used;
   }
 
-  private void checkBudget(long need, List<TableStore> stores) {
+  void checkBudget(long need, List<TableStore> stores) {
     long budget = memoryBudget;
     if (budget <= 0 || need == 0) {
       return;
@@ -841,19 +676,19 @@ public final class ShardEngine {
     this.ready = r;
   }
 
-  private void checkReady() {
+  void checkReady() {
     if (!ready) {
       throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
           "shard " + shardIndex + " is recovering its tables; resend later");
     }
   }
 
-  private long log(LogRecord r) {
+  long log(LogRecord r) {
     ShardState s = state;
     return s == null || r == null ? 0 : s.append(r);
   }
 
-  private void awaitDurable(long lsn) {
+  void awaitDurable(long lsn) {
     ShardState s = state;
     if (s != null && lsn > 0) {
       s.awaitDurable(lsn);
@@ -861,7 +696,7 @@ public final class ShardEngine {
   }
 
   /** A resend answers only once everything logged so far is as durable as the policy says. */
-  private void awaitAll() {
+  void awaitAll() {
     ShardState s = state;
     if (s != null) {
       s.awaitDurable(s.lastLsn());

@@ -80,17 +80,15 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   /**
    * A Read call as both transports run it (gRPC here, the native data plane in {@link
-   * DataPlaneServer}): the items checked, then the engine's read with this service's item
-   * handlers.
+   * DataPlaneServer}): the engine's one command path ({@link ShardCommands}) with this service's
+   * item handlers.
    */
   ReadResponse runRead(ReadRequest req) {
-    checkItems(req.getItemsCount(), "read");
     return engine.read(req, this::runItem);
   }
 
   /** A Write call as both transports run it: every item checked before any is applied. */
   WriteResponse runWrite(WriteRequest req) {
-    checkItems(req.getItemsCount(), "write");
     int[] n = engine.write(req, ShardState::checkWrite);
     WriteResponse.Builder b = WriteResponse.newBuilder();
     for (int r : n) {
@@ -121,13 +119,6 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   public void write(WriteRequest req, StreamObserver<WriteResponse> out) {
     // every item is checked before any is applied: a bad item changes nothing
     run(out, writeTable(req), () -> runWrite(req));
-  }
-
-  private static void checkItems(int n, String call) {
-    if (n < 1 || n > Limits.MAX_ITEMS_PER_CALL) {
-      throw TableException.invalid("a %s call must hold 1..%d items but had %d", call,
-          Limits.MAX_ITEMS_PER_CALL, n);
-    }
   }
 
   private static String itemTable(ReadItem item) {

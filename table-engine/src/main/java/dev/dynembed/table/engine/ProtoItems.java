@@ -1,0 +1,117 @@
+package dev.dynembed.table.engine;
+
+import dev.dynembed.table.common.KeyBags;
+import dev.dynembed.table.v1.ApplyGradientsRequest;
+import dev.dynembed.table.v1.CallId;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.KeyBatch;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.ReadResult;
+import dev.dynembed.table.v1.WriteRequest;
+import java.util.List;
+import java.util.function.BiFunction;
+
+/**
+ * The protobuf items of {@code Read} and {@code Write} (gRPC, the native data plane, the log's
+ * replay in tests) as {@link ShardCommands} sees them. Logged forms reuse the request's own
+ * messages: a write is logged as it came, a find_or_insert as its keys and occurrences.
+ */
+final class ProtoItems {
+  private ProtoItems() {}
+
+  static ShardCommands.ReadItems<ReadItem, ReadResult> reads(ShardEngine.ReadItemRunner runner) {
+    return new ShardCommands.ReadItems<>() {
+      @Override
+      public String table(ReadItem item) {
+        return switch (item.getItemCase()) {
+          case FIND -> item.getFind().getTable();
+          case FIND_OR_INSERT -> item.getFindOrInsert().getTable();
+          case SAMPLE -> item.getSample().getTable();
+          default -> "";
+        };
+      }
+
+      @Override
+      public ShardCommands.Inserts inserts(ReadItem item) {
+        if (item.getItemCase() != ReadItem.ItemCase.FIND_OR_INSERT) {
+          return null;
+        }
+        FindOrInsertRequest f = item.getFindOrInsert();
+        return new ShardCommands.Inserts(f.getKeys().getLengthsCount(),
+            f.getKeys().getUtf8().size(), f.getNoCount());
+      }
+
+      @Override
+      public ReadResult run(ReadItem item, boolean resent) {
+        return runner.run(item, resent);
+      }
+
+      @Override
+      public FindOrInsertRequest logged(ReadItem item, boolean noCount) {
+        FindOrInsertRequest f = item.getFindOrInsert();
+        return ProtoItems.logged(f.getTable(), f.getKeys(), occurrences(f), noCount);
+      }
+    };
+  }
+
+  /** A find_or_insert as the log keeps it: keys, occurrences, whether it counted; no rows. */
+  static FindOrInsertRequest logged(String table, KeyBatch keys, List<Integer> occurrences,
+      boolean noCount) {
+    return FindOrInsertRequest.newBuilder().setTable(table).setKeys(keys)
+        .addAllOccurrences(occurrences).setNoCount(noCount).setOmitRows(true).build();
+  }
+
+  /**
+   * The occurrences a find_or_insert counted: as given, or for a pooled one without them, once
+   * per bag entry of each key (the log keeps keys and counts, not bags).
+   */
+  private static List<Integer> occurrences(FindOrInsertRequest f) {
+    if (f.getOccurrencesCount() > 0 || !f.hasPool()) {
+      return f.getOccurrencesList();
+    }
+    int n = f.getKeys().getLengthsCount();
+    return boxed(KeyBags.fromProto(f.getPool(), n).occurrences(n));
+  }
+
+  static List<Integer> boxed(int[] values) {
+    if (values == null) {
+      return List.of();
+    }
+    Integer[] out = new Integer[values.length];
+    for (int i = 0; i < values.length; i++) {
+      out[i] = values[i];
+    }
+    return List.of(out);
+  }
+
+  static ShardCommands.WriteItems<ApplyGradientsRequest> writes(WriteRequest req,
+      BiFunction<TableStore, ApplyGradientsRequest, TableStore.CheckedGradients> check) {
+    return new ShardCommands.WriteItems<>() {
+      @Override
+      public String table(ApplyGradientsRequest item) {
+        return item.getTable();
+      }
+
+      @Override
+      public TableStore.CheckedGradients check(TableStore table, ApplyGradientsRequest item) {
+        return check.apply(table, item);
+      }
+
+      @Override
+      public long step(ApplyGradientsRequest item) {
+        return item.getStep();
+      }
+
+      @Override
+      public ShardCommands.Inserts keys(ApplyGradientsRequest item) {
+        return new ShardCommands.Inserts(item.getKeys().getLengthsCount(),
+            item.getKeys().getUtf8().size(), false);
+      }
+
+      @Override
+      public WriteRequest logged(CallId id, List<ApplyGradientsRequest> items) {
+        return req; // logged as it came
+      }
+    };
+  }
+}

@@ -1,0 +1,316 @@
+package dev.dynembed.table.engine;
+
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.Limits;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.CallId;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.LogRecord;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.ReadRequest;
+import dev.dynembed.table.v1.WriteRequest;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+
+/**
+ * The one command path of a shard's {@code Read} and {@code Write} calls, whatever carries them:
+ * gRPC and the native data plane (protobuf items, table-server's service) and the in-process
+ * table (the client's own item records, table-embedded's {@code LocalShard}). Each call goes
+ *
+ * <pre>
+ *   ready? → items counted → stores taken and locked shared (again if one was replaced
+ *   meanwhile) → memory budget → call ledger (a resend counts and applies nothing twice) →
+ *   apply → log → ledger done → unlock → durable → caps (background eviction)
+ * </pre>
+ *
+ * The caller supplies only the codec of its items ({@link ReadItems}, {@link WriteItems}): what
+ * table an item names, how many keys it may add, how to run it, and its logged form. A shard
+ * without a log (in process, {@code --wal off}) never asks for the logged form; an item without
+ * a call id ({@link CallId#getDefaultInstance()}) is not deduplicated.
+ */
+public final class ShardCommands {
+  /** Times a call takes its stores again when one was replaced between lookup and lock. */
+  private static final int REPLACED_RETRIES = 8;
+  private final ShardEngine engine;
+
+  ShardCommands(ShardEngine engine) {
+    this.engine = engine;
+  }
+
+  /**
+   * What the command path needs to know of a read call's items, in whatever form they came.
+   *
+   * @param <I> an item
+   * @param <R> its answer
+   */
+  public interface ReadItems<I, R> {
+    /** The table the item reads. */
+    String table(I item);
+
+    /**
+     * The keys a find_or_insert item may count and create (plain or pooled), or null for an item
+     * that changes nothing (find, sample).
+     */
+    Inserts inserts(I item);
+
+    /**
+     * Answers the item. Inserting items run with their tables locked shared.
+     *
+     * @param resent the call was applied before (its call id is in the ledger): count nothing
+     */
+    R run(I item, boolean resent);
+
+    /**
+     * The item as the log keeps it: table, keys and occurrences, no rows (asked only of a shard
+     * with a log, for an item that may change the table).
+     */
+    FindOrInsertRequest logged(I item, boolean noCount);
+  }
+
+  /**
+   * What an inserting read item may add.
+   *
+   * @param keys keys named (each may become a row)
+   * @param keyBytes their UTF-8 bytes
+   * @param noCount the item asks not to count its keys
+   */
+  public record Inserts(int keys, long keyBytes, boolean noCount) {
+    public static Inserts of(PackedKeys k, boolean noCount) {
+      int n = k.size();
+      return new Inserts(n, n == 0 ? 0 : (long) k.offset(n - 1) + k.length(n - 1) - k.offset(0),
+          noCount);
+    }
+  }
+
+  /**
+   * What the command path needs to know of a write call's items.
+   *
+   * @param <W> an item
+   */
+  public interface WriteItems<W> {
+    String table(W item);
+
+    /** Checks an item whole (keys, gradient shape, values) against its table; nothing applied. */
+    TableStore.CheckedGradients check(TableStore table, W item);
+
+    /** The item's step (for TTL and LRU). */
+    long step(W item);
+
+    /** The keys the item names (a write creates rows for keys without one). */
+    Inserts keys(W item);
+
+    /** The whole call as the log keeps it (asked only of a shard with a log). */
+    WriteRequest logged(CallId id, List<W> items);
+  }
+
+  private static void checkItems(int n, String call) {
+    if (n < 1 || n > Limits.MAX_ITEMS_PER_CALL) {
+      throw TableException.invalid("a %s call must hold 1..%d items but had %d", call,
+          Limits.MAX_ITEMS_PER_CALL, n);
+    }
+  }
+
+  /**
+   * Runs a read call's items in order. Its find_or_insert items count and create rows: they run
+   * under their tables' shared locks and are logged (keys and occurrences, not rows); a resent
+   * call (its call id seen before) counts nothing again. A failing item ends the call; the
+   * items before it keep their effects (as documented for Read).
+   */
+  public <I, R> List<R> read(CallId id, List<I> items, ReadItems<I, R> codec) {
+    engine.checkReady();
+    checkItems(items.size(), "read");
+    List<String> names = new ArrayList<>(2);
+    for (I item : items) {
+      if (codec.inserts(item) != null) {
+        names.add(codec.table(item));
+      }
+    }
+    List<R> out = new ArrayList<>(items.size());
+    if (names.isEmpty()) {
+      for (I item : items) {
+        out.add(codec.run(item, false));
+      }
+      afterPromotions(items, codec);
+      return out;
+    }
+    List<TableStore> stores = new ArrayList<>(names.size());
+    RuntimeException failure = null;
+    long lsn = 0;
+    boolean duplicate;
+    List<TableStore> locked = lockTables(names, stores);
+    try {
+      long need = 0;
+      for (I item : items) {
+        Inserts ins = codec.inserts(item);
+        if (ins != null) {
+          TableStore t = engine.get(codec.table(item));
+          if (t.config().getMinCount() <= 1 || !ins.noCount()) {
+            need += t.bytesForNewKeys(ins.keys(), ins.keyBytes());
+          }
+        }
+      }
+      engine.checkBudget(need, stores);
+      CallLedger ledger = engine.ledger();
+      duplicate = ledger.claim(id) == CallLedger.Claim.DUPLICATE;
+      boolean settled = duplicate; // a duplicate has nothing to record
+      try {
+        boolean logs = engine.state() != null;
+        ReadRequest.Builder logged = logs ? ReadRequest.newBuilder().setCallId(id) : null;
+        int changed = 0;
+        for (I item : items) {
+          try {
+            out.add(codec.run(item, duplicate));
+          } catch (RuntimeException e) {
+            failure = e; // earlier items' counting stays
+            break;
+          }
+          Inserts ins = codec.inserts(item);
+          if (ins != null && mayChange(codec.table(item), ins.noCount() || duplicate)) {
+            changed++;
+            if (logs) {
+              logged.addItems(ReadItem.newBuilder().setFindOrInsert(
+                  codec.logged(item, ins.noCount() || duplicate)));
+            }
+          }
+        }
+        if (changed > 0 && logs) {
+          lsn = engine.log(LogRecord.newBuilder().setInsert(logged).build());
+        }
+        if (!duplicate && (changed > 0 || failure == null)) {
+          ledger.done(id, lsn, null); // a resend now counts nothing
+          settled = true;
+        }
+      } finally {
+        if (!settled) {
+          ledger.abandon(id); // nothing changed: a resend runs as new
+        }
+      }
+    } finally {
+      ShardEngine.unlockShared(locked);
+    }
+    if (duplicate) {
+      engine.awaitAll();
+    } else {
+      engine.awaitDurable(lsn);
+    }
+    for (TableStore t : stores) {
+      engine.afterInsert(t);
+    }
+    afterPromotions(items, codec);
+    if (failure != null) {
+      throw failure;
+    }
+    return out;
+  }
+
+  /**
+   * Applies a write: every item is checked first, then all are applied and logged under the
+   * tables' shared locks. A call id seen before answers as the first call did and changes
+   * nothing.
+   */
+  public <W> int[] write(CallId id, List<W> items, WriteItems<W> codec) {
+    engine.checkReady();
+    checkItems(items.size(), "write");
+    CallLedger ledger = engine.ledger();
+    if (ledger.claim(id) == CallLedger.Claim.DUPLICATE) {
+      int[] r = ledger.result(id);
+      engine.awaitAll();
+      return r != null && r.length == items.size() ? r : new int[items.size()];
+    }
+    boolean done = false;
+    try {
+      List<TableStore.CheckedGradients> checked = new ArrayList<>(items.size());
+      List<TableStore> stores = new ArrayList<>(items.size());
+      List<TableStore> locked = null;
+      for (int attempt = 0; locked == null; attempt++) {
+        checked.clear();
+        stores.clear();
+        long need = 0;
+        for (W item : items) { // checked outside the locks: decoding waits for nobody
+          TableStore t = engine.get(codec.table(item));
+          checked.add(codec.check(t, item));
+          stores.add(t);
+          if (t.config().getMinCount() <= 1) { // keys without a row get one
+            Inserts k = codec.keys(item);
+            need += t.bytesForNewKeys(k.keys(), k.keyBytes());
+          }
+        }
+        engine.checkBudget(need, stores);
+        try {
+          locked = ShardEngine.lockShared(stores);
+        } catch (TableException e) {
+          if (e.code() != ErrorCode.UNAVAILABLE || attempt >= REPLACED_RETRIES) {
+            throw e;
+          }
+        }
+      }
+      int[] out = new int[checked.size()];
+      long lsn = 0;
+      try {
+        for (int i = 0; i < checked.size(); i++) {
+          out[i] = checked.get(i).table.apply(checked.get(i), codec.step(items.get(i)));
+        }
+        if (engine.state() != null) {
+          lsn = engine.log(LogRecord.newBuilder().setWrite(codec.logged(id, items)).build());
+        }
+        ledger.done(id, lsn, out);
+        done = true;
+      } finally {
+        ShardEngine.unlockShared(locked);
+      }
+      engine.awaitDurable(lsn);
+      for (TableStore t : stores) {
+        engine.afterInsert(t);
+      }
+      return out;
+    } finally {
+      if (!done) {
+        ledger.abandon(id);
+      }
+    }
+  }
+
+  /**
+   * Takes the named tables' current stores and locks them shared; a store replaced between the
+   * lookup and the lock (a restore, a drop and create, a cap's eviction) is looked up again, up
+   * to {@value #REPLACED_RETRIES} times, then the caller is told to resend.
+   */
+  private List<TableStore> lockTables(List<String> names, List<TableStore> stores) {
+    for (int attempt = 0; ; attempt++) {
+      stores.clear();
+      for (String n : new LinkedHashSet<>(names)) {
+        stores.add(engine.get(n));
+      }
+      try {
+        return ShardEngine.lockShared(stores);
+      } catch (TableException e) {
+        if (e.code() != ErrorCode.UNAVAILABLE || attempt >= REPLACED_RETRIES) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /** Whether a find_or_insert can change the table: it counts, or it creates missing rows. */
+  private boolean mayChange(String table, boolean noCount) {
+    TableStore t = engine.lookup(table);
+    return !noCount || (t != null && t.config().getMinCount() <= 1);
+  }
+
+  /**
+   * After reads that count nothing (finds, samples): a disk-tier table's promotions may have
+   * taken it past its cap, which only inserts checked so far.
+   */
+  private <I> void afterPromotions(List<I> items, ReadItems<I, ?> codec) {
+    for (I item : items) {
+      if (codec.inserts(item) == null) {
+        TableStore t = engine.lookup(codec.table(item));
+        if (t != null && t.cold() != null) {
+          engine.afterInsert(t);
+        }
+      }
+    }
+  }
+}
