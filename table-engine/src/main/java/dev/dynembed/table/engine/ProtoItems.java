@@ -16,10 +16,11 @@ import java.util.function.BiFunction;
  * replay in tests) as {@link ShardCommands} sees them. Logged forms reuse the request's own
  * messages: a write is logged as it came, a find_or_insert as its keys and occurrences.
  */
-final class ProtoItems {
+public final class ProtoItems {
   private ProtoItems() {}
 
-  static ShardCommands.ReadItems<ReadItem, ReadResult> reads(ShardEngine.ReadItemRunner runner) {
+  /** Read items answered by {@code runner}. */
+  public static ShardCommands.ReadItems<ReadItem, ReadResult> reads(ShardEngine.ReadItemRunner runner) {
     return new ShardCommands.ReadItems<>() {
       @Override
       public String table(ReadItem item) {

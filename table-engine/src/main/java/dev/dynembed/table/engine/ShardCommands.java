@@ -67,6 +67,9 @@ public final class ShardCommands {
      * with a log, for an item that may change the table).
      */
     FindOrInsertRequest logged(I item, boolean noCount);
+
+    /** Lets go of an answer of a call that failed after it (a pooled buffer, say). */
+    default void discard(R answer) {}
   }
 
   /**
@@ -119,6 +122,16 @@ public final class ShardCommands {
    * items before it keep their effects (as documented for Read).
    */
   public <I, R> List<R> read(CallId id, List<I> items, ReadItems<I, R> codec) {
+    List<R> out = new ArrayList<>(items.size());
+    try {
+      return read(id, items, codec, out);
+    } catch (RuntimeException e) {
+      out.forEach(codec::discard); // the answers of the items before the failure
+      throw e;
+    }
+  }
+
+  private <I, R> List<R> read(CallId id, List<I> items, ReadItems<I, R> codec, List<R> out) {
     engine.checkReady();
     checkItems(items.size(), "read");
     List<String> names = new ArrayList<>(2);
@@ -127,7 +140,6 @@ public final class ShardCommands {
         names.add(codec.table(item));
       }
     }
-    List<R> out = new ArrayList<>(items.size());
     if (names.isEmpty()) {
       for (I item : items) {
         out.add(codec.run(item, false));

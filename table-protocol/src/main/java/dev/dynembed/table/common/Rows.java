@@ -116,7 +116,7 @@ public final class Rows {
    */
   public static final class Writer implements RowSink {
     private final RowEncoding encoding;
-    private final byte[] bytes;
+    private final byte[] bytes; // null when writing into a caller's buffer
     private final FloatBuffer floats;
     private final ShortBuffer shorts;
 
@@ -125,6 +125,18 @@ public final class Rows {
       this.encoding = normalize(e);
       this.bytes = new byte[values * bytesPerValue(encoding)];
       ByteBuffer b = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
+      this.floats = encoding == RowEncoding.FLOAT32 ? b.asFloatBuffer() : null;
+      this.shorts = encoding == RowEncoding.FLOAT32 ? null : b.asShortBuffer();
+    }
+
+    /**
+     * Writes into {@code region} (from its position to its limit, typically a slice of an
+     * outgoing network buffer), which need not hold zeros: missing rows are written as zeros.
+     */
+    public Writer(ByteBuffer region, RowEncoding e) {
+      this.encoding = normalize(e);
+      this.bytes = null;
+      ByteBuffer b = region.slice().order(ByteOrder.LITTLE_ENDIAN);
       this.floats = encoding == RowEncoding.FLOAT32 ? b.asFloatBuffer() : null;
       this.shorts = encoding == RowEncoding.FLOAT32 ? null : b.asShortBuffer();
     }
@@ -163,11 +175,25 @@ public final class Rows {
 
     @Override
     public void zeros(int i, int dim) {
-      // the buffer starts as zeros, and every encoding writes zero as all-zero bits
+      if (bytes != null) {
+        return; // a fresh array starts as zeros, and every encoding writes zero as all-zero bits
+      }
+      if (floats != null) {
+        for (int j = i * dim, end = j + dim; j < end; j++) {
+          floats.put(j, 0f);
+        }
+      } else {
+        for (int j = i * dim, end = j + dim; j < end; j++) {
+          shorts.put(j, (short) 0);
+        }
+      }
     }
 
     /** The bytes as a protobuf field, without a copy; the writer must not be used afterwards. */
     public ByteString toByteString() {
+      if (bytes == null) {
+        throw new IllegalStateException("a writer into a caller's buffer has no bytes of its own");
+      }
       return UnsafeByteOperations.unsafeWrap(bytes);
     }
   }

@@ -177,8 +177,11 @@ final class DataPlaneServer implements AutoCloseable {
       String code = "OK";
       try {
         if (request instanceof ReadRequest r) {
-          reply = DataPlaneFrames.message(ctx.alloc(), DataPlaneFrames.READ_OK, call,
-              service.execute(TableGrpcService.readTable(r), () -> service.runRead(r)));
+          // the engine's one command path, the answers written straight into direct buffers
+          DirectReplies codec = new DirectReplies(engine, service, ctx.alloc());
+          reply = DataPlaneFrames.parts(ctx.alloc(), DataPlaneFrames.READ_OK, call,
+              service.execute(TableGrpcService.readTable(r),
+                  () -> engine.commands().read(r.getCallId(), r.getItemsList(), codec)));
         } else {
           WriteRequest w = (WriteRequest) request;
           reply = DataPlaneFrames.message(ctx.alloc(), DataPlaneFrames.WRITE_OK, call,

@@ -131,26 +131,20 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   }
 
   private FindResponse find(FindRequest req) {
+    if (!req.hasPool()) {
+      return FindItems.find(engine, req, new ProtoOut());
+    }
     TableStore t = engine.get(req.getTable());
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
-    if (req.hasPool()) {
-      KeyBags bags = KeyBags.fromProto(req.getPool(), keys.size());
-      byte[] found = new byte[(keys.size() + 7) >>> 3];
-      return pooledReply(t, PooledRows.find(t, keys, bags, found), found, req.getRowEncoding());
-    }
-    Limits.checkReplyFloats(t.name(), "find", keys.size(), t.dim);
-    Rows.Writer rows = new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
+    KeyBags bags = KeyBags.fromProto(req.getPool(), keys.size());
     byte[] found = new byte[(keys.size() + 7) >>> 3];
-    t.find(keys, rows, found);
-    return FindResponse.newBuilder()
-        .setDim(t.dim)
-        .setRows(rows.toByteString())
-        .setRowEncoding(rows.encoding())
-        .setFound(ByteString.copyFrom(found))
-        .build();
+    return pooledReply(t, PooledRows.find(t, keys, bags, found), found, req.getRowEncoding());
   }
 
   private FindResponse findOrInsert(FindOrInsertRequest req, boolean noCount) {
+    if (!req.hasPool()) {
+      return FindItems.findOrInsert(engine, req, noCount, new ProtoOut());
+    }
     TableStore t = engine.get(req.getTable());
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
     int[] occ = null;
@@ -160,43 +154,59 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         occ[i] = req.getOccurrences(i);
       }
     }
-    if (req.hasPool()) {
-      if (req.getWithSlots() || req.getWithFrequencies()) {
-        throw TableException.invalid("table '%s': a pooled findOrInsert returns no per-key slots"
-            + " or frequencies; ask a plain findOrInsert for them", t.name());
-      }
-      KeyBags bags = KeyBags.fromProto(req.getPool(), keys.size());
-      byte[] found = new byte[(keys.size() + 7) >>> 3];
-      return pooledReply(t, PooledRows.findOrInsert(t, keys, bags, occ,
-          !req.getNoCount() && !noCount, found), found, req.getRowEncoding());
+    if (req.getWithSlots() || req.getWithFrequencies()) {
+      throw TableException.invalid("table '%s': a pooled findOrInsert returns no per-key slots"
+          + " or frequencies; ask a plain findOrInsert for them", t.name());
     }
-    Limits.checkReplyFloats(t.name(), "findOrInsert", keys.size(),
-        (req.getOmitRows() ? 0L : t.dim) + (req.getWithSlots() ? t.slotFloats() : 0L));
-    Rows.Writer rows = req.getOmitRows() ? null
-        : new Rows.Writer(keys.size() * t.dim, req.getRowEncoding());
+    KeyBags bags = KeyBags.fromProto(req.getPool(), keys.size());
     byte[] found = new byte[(keys.size() + 7) >>> 3];
-    long[] freqs = req.getWithFrequencies() ? new long[keys.size()] : null;
-    Rows.Writer slots = req.getWithSlots()
-        ? new Rows.Writer(keys.size() * t.slotFloats(), req.getRowEncoding()) : null;
-    long[] counts = req.getWithSlots() ? new long[keys.size()] : null;
-    t.findOrInsert(keys, occ, !req.getNoCount() && !noCount, rows, found, freqs, slots, counts);
-    FindResponse.Builder b = FindResponse.newBuilder().setDim(t.dim)
-        .setFound(ByteString.copyFrom(found));
-    if (slots != null) {
-      b.setSlots(slots.toByteString());
-      for (long c : counts) {
-        b.addUpdateCounts(c);
+    return pooledReply(t, PooledRows.findOrInsert(t, keys, bags, occ,
+        !req.getNoCount() && !noCount, found), found, req.getRowEncoding());
+  }
+
+  /** A find's reply as a protobuf message (gRPC, and the data plane's rarer items). */
+  private static final class ProtoOut implements FindItems.Out<FindResponse> {
+    private final FindResponse.Builder b = FindResponse.newBuilder();
+    private Rows.Writer rows;
+    private Rows.Writer slots;
+
+    @Override
+    public void begin(int dim, RowEncoding encoding, int keys, long rowValues, long slotValues,
+        boolean frequencies) {
+      b.setDim(dim);
+      rows = rowValues < 0 ? null : new Rows.Writer((int) rowValues, encoding);
+      slots = slotValues < 0 ? null : new Rows.Writer((int) slotValues, encoding);
+    }
+
+    @Override
+    public Rows.Writer rows() {
+      return rows;
+    }
+
+    @Override
+    public Rows.Writer slots() {
+      return slots;
+    }
+
+    @Override
+    public FindResponse finish(byte[] found, long[] frequencies, long[] updateCounts) {
+      b.setFound(ByteString.copyFrom(found));
+      if (rows != null) {
+        b.setRows(rows.toByteString()).setRowEncoding(rows.encoding());
       }
-    }
-    if (rows != null) {
-      b.setRows(rows.toByteString()).setRowEncoding(rows.encoding());
-    }
-    if (freqs != null) {
-      for (long f : freqs) {
-        b.addFrequencies(f);
+      if (slots != null) {
+        b.setSlots(slots.toByteString());
+        for (long c : updateCounts) {
+          b.addUpdateCounts(c);
+        }
       }
+      if (frequencies != null) {
+        for (long f : frequencies) {
+          b.addFrequencies(f);
+        }
+      }
+      return b.build();
     }
-    return b.build();
   }
 
   private SampleResponse sample(SampleRequest req) {

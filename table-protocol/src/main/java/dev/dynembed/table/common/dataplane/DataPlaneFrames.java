@@ -99,6 +99,33 @@ public final class DataPlaneFrames {
     }
   }
 
+  /**
+   * A frame whose body is the given buffers one after the other (each already the wire bytes of
+   * part of a message): the header in a buffer of its own, the parts not copied (a composite
+   * buffer, written to the socket by one gathering write). Takes the parts over: they are
+   * released with the frame, or here on failure.
+   */
+  public static ByteBuf parts(ByteBufAllocator alloc, byte kind, long call,
+      java.util.List<ByteBuf> parts) {
+    long size = 0;
+    for (ByteBuf p : parts) {
+      size += p.readableBytes();
+    }
+    if (size > Limits.MAX_MESSAGE_BYTES) {
+      parts.forEach(ByteBuf::release);
+      throw TableException.exhausted("a %s frame of %d bytes exceeds the limit of %d bytes",
+          kindName(kind), size, Limits.MAX_MESSAGE_BYTES);
+    }
+    ByteBuf head = alloc.directBuffer(HEADER);
+    header(head, kind, call, (int) size);
+    io.netty.buffer.CompositeByteBuf frame = alloc.compositeDirectBuffer(parts.size() + 1);
+    frame.addComponent(true, head);
+    for (ByteBuf p : parts) {
+      frame.addComponent(true, p);
+    }
+    return frame;
+  }
+
   private static void header(ByteBuf buf, byte kind, long call, int bodySize) {
     buf.writeInt(HEADER - 4 + bodySize).writeByte(kind).writeByte(0).writeShort(0)
         .writeLong(call);

@@ -1,0 +1,218 @@
+package dev.dynembed.table.server;
+
+import com.google.protobuf.CodedOutputStream;
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.engine.ProtoItems;
+import dev.dynembed.table.engine.ShardCommands;
+import dev.dynembed.table.engine.ShardEngine;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.ReadResult;
+import dev.dynembed.table.v1.RowEncoding;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import java.io.IOException;
+
+/**
+ * A Read call's items as the native data plane answers them: each answer is the wire bytes of
+ * one {@code ReadResponse.results} entry in a pooled direct buffer, so that the reply frame is
+ * the header and these buffers, written to the socket as they are (gathering write). A plain
+ * find or find_or_insert (the training step's reads) is encoded by hand ({@link DirectOut}): the
+ * store copies each row from its pages straight into the outgoing buffer, with no reply array to
+ * allocate, zero, fill and copy again. Other items (samples, pooled reads) are built as protobuf
+ * messages by {@link TableGrpcService} and serialized into their buffer. The client parses the
+ * frame as the same {@code ReadResponse} either way (DataPlaneTest: bit for bit the gRPC reply).
+ */
+final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> {
+  private static final int TAG_LEN_1 = (1 << 3) | 2; // field 1, length-delimited
+  /** Room before a find's fields for the two enclosing headers (tag and length, each). */
+  private static final int RESERVE = 2 * (1 + 5);
+
+  private final ShardEngine engine;
+  private final ShardCommands.ReadItems<ReadItem, ReadResult> proto;
+  private final ByteBufAllocator alloc;
+
+  DirectReplies(ShardEngine engine, TableGrpcService service, ByteBufAllocator alloc) {
+    this.engine = engine;
+    this.proto = ProtoItems.reads(service::runItem);
+    this.alloc = alloc;
+  }
+
+  @Override
+  public String table(ReadItem item) {
+    return proto.table(item);
+  }
+
+  @Override
+  public ShardCommands.Inserts inserts(ReadItem item) {
+    return proto.inserts(item);
+  }
+
+  @Override
+  public FindOrInsertRequest logged(ReadItem item, boolean noCount) {
+    return proto.logged(item, noCount);
+  }
+
+  @Override
+  public void discard(ByteBuf answer) {
+    answer.release();
+  }
+
+  @Override
+  public ByteBuf run(ReadItem item, boolean resent) {
+    if (item.getItemCase() == ReadItem.ItemCase.FIND && !item.getFind().hasPool()) {
+      DirectOut out = new DirectOut();
+      try {
+        return FindItems.find(engine, item.getFind(), out);
+      } catch (RuntimeException e) {
+        out.release();
+        throw e;
+      }
+    }
+    if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT
+        && !item.getFindOrInsert().hasPool()) {
+      DirectOut out = new DirectOut();
+      try {
+        return FindItems.findOrInsert(engine, item.getFindOrInsert(), resent, out);
+      } catch (RuntimeException e) {
+        out.release();
+        throw e;
+      }
+    }
+    return serialized(proto.run(item, resent));
+  }
+
+  /** A result built as a message, serialized behind its {@code results} header. */
+  private ByteBuf serialized(ReadResult r) {
+    int size = r.getSerializedSize();
+    ByteBuf buf = alloc.directBuffer(1 + 5 + size);
+    try {
+      buf.writeByte(TAG_LEN_1);
+      writeVarint(buf, size);
+      CodedOutputStream out = CodedOutputStream.newInstance(buf.nioBuffer(buf.writerIndex(),
+          size));
+      r.writeTo(out);
+      out.flush();
+      buf.writerIndex(buf.writerIndex() + size);
+      return buf;
+    } catch (IOException | RuntimeException e) {
+      buf.release();
+      throw e instanceof RuntimeException x ? x : new IllegalStateException(e);
+    }
+  }
+
+  /**
+   * A {@code FindResponse} written field by field into one direct buffer, inside its {@code
+   * ReadResult.rows} and {@code ReadResponse.results} headers (prepended at the end, when its
+   * length is known, into the room left for them). Fields: dim 1, rows 2, found 3, frequencies
+   * 4 (packed), row_encoding 5, slots 6, update_counts 7 (packed); protobuf takes them in any
+   * order.
+   */
+  private final class DirectOut implements FindItems.Out<ByteBuf> {
+    private ByteBuf buf;
+    private Rows.Writer rows;
+    private Rows.Writer slots;
+
+    @Override
+    public void begin(int dim, RowEncoding encoding, int keys, long rowValues, long slotValues,
+        boolean frequencies) {
+      int bpv = Rows.bytesPerValue(encoding);
+      long rowBytes = rowValues < 0 ? -1 : rowValues * bpv;
+      long slotBytes = slotValues < 0 ? -1 : slotValues * bpv;
+      long capacity = RESERVE + 12 + (rowBytes < 0 ? 0 : 6 + rowBytes)
+          + (slotBytes < 0 ? 0 : 6 + slotBytes + 6 + 10L * keys) + 6 + (keys + 7) / 8
+          + (frequencies ? 6 + 10L * keys : 0);
+      if (capacity > dev.dynembed.table.common.Limits.MAX_MESSAGE_BYTES) {
+        throw TableException.exhausted("a reply of %d keys of %d values would exceed %d bytes;"
+            + " send fewer keys per call", keys, dim, dev.dynembed.table.common.Limits
+            .MAX_MESSAGE_BYTES);
+      }
+      buf = alloc.directBuffer((int) capacity);
+      buf.writerIndex(RESERVE);
+      if (dim != 0) {
+        buf.writeByte(1 << 3);
+        writeVarint(buf, dim);
+      }
+      if (rowBytes >= 0 && encoding.getNumber() != 0) { // with rows only, as the message has it
+        buf.writeByte(5 << 3);
+        writeVarint(buf, encoding.getNumber());
+      }
+      rows = rowBytes < 0 ? null : field(2, (int) rowBytes, encoding);
+      slots = slotBytes < 0 ? null : field(6, (int) slotBytes, encoding);
+    }
+
+    /** A bytes field's header, and a writer over the room for its bytes. */
+    private Rows.Writer field(int number, int bytes, RowEncoding encoding) {
+      buf.writeByte((number << 3) | 2);
+      writeVarint(buf, bytes);
+      Rows.Writer w = new Rows.Writer(buf.nioBuffer(buf.writerIndex(), bytes), encoding);
+      buf.writerIndex(buf.writerIndex() + bytes);
+      return w;
+    }
+
+    @Override
+    public Rows.Writer rows() {
+      return rows;
+    }
+
+    @Override
+    public Rows.Writer slots() {
+      return slots;
+    }
+
+    @Override
+    public ByteBuf finish(byte[] found, long[] frequencies, long[] updateCounts) {
+      buf.writeByte((3 << 3) | 2);
+      writeVarint(buf, found.length);
+      buf.writeBytes(found);
+      packed(4, frequencies);
+      packed(7, updateCounts);
+      int find = buf.writerIndex() - RESERVE;
+      int result = 1 + varintSize(find) + find;
+      int start = RESERVE - (1 + varintSize(find)) - (1 + varintSize(result));
+      int end = buf.writerIndex();
+      buf.writerIndex(start);
+      buf.writeByte(TAG_LEN_1); // ReadResponse.results
+      writeVarint(buf, result);
+      buf.writeByte(TAG_LEN_1); // ReadResult.rows
+      writeVarint(buf, find);
+      buf.writerIndex(end).readerIndex(start);
+      return buf;
+    }
+
+    private void packed(int number, long[] values) {
+      if (values == null || values.length == 0) {
+        return;
+      }
+      int size = 0;
+      for (long v : values) {
+        size += CodedOutputStream.computeUInt64SizeNoTag(v);
+      }
+      buf.writeByte((number << 3) | 2);
+      writeVarint(buf, size);
+      for (long v : values) {
+        writeVarint(buf, v);
+      }
+    }
+
+    void release() {
+      if (buf != null) {
+        buf.release();
+        buf = null;
+      }
+    }
+  }
+
+  static int varintSize(int v) {
+    return CodedOutputStream.computeUInt32SizeNoTag(v);
+  }
+
+  static void writeVarint(ByteBuf buf, long v) {
+    while ((v & ~0x7FL) != 0) {
+      buf.writeByte((int) ((v & 0x7F) | 0x80));
+      v >>>= 7;
+    }
+    buf.writeByte((int) v);
+  }
+}
