@@ -153,8 +153,8 @@ public final class Word2VecCli {
         + " then runs here)")
     String table;
     @picocli.CommandLine.Mixin
-    dev.dynembed.table.client.cli.CredentialOptions credentials =
-        new dev.dynembed.table.client.cli.CredentialOptions();
+    dev.dynembed.table.client.cli.ConnectionOptions connection =
+        new dev.dynembed.table.client.cli.ConnectionOptions();
 
     @Option(names = "--shards", defaultValue = "0", description = "start N local shard processes for this run")
     int shards;
@@ -213,7 +213,7 @@ public final class Word2VecCli {
         throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
             + simulatedRttMs);
       }
-      ClientOptions.Builder clientOptions = credentials.apply(
+      ClientOptions.Builder clientOptions = connection.apply(
           ClientOptions.builder().rowEncoding(rowEncoding));
       if (simulatedRttMs > 0) {
         // the delay is a gRPC interceptor: the data calls must go through gRPC to see it

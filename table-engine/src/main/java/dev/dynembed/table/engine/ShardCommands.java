@@ -168,7 +168,7 @@ public final class ShardCommands {
       duplicate = ledger.claim(id) == CallLedger.Claim.DUPLICATE;
       boolean settled = duplicate; // a duplicate has nothing to record
       try {
-        boolean logs = engine.state() != null;
+        boolean logs = engine.journal() != null;
         ReadRequest.Builder logged = logs ? ReadRequest.newBuilder().setCallId(id) : null;
         int changed = 0;
         for (I item : items) {
@@ -264,7 +264,7 @@ public final class ShardCommands {
         for (int i = 0; i < checked.size(); i++) {
           out[i] = checked.get(i).table.apply(checked.get(i), codec.step(items.get(i)));
         }
-        if (engine.state() != null) {
+        if (engine.journal() != null) {
           lsn = engine.log(LogRecord.newBuilder().setWrite(codec.logged(id, items)).build());
         }
         ledger.done(id, lsn, out);

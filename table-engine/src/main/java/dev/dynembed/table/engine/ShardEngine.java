@@ -38,7 +38,9 @@ public final class ShardEngine {
   private final Object catalogue = new Object();
   private final CallLedger ledger = new CallLedger();
   private final ShardCommands commands = new ShardCommands(this);
-  private volatile ShardState state;
+  private final ShardCheckpoints checkpoints = new ShardCheckpoints(this);
+  private final ShardEvictions evictions = new ShardEvictions(this);
+  private volatile ShardJournal journal;
   private volatile boolean ready = true;
   private volatile long memoryBudget; // 0: none
   private volatile int maxTables = 1024;
@@ -306,229 +308,44 @@ public final class ShardEngine {
     }
   }
 
+  // ---------------------------------------------------------------- checkpoints, evictions
+
   /**
    * The checkpoint directory a client named: relative to {@code --data-dir}, or absolute but
-   * inside it; refused if it leads outside, also through a symbolic link (the real path of its
-   * deepest existing part must stay inside the data directory's real path). Messages quote the
-   * client's own string, never a server path.
+   * inside it ({@link ShardCheckpoints#resolve}).
    */
   public Path resolve(String directory) {
-    if (directory == null || directory.isEmpty()) {
-      throw TableException.invalid("checkpoint directory is empty");
-    }
-    Path abs;
-    try {
-      abs = dataDir.resolve(directory).normalize();
-    } catch (java.nio.file.InvalidPathException e) {
-      throw TableException.invalid("checkpoint directory '%s' is not a valid path", directory);
-    }
-    if (!confined) {
-      return abs;
-    }
-    if (!abs.startsWith(dataDir)) {
-      throw TableException.invalid("checkpoint directory '%s' is outside this shard's data"
-          + " directory: name checkpoints relative to the shard's --data-dir", directory);
-    }
-    try {
-      Path existing = abs;
-      while (existing != null && !java.nio.file.Files.exists(existing,
-          java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
-        existing = existing.getParent();
-      }
-      if (existing != null && !existing.toRealPath().startsWith(dataDir.toRealPath())) {
-        throw TableException.invalid("checkpoint directory '%s' leads outside this shard's data"
-            + " directory through a symbolic link", directory);
-      }
-    } catch (IOException e) {
-      throw TableException.invalid("checkpoint directory '%s' cannot be resolved (%s)",
-          directory, e.getClass().getSimpleName());
-    }
-    return abs;
+    return checkpoints.resolve(directory);
   }
 
-  /**
-   * Writes this shard's file of a checkpoint: a consistent cut, copied in memory under the
-   * table's exclusive lock (mutations wait for the copy only), written to disk outside it.
-   */
+  /** Writes this shard's file of a checkpoint ({@link ShardCheckpoints#save}). */
   public CheckpointFile save(String table, String directory, long step) {
-    TableStore t = get(table);
-    Path dir = resolve(directory);
-    TableStore.Frozen copy;
-    t.quiesce.writeLock().lock();
-    try {
-      t.samplers().invalidate();
-      copy = t.freeze();
-    } finally {
-      t.quiesce.writeLock().unlock();
-    }
-    try {
-      return CheckpointIo.write(copy, dir, step);
-    } catch (IOException e) {
-      throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
-          String.format("table '%s': writing checkpoint '%s' failed (%s)", table, directory,
-              e.getClass().getSimpleName()));
-    }
+    return checkpoints.save(table, directory, step);
   }
 
-  /**
-   * Rebuilds the table from checkpoint files of any shard count, keeping the keys that route to
-   * this shard, then swaps it in. On any error the live table is unchanged. With a log, the
-   * restored table is first written under the log's directory, so that recovery can rebuild it.
-   */
+  /** Rebuilds a table from checkpoint files of any shard count ({@link ShardCheckpoints}). */
   public long restore(String table, String directory, List<CheckpointFile> files) {
-    Path dir = resolve(directory);
-    for (CheckpointFile f : files) { // a file may not be a link to elsewhere either
-      resolve(directory + "/" + f.getName());
-    }
-    TableStore fresh = CheckpointIo.read(dir, files, table, shardIndex, numShards);
-    TableStore old = tables.get(table);
-    long budget = memoryBudget;
-    long after = bytesInUse() - (old == null ? 0 : old.bytesEstimate()) + fresh.bytesEstimate();
-    if (budget > 0 && after > budget) {
-      throw TableException.exhausted("shard %d: restoring table '%s' would take its tables to %d"
-          + " MiB, past the memory budget of %d MiB; nothing was changed", shardIndex, table,
-          after >> 20, budget >> 20);
-    }
-    ShardState s = state;
-    if (s == null) {
-      swap(table, fresh, null);
-    } else {
-      s.restored(table, fresh);
-    }
-    long restored = fresh.size();
-    afterInsert(fresh); // a disk-tier table demotes down to its cap
-    return restored;
+    return checkpoints.restore(table, directory, files);
   }
 
-  /**
-   * Evicts rows of a table (see {@link Eviction}): the victims are chosen and the table rebuilt
-   * without them under its exclusive lock, logged (with now_step resolved, so that replay evicts
-   * the same rows) and swapped in. Held under the catalogue lock, in the order swap takes them.
-   */
+  /** Evicts rows of a table ({@link ShardEvictions#evict}). */
   public dev.dynembed.table.v1.EvictResponse evict(dev.dynembed.table.v1.EvictRequest req) {
-    checkReady();
-    Eviction.check(req);
-    long lsn = 0;
-    Eviction.Result r;
-    ShardState s = state;
-    // a snapshot cut between a log rotation and its table copies must not see the store
-    // replaced: the log holds the eviction, not the rows it kept
-    synchronized (s == null ? new Object() : s.snapshotMutex()) {
-      synchronized (catalogue) {
-        TableStore old = get(req.getTable());
-        old.quiesce.writeLock().lock();
-        try {
-          if (old.retired) {
-            throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
-                String.format("table '%s' was dropped or restored meanwhile; resend", old.name()));
-          }
-          dev.dynembed.table.v1.EvictRequest resolved = Eviction.resolve(req, old);
-          r = Eviction.run(old, resolved);
-          if (r.fresh() != null) {
-            lsn = log(LogRecord.newBuilder().setEvict(resolved).build());
-            old.retired = true;
-            // the victims reach the disk tier before any call sees the fresh store
-            r.fresh().quiesce.writeLock().lock();
-            try {
-              tables.put(old.name(), r.fresh());
-              r.demote();
-            } finally {
-              r.fresh().quiesce.writeLock().unlock();
-            }
-          }
-        } finally {
-          old.quiesce.writeLock().unlock();
-        }
-      }
-    }
-    awaitDurable(lsn);
-    return dev.dynembed.table.v1.EvictResponse.newBuilder().setEvicted(r.evicted())
-        .setKeys(r.kept()).build();
+    return evictions.evict(req);
   }
 
-  /** Runs the caps' evictions, one at a time, off the callers' threads (created on first use). */
-  private volatile java.util.concurrent.ExecutorService evictor;
-  private final java.util.Set<String> evicting = ConcurrentHashMap.newKeySet();
-
-  /**
-   * Rows a shard keeps of a table with a cap (0: none): its share of max_keys, ceil(max_keys /
-   * num_shards); with max_bytes, once its part uses more than its share of the bytes, the rows
-   * that fit that share at the current bytes per row; the smaller of the two.
-   */
+  /** Rows this shard keeps of a capped table (0: no cap). */
   long capOf(TableStore t) {
-    long max = t.config().getMaxKeys();
-    long cap = max == 0 ? 0 : (max + numShards - 1) / numShards;
-    long maxBytes = t.config().getMaxBytes();
-    if (maxBytes > 0) {
-      long share = (maxBytes + numShards - 1) / numShards;
-      long used = t.bytesEstimate(); // O(1); bytes_used within a page of each kind
-      long rows = t.size();
-      if (used > share && rows > 0) {
-        long fit = Math.max(1, (long) (rows * ((double) share / used)));
-        cap = cap == 0 ? fit : Math.min(cap, fit);
-      }
-    }
-    return cap;
+    return evictions.capOf(t);
   }
 
-  /**
-   * After a call that may have added rows: a table past its cap by 10% gets an eviction down to
-   * the cap, in the background (one per table at a time). The cap is soft: rows keep arriving
-   * while the eviction runs.
-   */
+  /** After a call that may have added rows: schedules the cap's eviction if it is passed. */
   public void afterInsert(TableStore t) {
-    long cap = capOf(t);
-    if (cap == 0 || t.size() <= cap + Math.max(1, cap / 10) || !evicting.add(t.name())) {
-      return;
-    }
-    java.util.concurrent.ExecutorService ex = evictor;
-    if (ex == null) {
-      synchronized (this) {
-        if (evictor == null) {
-          evictor = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
-            Thread th = new Thread(r, "evict-shard-" + shardIndex);
-            th.setDaemon(true);
-            return th;
-          });
-        }
-        ex = evictor;
-      }
-    }
-    // a disk tier evicts (demotes) to 90% of the cap: promotions refill memory quickly, and
-    // each eviction rebuilds the rows in memory, so more room per rebuild means fewer of them
-    long target = t.config().getDiskTier() ? Math.max(1, cap - cap / 10) : cap;
-    ex.execute(() -> {
-      try {
-        if (tables.get(t.name()) == t && !t.retired) {
-          evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(t.name())
-              .setMaxKeys(target).setPolicy(t.config().getEvictionPolicy()).build());
-        }
-      } catch (RuntimeException e) { // dropped or restored meanwhile, or the log failed
-        java.util.logging.Logger.getLogger(ShardEngine.class.getName()).warning(String.format(
-            "shard %d: eviction of table '%s' to its cap failed: %s", shardIndex, t.name(),
-            e.getMessage()));
-      } finally {
-        evicting.remove(t.name());
-      }
-    });
+    evictions.afterInsert(t);
   }
 
   /** Waits until no cap eviction is queued or running (tests, benchmarks). */
   public void awaitEvictions() {
-    java.util.concurrent.ExecutorService ex = evictor;
-    if (ex == null) {
-      return;
-    }
-    try {
-      ex.submit(() -> { }).get();
-      while (!evicting.isEmpty()) {
-        ex.submit(() -> { }).get();
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (java.util.concurrent.ExecutionException e) {
-      throw new IllegalStateException(e);
-    }
+    evictions.awaitEvictions();
   }
 
   // ---------------------------------------------------------------- the data path
@@ -638,17 +455,31 @@ public final class ShardEngine {
   // ---------------------------------------------------------------- durability
 
   /** Attaches the shard's log and snapshots (after recovery); from then on mutations are logged. */
-  void attach(ShardState s) {
-    this.state = s;
+  void attach(ShardJournal s) {
+    this.journal = s;
   }
 
   /** The log and snapshots, or null for a shard without (in process, or --wal off). */
-  public ShardState state() {
-    return state;
+  public ShardJournal journal() {
+    return journal;
   }
 
   public CallLedger ledger() {
     return ledger;
+  }
+
+  Path dataDir() {
+    return dataDir;
+  }
+
+  /** Whether checkpoint directories must stay inside the data directory. */
+  boolean confined() {
+    return confined;
+  }
+
+  /** Puts a store in the catalogue (an eviction's rebuilt table; the caller holds the locks). */
+  void put(String name, TableStore t) {
+    tables.put(name, t);
   }
 
   Object catalogue() {
@@ -684,12 +515,12 @@ public final class ShardEngine {
   }
 
   long log(LogRecord r) {
-    ShardState s = state;
+    ShardJournal s = journal;
     return s == null || r == null ? 0 : s.append(r);
   }
 
   void awaitDurable(long lsn) {
-    ShardState s = state;
+    ShardJournal s = journal;
     if (s != null && lsn > 0) {
       s.awaitDurable(lsn);
     }
@@ -697,7 +528,7 @@ public final class ShardEngine {
 
   /** A resend answers only once everything logged so far is as durable as the policy says. */
   void awaitAll() {
-    ShardState s = state;
+    ShardJournal s = journal;
     if (s != null) {
       s.awaitDurable(s.lastLsn());
     }

@@ -40,7 +40,7 @@ import java.util.stream.Stream;
  * configured bytes since the last one, and after a recovery that replayed anything. A durable
  * snapshot lets the log before it, older snapshots and restored-table copies go.
  */
-public final class ShardState implements AutoCloseable {
+public final class ShardState implements AutoCloseable, ShardJournal {
   private static final Logger log = Logger.getLogger(ShardState.class.getName());
   static final int FORMAT_VERSION = 1;
   private static final String CURRENT = "CURRENT";
@@ -263,7 +263,8 @@ public final class ShardState implements AutoCloseable {
 
   // ---------------------------------------------------------------- the running shard
 
-  long append(LogRecord r) {
+  @Override
+  public long append(LogRecord r) {
     long lsn = wal.append(r);
     // like Redis's AOF rewrite: once the log holds the configured bytes and at least as many as
     // the last snapshot wrote, so snapshots never write more than the log does
@@ -283,20 +284,24 @@ public final class ShardState implements AutoCloseable {
     return lsn;
   }
 
-  void awaitDurable(long lsn) {
+  @Override
+  public void awaitDurable(long lsn) {
     wal.awaitDurable(lsn);
   }
 
+  @Override
   public long lastLsn() {
     return wal.lastLsn();
   }
 
   /** Log bytes a restart would replay now. */
+  @Override
   public long logBytesSinceSnapshot() {
     return wal.bytesSinceRotate();
   }
 
   /** Seconds since the last durable snapshot (this process's or the one recovered), or NaN. */
+  @Override
   public double snapshotAgeSeconds() {
     long t = lastSnapshotMillis;
     return t == 0 ? Double.NaN : (System.currentTimeMillis() - t) / 1e3;
@@ -304,6 +309,11 @@ public final class ShardState implements AutoCloseable {
 
   public ShardLog.Fsync policy() {
     return wal.policy();
+  }
+
+  @Override
+  public boolean waitsForDisk() {
+    return wal.policy() == ShardLog.Fsync.ALWAYS;
   }
 
   /**
@@ -315,11 +325,13 @@ public final class ShardState implements AutoCloseable {
    * store (a restore, an eviction) holds it too, so that no snapshot skips the replaced store
    * after its cut (the log alone could not rebuild an evicted table).
    */
-  Object snapshotMutex() {
+  @Override
+  public Object snapshotMutex() {
     return snapshotMutex;
   }
 
-  void restored(String table, TableStore fresh) {
+  @Override
+  public void restored(String table, TableStore fresh) {
     synchronized (snapshotMutex) { // no snapshot deletes the copy before its record is logged
       Path dir = walDir.resolve("restore-" + String.format("%020d", wal.lastLsn() + 1));
       CheckpointFile f;

@@ -80,13 +80,13 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
     pending = MultiGauge.builder("dynembed.table.pending.keys")
         .description("keys counted but not admitted yet (min_count)").register(registry);
     Gauge.builder("dynembed.log.bytes.since.snapshot", engine,
-            e -> e.state() == null ? 0 : e.state().logBytesSinceSnapshot())
+            e -> e.journal() == null ? 0 : e.journal().logBytesSinceSnapshot())
         .baseUnit("bytes").description("what a restart would replay").register(registry);
     Gauge.builder("dynembed.log.last.record", engine,
-            e -> e.state() == null ? 0 : e.state().lastLsn())
+            e -> e.journal() == null ? 0 : e.journal().lastLsn())
         .description("LSN of the last logged change").register(registry);
     Gauge.builder("dynembed.snapshot.age", engine,
-            e -> e.state() == null ? Double.NaN : e.state().snapshotAgeSeconds())
+            e -> e.journal() == null ? Double.NaN : e.journal().snapshotAgeSeconds())
         .baseUnit("seconds").description("since the last durable snapshot (NaN: none yet)")
         .register(registry);
     Gauge.builder("dynembed.calls.clients", engine, e -> e.ledger().clients())

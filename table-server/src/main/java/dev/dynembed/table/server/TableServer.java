@@ -134,8 +134,8 @@ public final class TableServer implements AutoCloseable {
    * on the pool, never on an event loop, on either transport.
    */
   static boolean waitsForDisk(ShardEngine engine) {
-    ShardState s = engine.state();
-    return s != null && s.policy() == ShardLog.Fsync.ALWAYS;
+    ShardJournal s = engine.journal();
+    return s != null && s.waitsForDisk();
   }
 
   private static <T> T find(List<ServerInterceptor> interceptors, Class<T> kind) {

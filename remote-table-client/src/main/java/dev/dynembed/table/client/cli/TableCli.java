@@ -33,11 +33,11 @@ public final class TableCli {
         description = "host:port of every shard, in shard order, comma-separated")
     String endpoints;
 
-    @CommandLine.Mixin CredentialOptions credentials = new CredentialOptions();
+    @CommandLine.Mixin ConnectionOptions connection = new ConnectionOptions();
 
     TableClient connect() {
       return TableClients.connect(TableClients.parseEndpoints(endpoints),
-          credentials.apply(dev.dynembed.table.client.ClientOptions.builder()).build());
+          connection.apply(dev.dynembed.table.client.ClientOptions.builder()).build());
     }
   }
 

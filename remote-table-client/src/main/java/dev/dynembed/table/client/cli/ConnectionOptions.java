@@ -8,10 +8,11 @@ import java.nio.file.Path;
 import picocli.CommandLine.Option;
 
 /**
- * The client's credentials towards shards that require them (docs/design/0009-security.md),
- * shared by {@code bin/table-cli} and {@code bin/word2vec}.
+ * How a command reaches shards: its credentials towards shards that require them
+ * (docs/design/0009-security.md) and the transport of the data calls
+ * (docs/design/0015-data-plane.md); shared by {@code bin/table-cli} and {@code bin/word2vec}.
  */
-public final class CredentialOptions {
+public final class ConnectionOptions {
   @Option(names = "--tls-ca", description = "PEM CA that signs the shards' certificates: connect"
       + " with TLS")
   Path ca;
@@ -26,8 +27,22 @@ public final class CredentialOptions {
       + " call (kept out of the command line and the process list)")
   Path tokenFile;
 
-  /** Adds the credentials to {@code b}; a clear IllegalArgumentException for bad files. */
+  @Option(names = "--data-plane", description = "transport of the training step's Read and"
+      + " Write calls to shards: native (binary frames on the shard's data-plane port) or grpc"
+      + " (default: native, or the system property dynembed.dataPlane)")
+  String dataPlane;
+
+  /** Adds the options to {@code b}; a clear IllegalArgumentException for bad values or files. */
   public ClientOptions.Builder apply(ClientOptions.Builder b) {
+    if (dataPlane != null) {
+      try {
+        b.dataPlane(ClientOptions.DataPlane.valueOf(
+            dataPlane.toUpperCase(java.util.Locale.ROOT)));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--data-plane must be native or grpc but was '"
+            + dataPlane + "'");
+      }
+    }
     if (ca == null && (cert != null || key != null)) {
       throw new IllegalArgumentException("--tls-cert and --tls-key need --tls-ca");
     }

@@ -1,0 +1,114 @@
+package dev.dynembed.table.engine;
+
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.CheckpointFile;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * A shard's checkpoints: where a client may name them (confined to the data directory), the
+ * consistent cut a save writes, and a restore from files of any shard count. Part of {@link
+ * ShardEngine}, which answers the calls through it.
+ */
+final class ShardCheckpoints {
+  private final ShardEngine engine;
+
+  ShardCheckpoints(ShardEngine engine) {
+    this.engine = engine;
+  }
+
+  /**
+   * The checkpoint directory a client named: relative to {@code --data-dir}, or absolute but
+   * inside it; refused if it leads outside, also through a symbolic link (the real path of its
+   * deepest existing part must stay inside the data directory's real path). Messages quote the
+   * client's own string, never a server path.
+   */
+  public Path resolve(String directory) {
+    if (directory == null || directory.isEmpty()) {
+      throw TableException.invalid("checkpoint directory is empty");
+    }
+    Path abs;
+    try {
+      abs = engine.dataDir().resolve(directory).normalize();
+    } catch (java.nio.file.InvalidPathException e) {
+      throw TableException.invalid("checkpoint directory '%s' is not a valid path", directory);
+    }
+    if (!engine.confined()) {
+      return abs;
+    }
+    if (!abs.startsWith(engine.dataDir())) {
+      throw TableException.invalid("checkpoint directory '%s' is outside this shard's data"
+          + " directory: name checkpoints relative to the shard's --data-dir", directory);
+    }
+    try {
+      Path existing = abs;
+      while (existing != null && !java.nio.file.Files.exists(existing,
+          java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        existing = existing.getParent();
+      }
+      if (existing != null && !existing.toRealPath().startsWith(engine.dataDir().toRealPath())) {
+        throw TableException.invalid("checkpoint directory '%s' leads outside this shard's data"
+            + " directory through a symbolic link", directory);
+      }
+    } catch (IOException e) {
+      throw TableException.invalid("checkpoint directory '%s' cannot be resolved (%s)",
+          directory, e.getClass().getSimpleName());
+    }
+    return abs;
+  }
+
+  /**
+   * Writes this shard's file of a checkpoint: a consistent cut, copied in memory under the
+   * table's exclusive lock (mutations wait for the copy only), written to disk outside it.
+   */
+  public CheckpointFile save(String table, String directory, long step) {
+    TableStore t = engine.get(table);
+    Path dir = resolve(directory);
+    TableStore.Frozen copy;
+    t.quiesce.writeLock().lock();
+    try {
+      t.samplers().invalidate();
+      copy = t.freeze();
+    } finally {
+      t.quiesce.writeLock().unlock();
+    }
+    try {
+      return CheckpointIo.write(copy, dir, step);
+    } catch (IOException e) {
+      throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
+          String.format("table '%s': writing checkpoint '%s' failed (%s)", table, directory,
+              e.getClass().getSimpleName()));
+    }
+  }
+
+  /**
+   * Rebuilds the table from checkpoint files of any shard count, keeping the keys that route to
+   * this shard, then swaps it in. On any error the live table is unchanged. With a log, the
+   * restored table is first written under the log's directory, so that recovery can rebuild it.
+   */
+  public long restore(String table, String directory, List<CheckpointFile> files) {
+    Path dir = resolve(directory);
+    for (CheckpointFile f : files) { // a file may not be a link to elsewhere either
+      resolve(directory + "/" + f.getName());
+    }
+    TableStore fresh = CheckpointIo.read(dir, files, table, engine.shardIndex(), engine.numShards());
+    TableStore old = engine.lookup(table);
+    long budget = engine.memoryBudget();
+    long after = engine.bytesInUse() - (old == null ? 0 : old.bytesEstimate()) + fresh.bytesEstimate();
+    if (budget > 0 && after > budget) {
+      throw TableException.exhausted("shard %d: restoring table '%s' would take its tables to %d"
+          + " MiB, past the memory budget of %d MiB; nothing was changed", engine.shardIndex(), table,
+          after >> 20, budget >> 20);
+    }
+    ShardJournal s = engine.journal();
+    if (s == null) {
+      engine.swap(table, fresh, null);
+    } else {
+      s.restored(table, fresh);
+    }
+    long restored = fresh.size();
+    engine.afterInsert(fresh); // a disk-tier table demotes down to its cap
+    return restored;
+  }
+}
