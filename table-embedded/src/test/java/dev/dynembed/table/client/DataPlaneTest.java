@@ -79,6 +79,27 @@ class DataPlaneTest {
   }
 
   @Test
+  void fsyncAlways_callsRunOffTheEventLoop_onFramesHeldUntilAnswered() throws Exception {
+    float[] local;
+    try (TableClient c = TableClients.inProcess()) {
+      local = trainAndRead(c, "emb");
+    }
+    ShardEngine engine = new ShardEngine(0, 1, dir.resolve("always"));
+    dev.dynembed.table.engine.ShardState state = dev.dynembed.table.engine.ShardState.recover(
+        engine, dir.resolve("always/state"), dev.dynembed.table.engine.ShardLog.Fsync.ALWAYS,
+        1L << 40, e -> { });
+    try (TableServer server = new TableServer(engine, "127.0.0.1", 0, 2);
+        TableClient c = TableClients.connect(List.of("127.0.0.1:" + server.port()),
+            options(ClientOptions.DataPlane.NATIVE))) {
+      assertTrue(server.dataPort() > 0);
+      // requests alias their frames' memory; off the loop the frame must outlive the call
+      assertArrayEquals(local, trainAndRead(c, "emb"));
+    } finally {
+      state.close();
+    }
+  }
+
+  @Test
   void dataCalls_goOverTheDataPlane_countedInTheShardsMetrics() throws Exception {
     ShardEngine engine = new ShardEngine(0, 1, dir.resolve("metrics"));
     ShardMetrics metrics = new ShardMetrics(engine);

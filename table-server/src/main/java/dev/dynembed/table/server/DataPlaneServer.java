@@ -143,8 +143,9 @@ final class DataPlaneServer implements AutoCloseable {
       long start = metrics == null ? 0 : metrics.begin();
       Object request;
       try {
-        request = read ? DataPlaneFrames.parse(f.body(), ReadRequest.parser(), "READ")
-            : DataPlaneFrames.parse(f.body(), WriteRequest.parser(), "WRITE");
+        // in place: the request aliases the frame, which is held until the call is answered
+        request = read ? DataPlaneFrames.parseInPlace(f.body(), ReadRequest.parser(), "READ")
+            : DataPlaneFrames.parseInPlace(f.body(), WriteRequest.parser(), "WRITE");
       } catch (TableException e) {
         end(method, e.code().grpcName(), start);
         fail(ctx, f.call(), e.code(), e.getMessage(), false);
@@ -155,10 +156,20 @@ final class DataPlaneServer implements AutoCloseable {
         if (++offloaded >= Limits.MAX_CALLS_PER_CONNECTION) {
           ctx.channel().config().setAutoRead(false); // the client's further calls wait in TCP
         }
-        offload.execute(() -> {
+        msg.retain(); // the request aliases the frame: held until answered
+        java.util.concurrent.Executor pool = command -> {
+          try {
+            offload.execute(command);
+          } catch (RuntimeException e) { // shutting down
+            msg.release();
+            throw e;
+          }
+        };
+        pool.execute(() -> {
           try {
             answer(ctx, call, request, method, start);
           } finally {
+            msg.release();
             ctx.executor().execute(() -> {
               if (--offloaded < Limits.MAX_CALLS_PER_CONNECTION && ctx.channel().isWritable()) {
                 ctx.channel().config().setAutoRead(true);

@@ -191,6 +191,28 @@ public final class DataPlaneFrames {
     }
   }
 
+  /**
+   * Parses a protobuf body in place: the message's byte fields (keys, gradients) alias the
+   * frame's own (direct) memory, with no copy into a heap array. The message is valid only while
+   * the frame is: the caller must hold the frame until it is done with the message and must not
+   * keep any of its byte fields (the shard copies what it keeps: keys into its pages, gradients
+   * into float arrays, log records into the log's buffer, all during the call).
+   */
+  public static <M> M parseInPlace(ByteBuf body, Parser<M> parser, String what) {
+    if (body.nioBufferCount() != 1) {
+      return parse(body, parser, what);
+    }
+    try {
+      CodedInputStream in = CodedInputStream.newInstance(body.nioBuffer());
+      in.enableAliasing(true);
+      in.setSizeLimit(Integer.MAX_VALUE);
+      return parser.parseFrom(in);
+    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+      throw TableException.invalid("data plane: a %s frame is not a valid message: %s", what,
+          e.getMessage());
+    }
+  }
+
   /** An ERROR frame's code and description. */
   public record Error(ErrorCode code, String description) {
     public static Error of(ByteBuf body) {
