@@ -22,11 +22,11 @@ public final class TopK {
     int width = biasLastDim ? dim - 1 : dim;
     if (q < 1 || q > Limits.MAX_TOP_K_QUERIES) {
       throw TableException.invalid("table '%s': num_queries must be in [1, %d] but was %d",
-          t.name(), Limits.MAX_TOP_K_QUERIES, q);
+          t.name(), Limits.MAX_TOP_K_QUERIES, Integer.toUnsignedLong(q)); // uint32 on the wire
     }
     if (k < 1 || k > Limits.MAX_TOP_K) {
       throw TableException.invalid("table '%s': k must be in [1, %d] but was %d",
-          t.name(), Limits.MAX_TOP_K, k);
+          t.name(), Limits.MAX_TOP_K, Integer.toUnsignedLong(k));
     }
     if (biasLastDim && dim < 2) {
       throw TableException.invalid(

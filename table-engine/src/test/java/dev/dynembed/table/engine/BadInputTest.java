@@ -105,6 +105,8 @@ class BadInputTest {
   void invalidConfig_isInvalid() {
     assertError(ErrorCode.INVALID_ARGUMENT, "dim must be in [1, 4096] but was 0",
         () -> engine.create(TableConfigs.builder("u", 0).build()));
+    assertError(ErrorCode.INVALID_ARGUMENT, "min_count must be in [0, 2147483647] but was"
+        + " 4294967295", () -> engine.create(TableConfigs.builder("u", 4).setMinCount(-1).build()));
   }
 
   @Test
@@ -115,6 +117,10 @@ class BadInputTest {
         () -> engine.sample("t", PackedKeys.of(), 1, SamplerKind.SAMPLER_KIND_UNSPECIFIED, 0f, 1));
     assertError(ErrorCode.INVALID_ARGUMENT, "k must be in [1, 10000] but was 0",
         () -> engine.topK("t", new float[4], 1, 0, false, Metric.DOT, PackedKeys.of()));
+    // k is a uint32 on the wire: 2^31 is said as such, not as a negative number
+    assertError(ErrorCode.INVALID_ARGUMENT, "k must be in [1, 10000] but was 2147483648",
+        () -> engine.topK("t", new float[4], 1, Integer.MIN_VALUE, false, Metric.DOT,
+            PackedKeys.of()));
     assertError(ErrorCode.INVALID_ARGUMENT, "1 queries of width 3 need 3 floats but the request had 4",
         () -> engine.topK("t", new float[4], 1, 2, true, Metric.DOT, PackedKeys.of()));
     assertError(ErrorCode.INVALID_ARGUMENT, "query 0 column 1 is NaN",

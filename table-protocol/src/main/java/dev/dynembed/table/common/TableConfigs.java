@@ -97,6 +97,10 @@ public final class TableConfigs {
           "table '%s': admission_sketch_kib must be in [0, %d] but was %d", c.getName(),
           MAX_ADMISSION_SKETCH_KIB, Integer.toUnsignedLong(c.getAdmissionSketchKib()));
     }
+    if (c.getMinCount() < 0) { // a uint32 past 2^31 - 1 would read as "no admission"
+      throw TableException.invalid("table '%s': min_count must be in [0, %d] but was %d",
+          c.getName(), Integer.MAX_VALUE, Integer.toUnsignedLong(c.getMinCount()));
+    }
     if (c.getAdmissionSketchKib() > 0 && c.getMinCount() <= 1) {
       throw TableException.invalid("table '%s': admission_sketch_kib (%d) counts keys awaiting"
           + " admission, which needs min_count > 1 (was %d)", c.getName(),

@@ -30,8 +30,19 @@ public final class TableServerMain implements Callable<Integer> {
   @Option(names = "--num-shards", defaultValue = "1", description = "shards of the deployment")
   int numShards;
 
-  @Option(names = "--data-dir", defaultValue = ".", description = "base of relative checkpoint directories")
+  @Option(names = "--data-dir", description = "base of relative checkpoint directories, and of"
+      + " the write-ahead log and snapshots (state/) unless --state-dir says otherwise (default:"
+      + " $XDG_DATA_HOME/dynembed, else ~/.local/share/dynembed: never the working directory;"
+      + " shards of one table on one machine share it, so that a checkpoint's files meet)")
   Path dataDir;
+
+  /** The default data directory: the XDG data home's dynembed/, never the working directory. */
+  static Path defaultDataDir(java.util.Map<String, String> env, String userHome) {
+    String xdg = env.get("XDG_DATA_HOME");
+    Path base = xdg != null && !xdg.isBlank() && Path.of(xdg).isAbsolute() ? Path.of(xdg)
+        : Path.of(userHome, ".local", "share");
+    return base.resolve("dynembed");
+  }
 
   @Option(names = "--threads", description = "request threads (default: 2 x cores)")
   Integer threads;
@@ -150,6 +161,9 @@ public final class TableServerMain implements Callable<Integer> {
       System.err.printf("table-server: --snapshot-every-mb must be >= 1; got %d%n",
           snapshotEveryMb);
       return 2;
+    }
+    if (dataDir == null) {
+      dataDir = defaultDataDir(System.getenv(), System.getProperty("user.home"));
     }
     Files.createDirectories(dataDir);
     int n = threads != null ? threads : 2 * Runtime.getRuntime().availableProcessors();
