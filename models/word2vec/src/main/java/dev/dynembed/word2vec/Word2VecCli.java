@@ -184,11 +184,11 @@ public final class Word2VecCli {
         throw new CorpusException("--implicit-steps must be on, off or auto but was '"
             + implicitSteps + "'");
       }
-      Word2VecConfig cfg = new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
-          alpha != null ? alpha : Word2VecConfig.defaultAlpha(opt), opt, batch, seed, name,
-          negativePool != null ? negativePool : Word2VecConfig.defaultPool(batch),
-          implicitSteps.equals("auto") ? Word2VecConfig.defaultImplicitSteps(opt)
-              : implicitSteps.equals("on"), countPass, tableMaxMb << 20, diskTier);
+      Word2VecConfig cfg = Word2VecConfig.builder().dim(dim).window(window).negative(negative)
+          .sample(sample).minCount(minCount).epochs(epochs).alpha(alpha).optimizer(opt)
+          .batchPairs(batch).seed(seed).name(name).negativePool(negativePool)
+          .implicitSteps(implicitSteps.equals("auto") ? null : implicitSteps.equals("on"))
+          .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier).build();
       if (table != null && shards > 0) {
         throw new CorpusException("--table and --shards exclude each other");
       }

@@ -102,9 +102,139 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
 
   /** Every parameter at its default (word2vec's usual settings, Adagrad on summed batches). */
   public static Word2VecConfig defaults() {
-    return new Word2VecConfig(DEFAULT_DIM, DEFAULT_WINDOW, DEFAULT_NEGATIVE, DEFAULT_SAMPLE,
-        DEFAULT_MIN_COUNT, DEFAULT_EPOCHS, defaultAlpha(DEFAULT_OPTIMIZER), DEFAULT_OPTIMIZER,
-        DEFAULT_BATCH_PAIRS, DEFAULT_SEED, DEFAULT_NAME, defaultPool(DEFAULT_BATCH_PAIRS));
+    return builder().build();
+  }
+
+  /** A builder at every default; named setters instead of 16 positional arguments. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** A builder holding this configuration's values. */
+  public Builder toBuilder() {
+    return new Builder().dim(dim).window(window).negative(negative).sample(sample)
+        .minCount(minCount).epochs(epochs).alpha(alpha).optimizer(optimizer)
+        .batchPairs(batchPairs).seed(seed).name(name).negativePool(negativePool)
+        .implicitSteps(implicitSteps).countPass(countPass).tableMaxBytes(tableMaxBytes)
+        .diskTier(diskTier);
+  }
+
+  /**
+   * Builds a {@link Word2VecConfig}. Every value starts at its {@code DEFAULT_*}; three follow
+   * others unless set: alpha ({@link #defaultAlpha} of the optimizer), the negative pool ({@link
+   * #defaultPool} of the batch) and implicit steps ({@link #defaultImplicitSteps} of the
+   * optimizer). {@link #build} checks the whole with the record's clear errors.
+   */
+  public static final class Builder {
+    private int dim = DEFAULT_DIM;
+    private int window = DEFAULT_WINDOW;
+    private int negative = DEFAULT_NEGATIVE;
+    private double sample = DEFAULT_SAMPLE;
+    private int minCount = DEFAULT_MIN_COUNT;
+    private int epochs = DEFAULT_EPOCHS;
+    private Float alpha; // null: the optimizer's default
+    private Optimizer optimizer = DEFAULT_OPTIMIZER;
+    private int batchPairs = DEFAULT_BATCH_PAIRS;
+    private long seed = DEFAULT_SEED;
+    private String name = DEFAULT_NAME;
+    private Integer negativePool; // null: a quarter of the batch
+    private Boolean implicitSteps; // null: the optimizer's default
+    private boolean countPass;
+    private long tableMaxBytes;
+    private boolean diskTier;
+
+    private Builder() {}
+
+    public Builder dim(int v) {
+      dim = v;
+      return this;
+    }
+
+    public Builder window(int v) {
+      window = v;
+      return this;
+    }
+
+    public Builder negative(int v) {
+      negative = v;
+      return this;
+    }
+
+    public Builder sample(double v) {
+      sample = v;
+      return this;
+    }
+
+    public Builder minCount(int v) {
+      minCount = v;
+      return this;
+    }
+
+    public Builder epochs(int v) {
+      epochs = v;
+      return this;
+    }
+
+    /** @param v the starting rate, or null for the optimizer's default */
+    public Builder alpha(Float v) {
+      alpha = v;
+      return this;
+    }
+
+    public Builder optimizer(Optimizer v) {
+      optimizer = v;
+      return this;
+    }
+
+    public Builder batchPairs(int v) {
+      batchPairs = v;
+      return this;
+    }
+
+    public Builder seed(long v) {
+      seed = v;
+      return this;
+    }
+
+    public Builder name(String v) {
+      name = v;
+      return this;
+    }
+
+    /** @param v negatives drawn per step, or null for a quarter of the batch */
+    public Builder negativePool(Integer v) {
+      negativePool = v;
+      return this;
+    }
+
+    /** @param v implicit steps on or off, or null for the optimizer's default */
+    public Builder implicitSteps(Boolean v) {
+      implicitSteps = v;
+      return this;
+    }
+
+    public Builder countPass(boolean v) {
+      countPass = v;
+      return this;
+    }
+
+    public Builder tableMaxBytes(long v) {
+      tableMaxBytes = v;
+      return this;
+    }
+
+    public Builder diskTier(boolean v) {
+      diskTier = v;
+      return this;
+    }
+
+    public Word2VecConfig build() {
+      return new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
+          alpha != null ? alpha : defaultAlpha(optimizer), optimizer, batchPairs, seed, name,
+          negativePool != null ? negativePool : defaultPool(batchPairs),
+          implicitSteps != null ? implicitSteps : defaultImplicitSteps(optimizer), countPass,
+          tableMaxBytes, diskTier);
+    }
   }
 
   /** The default negative pool of a batch: a quarter of its pairs (1,024 for 4,096). */

@@ -8,6 +8,25 @@ import org.junit.jupiter.api.Test;
 
 class Word2VecConfigTest {
   @Test
+  void builder_startsAtTheDefaults_andDerivedDefaultsFollowTheirInputs() {
+    assertEquals(Word2VecConfig.defaults(), Word2VecConfig.builder().build());
+    Word2VecConfig sgd = Word2VecConfig.builder().optimizer(Word2VecConfig.Optimizer.SGD)
+        .batchPairs(1000).build();
+    assertEquals(0.025f, sgd.alpha()); // the optimizer's rate
+    assertTrue(sgd.implicitSteps()); // SGD needs them on summed batches
+    assertEquals(250, sgd.negativePool()); // a quarter of the batch
+    Word2VecConfig set = sgd.toBuilder().alpha(0.1f).implicitSteps(false).negativePool(0)
+        .tableMaxBytes(1 << 20).diskTier(true).build();
+    assertEquals(0.1f, set.alpha());
+    assertEquals(false, set.implicitSteps());
+    assertEquals(0, set.negativePool());
+    assertEquals(set, set.toBuilder().build());
+    CorpusException e = assertThrows(CorpusException.class,
+        () -> Word2VecConfig.builder().dim(0).build());
+    assertTrue(e.getMessage().contains("dim (--dim) must be in 1..4096 but was 0"), e.getMessage());
+  }
+
+  @Test
   void defaults_areWord2vecsUsualSettings_andRoundTripThroughACheckpointMap() {
     Word2VecConfig d = Word2VecConfig.defaults();
     assertEquals(100, d.dim());
