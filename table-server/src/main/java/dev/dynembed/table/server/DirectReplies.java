@@ -16,12 +16,12 @@ import java.io.IOException;
 
 /**
  * A Read call's items as the native data plane answers them: each answer is the wire bytes of
- * one {@code ReadResponse.results} entry in a pooled direct buffer, so that the reply frame is
+ * one {@code ReadResponse.results} entry in pooled direct buffers, so that the reply frame is
  * the header and these buffers, written to the socket as they are (gathering write). A plain
- * find or find_or_insert (the training step's reads) is encoded by hand ({@link DirectOut}): the
- * store copies each row from its pages straight into the outgoing buffer, with no reply array to
- * allocate, zero, fill and copy again. Other items (samples, pooled reads) are built as protobuf
- * messages by {@link TableGrpcService} and serialized into their buffer. The client parses the
+ * find or find_or_insert (the training step's reads) is encoded by hand ({@link DirectOut}), and
+ * a sample's drawn rows ({@link SampleOut}): the store copies each row from its pages straight
+ * into the outgoing buffer, with no reply array to allocate, zero, fill and copy again. Pooled
+ * reads are built as protobuf messages by {@link TableGrpcService} and serialized. The client parses the
  * frame as the same {@code ReadResponse} either way (DataPlaneTest: bit for bit the gRPC reply).
  */
 final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> {
@@ -80,7 +80,111 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
         throw e;
       }
     }
+    if (item.getItemCase() == ReadItem.ItemCase.SAMPLE) {
+      SampleOut out = new SampleOut();
+      try {
+        return SampleItems.sample(engine, item.getSample(), out);
+      } catch (RuntimeException e) {
+        out.release();
+        throw e;
+      }
+    }
     return serialized(proto.run(item, resent));
+  }
+
+  /**
+   * A {@code SampleResponse}: the drawn rows (field 6) and slots (field 9) written by the store
+   * into one direct buffer behind room for the enclosing headers ({@code ReadResponse.results},
+   * {@code ReadResult.sample} = field 2), then the rest of the message serialized into a second
+   * buffer; the answer is both, as one composite buffer.
+   */
+  private final class SampleOut implements SampleItems.Out<ByteBuf> {
+    private ByteBuf buf;
+    private Rows.Writer rows;
+    private Rows.Writer slots;
+
+    @Override
+    public void begin(int rowValues, int slotValues, RowEncoding encoding) {
+      int bpv = Rows.bytesPerValue(encoding);
+      long rowBytes = (long) rowValues * bpv;
+      long slotBytes = slotValues < 0 ? -1 : (long) slotValues * bpv;
+      long capacity = RESERVE + 6 + rowBytes + (slotBytes < 0 ? 0 : 6 + slotBytes);
+      if (capacity > dev.dynembed.table.common.Limits.MAX_MESSAGE_BYTES) {
+        throw TableException.exhausted("a sample reply of %d bytes would exceed %d bytes",
+            capacity, dev.dynembed.table.common.Limits.MAX_MESSAGE_BYTES);
+      }
+      buf = alloc.directBuffer((int) capacity);
+      buf.writerIndex(RESERVE);
+      rows = field(6, (int) rowBytes, encoding);
+      slots = slotBytes < 0 ? null : field(9, (int) slotBytes, encoding);
+    }
+
+    private Rows.Writer field(int number, int bytes, RowEncoding encoding) {
+      buf.writeByte((number << 3) | 2);
+      writeVarint(buf, bytes);
+      Rows.Writer w = new Rows.Writer(buf.nioBuffer(buf.writerIndex(), bytes), encoding);
+      buf.writerIndex(buf.writerIndex() + bytes);
+      return w;
+    }
+
+    @Override
+    public Rows.Writer rows() {
+      return rows;
+    }
+
+    @Override
+    public Rows.Writer slots() {
+      return slots;
+    }
+
+    @Override
+    public ByteBuf finish(dev.dynembed.table.v1.SampleResponse.Builder head) {
+      dev.dynembed.table.v1.SampleResponse m = head.build();
+      int headSize = m.getSerializedSize();
+      int direct = buf == null ? 0 : buf.writerIndex() - RESERVE;
+      int sample = direct + headSize;
+      int result = 1 + varintSize(sample) + sample;
+      int prefix = (1 + varintSize(result)) + (1 + varintSize(sample));
+      ByteBuf tail = alloc.directBuffer(headSize + (buf == null ? prefix : 0));
+      try {
+        if (buf == null) {
+          writePrefix(tail, result, sample);
+        } else {
+          int end = buf.writerIndex();
+          buf.writerIndex(RESERVE - prefix);
+          writePrefix(buf, result, sample);
+          buf.writerIndex(end).readerIndex(RESERVE - prefix);
+        }
+        CodedOutputStream out = CodedOutputStream.newInstance(tail.nioBuffer(tail.writerIndex(),
+            headSize));
+        m.writeTo(out);
+        out.flush();
+        tail.writerIndex(tail.writerIndex() + headSize);
+      } catch (IOException | RuntimeException e) {
+        tail.release();
+        throw e instanceof RuntimeException x ? x : new IllegalStateException(e);
+      }
+      if (buf == null) {
+        return tail;
+      }
+      ByteBuf both = alloc.compositeDirectBuffer(2).addComponents(true, buf, tail);
+      buf = null;
+      return both;
+    }
+
+    private void writePrefix(ByteBuf b, int result, int sample) {
+      b.writeByte(TAG_LEN_1); // ReadResponse.results
+      writeVarint(b, result);
+      b.writeByte((2 << 3) | 2); // ReadResult.sample
+      writeVarint(b, sample);
+    }
+
+    void release() {
+      if (buf != null) {
+        buf.release();
+        buf = null;
+      }
+    }
   }
 
   /** A result built as a message, serialized behind its {@code results} header. */

@@ -210,39 +210,37 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   }
 
   private SampleResponse sample(SampleRequest req) {
-    TableStore t = engine.get(req.getTable());
-    PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
-    Rows.normalize(req.getRowEncoding()); // refuse an unknown encoding before drawing
-    if (req.getDistinctWithRows()) { // at most one row per draw comes back
-      Limits.checkReplyFloats(t.name(), "sample", Math.max(0, req.getNumSampled()),
-          t.dim + (req.getWithSlots() ? (long) t.slotFloats() : 0L));
-    }
-    SampleCandidates r = engine.sample(t, pos, req.getNumSampled(), req.getSampler(),
-        req.getAlpha(), req.getSeed(), req.getDistinctWithRows(), req.getNoneIfEmpty());
-    SampleResponse.Builder b = SampleResponse.newBuilder()
-        .setKeys(r.keys().toProto()).setMass(r.mass()).setNumKeys(r.numKeys());
-    if (r.drawIndex() != null) {
-      Rows.Writer rows = new Rows.Writer(r.distinctCount() * t.dim, req.getRowEncoding());
-      r.copyRows(t, rows);
-      b.setRows(rows.toByteString()).setRowEncoding(rows.encoding());
-      if (req.getWithSlots()) {
-        Rows.Writer slots = new Rows.Writer(r.distinctCount() * t.slotFloats(),
-            req.getRowEncoding());
-        long[] counts = new long[r.distinctCount()];
-        r.copySlots(t, slots, counts);
-        b.setSlots(slots.toByteString());
-        for (long c : counts) {
-          b.addUpdateCounts(c);
+    return SampleItems.sample(engine, req, new SampleItems.Out<>() {
+      private Rows.Writer rows;
+      private Rows.Writer slots;
+
+      @Override
+      public void begin(int rowValues, int slotValues, RowEncoding encoding) {
+        rows = new Rows.Writer(rowValues, encoding);
+        slots = slotValues < 0 ? null : new Rows.Writer(slotValues, encoding);
+      }
+
+      @Override
+      public Rows.Writer rows() {
+        return rows;
+      }
+
+      @Override
+      public Rows.Writer slots() {
+        return slots;
+      }
+
+      @Override
+      public SampleResponse finish(SampleResponse.Builder head) {
+        if (rows != null) {
+          head.setRows(rows.toByteString());
         }
+        if (slots != null) {
+          head.setSlots(slots.toByteString());
+        }
+        return head.build();
       }
-      for (int d : r.drawIndex()) {
-        b.addDrawIndex(d);
-      }
-    }
-    for (int i = 0; i < r.positive().length; i++) {
-      b.addIsPositive(r.positive()[i]).addProbability(r.probability()[i]);
-    }
-    return b.build();
+    });
   }
 
   /** A pooled reply: one vector per bag in the requested encoding, and the keys' found bits. */

@@ -27,8 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The data plane's hand-written replies ({@link DirectReplies}) parse as exactly the message the
- * protobuf path builds, for every field a find or find_or_insert can carry, and their buffers
- * are released on failure.
+ * protobuf path builds, for every field a find, find_or_insert or sample can carry, and their
+ * buffers are released on failure.
  */
 class DirectRepliesTest {
   @TempDir Path dir;
@@ -72,6 +72,12 @@ class DirectRepliesTest {
           .addItems(ReadItem.newBuilder().setSample(SampleRequest.newBuilder().setTable("emb")
               .setNumSampled(5).setSampler(SamplerKind.UNIFORM_SAMPLER).setSeed(3)
               .setDistinctWithRows(true).setRowEncoding(e)))
+          .addItems(ReadItem.newBuilder().setSample(SampleRequest.newBuilder().setTable("emb")
+              .setNumSampled(7).setSampler(SamplerKind.UNIFORM_SAMPLER).setSeed(4)
+              .setDistinctWithRows(true).setWithSlots(true).setRowEncoding(e)
+              .setPositives(keys("a", 3).toProto())))
+          .addItems(ReadItem.newBuilder().setSample(SampleRequest.newBuilder().setTable("emb")
+              .setNumSampled(9).setSampler(SamplerKind.UNIFORM_SAMPLER).setSeed(5)))
           .build());
     }
     return calls;
