@@ -92,34 +92,46 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
     return serialized(proto.run(item, resent));
   }
 
-  /**
-   * A {@code SampleResponse}: the drawn rows (field 6) and slots (field 9) written by the store
-   * into one direct buffer behind room for the enclosing headers ({@code ReadResponse.results},
-   * {@code ReadResult.sample} = field 2), then the rest of the message serialized into a second
-   * buffer; the answer is both, as one composite buffer.
-   */
-  private final class SampleOut implements SampleItems.Out<ByteBuf> {
-    private ByteBuf buf;
-    private Rows.Writer rows;
-    private Rows.Writer slots;
+  /** A result built as a message, serialized behind its {@code results} header. */
+  private ByteBuf serialized(ReadResult r) {
+    int size = r.getSerializedSize();
+    ByteBuf buf = alloc.directBuffer(1 + 5 + size);
+    try {
+      buf.writeByte(TAG_LEN_1);
+      writeVarint(buf, size);
+      CodedOutputStream out = CodedOutputStream.newInstance(buf.nioBuffer(buf.writerIndex(),
+          size));
+      r.writeTo(out);
+      out.flush();
+      buf.writerIndex(buf.writerIndex() + size);
+      return buf;
+    } catch (IOException | RuntimeException e) {
+      buf.release();
+      throw e instanceof RuntimeException x ? x : new IllegalStateException(e);
+    }
+  }
 
-    @Override
-    public void begin(int rowValues, int slotValues, RowEncoding encoding) {
-      int bpv = Rows.bytesPerValue(encoding);
-      long rowBytes = (long) rowValues * bpv;
-      long slotBytes = slotValues < 0 ? -1 : (long) slotValues * bpv;
-      long capacity = RESERVE + 6 + rowBytes + (slotBytes < 0 ? 0 : 6 + slotBytes);
+  /**
+   * An answer written into one direct buffer behind {@value #RESERVE} bytes of room for its
+   * enclosing headers, with bytes fields of rows written by the store.
+   */
+  private abstract class Direct {
+    ByteBuf buf;
+    Rows.Writer rows;
+    Rows.Writer slots;
+
+    void allocate(long capacity) {
       if (capacity > dev.dynembed.table.common.Limits.MAX_MESSAGE_BYTES) {
-        throw TableException.exhausted("a sample reply of %d bytes would exceed %d bytes",
-            capacity, dev.dynembed.table.common.Limits.MAX_MESSAGE_BYTES);
+        throw TableException.exhausted("a reply of %d bytes would exceed the limit of %d bytes;"
+            + " send fewer keys per call", capacity,
+            dev.dynembed.table.common.Limits.MAX_MESSAGE_BYTES);
       }
       buf = alloc.directBuffer((int) capacity);
       buf.writerIndex(RESERVE);
-      rows = field(6, (int) rowBytes, encoding);
-      slots = slotBytes < 0 ? null : field(9, (int) slotBytes, encoding);
     }
 
-    private Rows.Writer field(int number, int bytes, RowEncoding encoding) {
+    /** A bytes field's header, and a writer over the room for its bytes. */
+    Rows.Writer field(int number, int bytes, RowEncoding encoding) {
       buf.writeByte((number << 3) | 2);
       writeVarint(buf, bytes);
       Rows.Writer w = new Rows.Writer(buf.nioBuffer(buf.writerIndex(), bytes), encoding);
@@ -127,14 +139,38 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       return w;
     }
 
-    @Override
     public Rows.Writer rows() {
       return rows;
     }
 
-    @Override
     public Rows.Writer slots() {
       return slots;
+    }
+
+    void release() {
+      if (buf != null) {
+        buf.release();
+        buf = null;
+      }
+    }
+  }
+
+  /**
+   * A {@code SampleResponse}: the drawn rows (field 6) and slots (field 9) written by the store
+   * into one direct buffer behind room for the enclosing headers ({@code ReadResponse.results},
+   * {@code ReadResult.sample} = field 2), then the rest of the message serialized into a second
+   * buffer; the answer is both, as one composite buffer.
+   */
+  private final class SampleOut extends Direct implements SampleItems.Out<ByteBuf> {
+    @Override
+    public void begin(int rowValues, int slotValues, RowEncoding encoding) {
+      int bpv = Rows.bytesPerValue(encoding);
+      long rowBytes = (long) rowValues * bpv;
+      long slotBytes = slotValues < 0 ? -1 : (long) slotValues * bpv;
+      long capacity = RESERVE + 6 + rowBytes + (slotBytes < 0 ? 0 : 6 + slotBytes);
+      allocate(capacity);
+      rows = field(6, (int) rowBytes, encoding);
+      slots = slotBytes < 0 ? null : field(9, (int) slotBytes, encoding);
     }
 
     @Override
@@ -179,31 +215,6 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       writeVarint(b, sample);
     }
 
-    void release() {
-      if (buf != null) {
-        buf.release();
-        buf = null;
-      }
-    }
-  }
-
-  /** A result built as a message, serialized behind its {@code results} header. */
-  private ByteBuf serialized(ReadResult r) {
-    int size = r.getSerializedSize();
-    ByteBuf buf = alloc.directBuffer(1 + 5 + size);
-    try {
-      buf.writeByte(TAG_LEN_1);
-      writeVarint(buf, size);
-      CodedOutputStream out = CodedOutputStream.newInstance(buf.nioBuffer(buf.writerIndex(),
-          size));
-      r.writeTo(out);
-      out.flush();
-      buf.writerIndex(buf.writerIndex() + size);
-      return buf;
-    } catch (IOException | RuntimeException e) {
-      buf.release();
-      throw e instanceof RuntimeException x ? x : new IllegalStateException(e);
-    }
   }
 
   /**
@@ -213,11 +224,7 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
    * 4 (packed), row_encoding 5, slots 6, update_counts 7 (packed); protobuf takes them in any
    * order.
    */
-  private final class DirectOut implements FindItems.Out<ByteBuf> {
-    private ByteBuf buf;
-    private Rows.Writer rows;
-    private Rows.Writer slots;
-
+  private final class DirectOut extends Direct implements FindItems.Out<ByteBuf> {
     @Override
     public void begin(int dim, RowEncoding encoding, int keys, long rowValues, long slotValues,
         boolean frequencies) {
@@ -227,13 +234,7 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       long capacity = RESERVE + 12 + (rowBytes < 0 ? 0 : 6 + rowBytes)
           + (slotBytes < 0 ? 0 : 6 + slotBytes + 6 + 10L * keys) + 6 + (keys + 7) / 8
           + (frequencies ? 6 + 10L * keys : 0);
-      if (capacity > dev.dynembed.table.common.Limits.MAX_MESSAGE_BYTES) {
-        throw TableException.exhausted("a reply of %d keys of %d values would exceed %d bytes;"
-            + " send fewer keys per call", keys, dim, dev.dynembed.table.common.Limits
-            .MAX_MESSAGE_BYTES);
-      }
-      buf = alloc.directBuffer((int) capacity);
-      buf.writerIndex(RESERVE);
+      allocate(capacity);
       if (dim != 0) {
         buf.writeByte(1 << 3);
         writeVarint(buf, dim);
@@ -244,25 +245,6 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       }
       rows = rowBytes < 0 ? null : field(2, (int) rowBytes, encoding);
       slots = slotBytes < 0 ? null : field(6, (int) slotBytes, encoding);
-    }
-
-    /** A bytes field's header, and a writer over the room for its bytes. */
-    private Rows.Writer field(int number, int bytes, RowEncoding encoding) {
-      buf.writeByte((number << 3) | 2);
-      writeVarint(buf, bytes);
-      Rows.Writer w = new Rows.Writer(buf.nioBuffer(buf.writerIndex(), bytes), encoding);
-      buf.writerIndex(buf.writerIndex() + bytes);
-      return w;
-    }
-
-    @Override
-    public Rows.Writer rows() {
-      return rows;
-    }
-
-    @Override
-    public Rows.Writer slots() {
-      return slots;
     }
 
     @Override
@@ -300,12 +282,6 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       }
     }
 
-    void release() {
-      if (buf != null) {
-        buf.release();
-        buf = null;
-      }
-    }
   }
 
   static int varintSize(int v) {

@@ -164,28 +164,35 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         !req.getNoCount() && !noCount, found), found, req.getRowEncoding());
   }
 
-  /** A find's reply as a protobuf message (gRPC, and the data plane's rarer items). */
-  private static final class ProtoOut implements FindItems.Out<FindResponse> {
+  /** The rows and slots of a reply as arrays of their own, to become its bytes fields. */
+  private abstract static class ProtoRows {
+    Rows.Writer rows;
+    Rows.Writer slots;
+
+    /** @param rowValues -1: no rows; @param slotValues -1: no slots */
+    void open(long rowValues, long slotValues, RowEncoding encoding) {
+      rows = rowValues < 0 ? null : new Rows.Writer((int) rowValues, encoding);
+      slots = slotValues < 0 ? null : new Rows.Writer((int) slotValues, encoding);
+    }
+
+    public Rows.Writer rows() {
+      return rows;
+    }
+
+    public Rows.Writer slots() {
+      return slots;
+    }
+  }
+
+  /** A find's reply as a protobuf message (gRPC, and the data plane's pooled items). */
+  private static final class ProtoOut extends ProtoRows implements FindItems.Out<FindResponse> {
     private final FindResponse.Builder b = FindResponse.newBuilder();
-    private Rows.Writer rows;
-    private Rows.Writer slots;
 
     @Override
     public void begin(int dim, RowEncoding encoding, int keys, long rowValues, long slotValues,
         boolean frequencies) {
       b.setDim(dim);
-      rows = rowValues < 0 ? null : new Rows.Writer((int) rowValues, encoding);
-      slots = slotValues < 0 ? null : new Rows.Writer((int) slotValues, encoding);
-    }
-
-    @Override
-    public Rows.Writer rows() {
-      return rows;
-    }
-
-    @Override
-    public Rows.Writer slots() {
-      return slots;
+      open(rowValues, slotValues, encoding);
     }
 
     @Override
@@ -209,38 +216,28 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     }
   }
 
+  /** A sample's reply as a protobuf message. */
+  private static final class ProtoSampleOut extends ProtoRows
+      implements SampleItems.Out<SampleResponse> {
+    @Override
+    public void begin(int rowValues, int slotValues, RowEncoding encoding) {
+      open(rowValues, slotValues, encoding);
+    }
+
+    @Override
+    public SampleResponse finish(SampleResponse.Builder head) {
+      if (rows != null) {
+        head.setRows(rows.toByteString());
+      }
+      if (slots != null) {
+        head.setSlots(slots.toByteString());
+      }
+      return head.build();
+    }
+  }
+
   private SampleResponse sample(SampleRequest req) {
-    return SampleItems.sample(engine, req, new SampleItems.Out<>() {
-      private Rows.Writer rows;
-      private Rows.Writer slots;
-
-      @Override
-      public void begin(int rowValues, int slotValues, RowEncoding encoding) {
-        rows = new Rows.Writer(rowValues, encoding);
-        slots = slotValues < 0 ? null : new Rows.Writer(slotValues, encoding);
-      }
-
-      @Override
-      public Rows.Writer rows() {
-        return rows;
-      }
-
-      @Override
-      public Rows.Writer slots() {
-        return slots;
-      }
-
-      @Override
-      public SampleResponse finish(SampleResponse.Builder head) {
-        if (rows != null) {
-          head.setRows(rows.toByteString());
-        }
-        if (slots != null) {
-          head.setSlots(slots.toByteString());
-        }
-        return head.build();
-      }
-    });
+    return SampleItems.sample(engine, req, new ProtoSampleOut());
   }
 
   /** A pooled reply: one vector per bag in the requested encoding, and the keys' found bits. */
