@@ -63,15 +63,110 @@ public final class BowNet {
      * hidden layer, bags of 16 words in steps of 32, table rate 0.05 decaying to 0.
      */
     public static Config defaults() {
-      return new Config("bow", 16, 0, 0.05f, 5e-4f, 1, false, Combiner.MEAN, false, 16, 32,
-          true);
+      return builder().build();
+    }
+
+    /** A builder at {@link #defaults()}; named setters instead of 12 positional arguments. */
+    public static Builder builder() {
+      return new Builder();
+    }
+
+    /** A builder holding this configuration's values. */
+    public Builder toBuilder() {
+      return new Builder().name(name).dim(dim).hidden(hidden).tableRate(tableRate)
+          .denseRate(denseRate).seed(seed).poolOnShards(poolOnShards).combiner(combiner)
+          .bigrams(bigrams).trainBag(trainBag).batch(batch).decay(decay);
+    }
+
+    /** Builds a {@link Config}; starts at the defaults, checked whole by {@link #build}. */
+    public static final class Builder {
+      private String name = "bow";
+      private int dim = 16;
+      private int hidden;
+      private float tableRate = 0.05f;
+      private float denseRate = 5e-4f;
+      private long seed = 1;
+      private boolean poolOnShards;
+      private Combiner combiner = Combiner.MEAN;
+      private boolean bigrams;
+      private int trainBag = 16;
+      private int batch = 32;
+      private boolean decay = true;
+
+      private Builder() {}
+
+      public Builder name(String v) {
+        name = v;
+        return this;
+      }
+
+      public Builder dim(int v) {
+        dim = v;
+        return this;
+      }
+
+      public Builder hidden(int v) {
+        hidden = v;
+        return this;
+      }
+
+      public Builder tableRate(float v) {
+        tableRate = v;
+        return this;
+      }
+
+      public Builder denseRate(float v) {
+        denseRate = v;
+        return this;
+      }
+
+      public Builder seed(long v) {
+        seed = v;
+        return this;
+      }
+
+      public Builder poolOnShards(boolean v) {
+        poolOnShards = v;
+        return this;
+      }
+
+      public Builder combiner(Combiner v) {
+        combiner = v;
+        return this;
+      }
+
+      public Builder bigrams(boolean v) {
+        bigrams = v;
+        return this;
+      }
+
+      public Builder trainBag(int v) {
+        trainBag = v;
+        return this;
+      }
+
+      public Builder batch(int v) {
+        batch = v;
+        return this;
+      }
+
+      public Builder decay(boolean v) {
+        decay = v;
+        return this;
+      }
+
+      public Config build() {
+        return new Config(name, dim, hidden, tableRate, denseRate, seed, poolOnShards, combiner,
+            bigrams, trainBag, batch, decay);
+      }
     }
 
     /** Paddle's shape: each line one example, a tanh hidden layer, rates held constant. */
     public static Config wholeLines(String name, int dim, int hidden, boolean poolOnShards,
         boolean bigrams) {
-      return new Config(name, dim, hidden, 0.1f, 2e-3f, 1, poolOnShards, Combiner.MEAN,
-          bigrams, 0, 0, false);
+      return builder().name(name).dim(dim).hidden(hidden).tableRate(0.1f).denseRate(2e-3f)
+          .poolOnShards(poolOnShards).bigrams(bigrams).trainBag(0).batch(0).decay(false)
+          .build();
     }
 
     public Config {

@@ -157,8 +157,10 @@ public final class BowNetCli {
         throw new IllegalArgumentException("--pooling must be client or shards but was '"
             + pooling + "'");
       }
-      BowNet.Config cfg = new BowNet.Config(name, dim, hidden, tableRate, denseRate, seed,
-          pooling.equals("shards"), combiner, bigrams, trainBag, batch, decay);
+      BowNet.Config cfg = BowNet.Config.builder().name(name).dim(dim).hidden(hidden)
+          .tableRate(tableRate).denseRate(denseRate).seed(seed)
+          .poolOnShards(pooling.equals("shards")).combiner(combiner).bigrams(bigrams)
+          .trainBag(trainBag).batch(batch).decay(decay).build();
       if (localShards > 0 && shards != null) {
         throw new IllegalArgumentException("give --shards (running shards) or --local-shards N"
             + " (started here), not both");

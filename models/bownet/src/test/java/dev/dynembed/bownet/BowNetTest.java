@@ -210,8 +210,19 @@ class BowNetTest {
       assertTrue(late.getMessage().contains("epoch 2 of 1"), late.getMessage());
     }
     IllegalArgumentException bag = assertThrows(IllegalArgumentException.class,
-        () -> new BowNet.Config("b", 16, 0, 0.05f, 5e-4f, 1, false,
-            dev.dynembed.ops.Combiner.MEAN, false, 16, 0, true));
+        () -> BowNet.Config.builder().name("b").batch(0).build());
     assertTrue(bag.getMessage().contains("batch in 1..65536"), bag.getMessage());
+  }
+
+  @Test
+  void configBuilder_startsAtTheDefaults_andRoundTrips() {
+    BowNet.Config d = BowNet.Config.defaults();
+    assertEquals(new BowNet.Config("bow", 16, 0, 0.05f, 5e-4f, 1, false,
+        dev.dynembed.ops.Combiner.MEAN, false, 16, 32, true), d);
+    BowNet.Config w = BowNet.Config.wholeLines("w", 32, 8, true, true);
+    assertEquals(w, w.toBuilder().build());
+    assertEquals(0, w.trainBag());
+    assertEquals(0.1f, w.tableRate());
+    assertEquals(64, d.toBuilder().dim(64).build().dim());
   }
 }
