@@ -78,11 +78,30 @@ class JobCoordinatorTest {
     again.forEach(JobCoordinator::finish);
   }
 
+  /** Waits (up to 10 s) until a worker of {@code job} is a member in etcd. */
+  private static void awaitMember(String job) throws Exception {
+    try (io.etcd.jetcd.Client c = io.etcd.jetcd.Client.builder().endpoints(
+        "http://" + etcd.endpoint()).build()) {
+      io.etcd.jetcd.ByteSequence prefix = io.etcd.jetcd.ByteSequence.from("/dynembed/jobs/" + job
+          + "/", java.nio.charset.StandardCharsets.UTF_8);
+      long deadline = System.nanoTime() + 10_000_000_000L;
+      while (System.nanoTime() < deadline) {
+        var keys = c.getKVClient().get(prefix, io.etcd.jetcd.options.GetOption.builder()
+            .isPrefix(true).withKeysOnly(true).build()).get().getKvs();
+        if (keys.stream().anyMatch(kv -> kv.getKey().toString().contains("/members/"))) {
+          return;
+        }
+        Thread.sleep(20);
+      }
+      throw new AssertionError("no worker of job " + job + " became a member within 10 s");
+    }
+  }
+
   @Test
   void aWorkerWithOtherSettingsIsRefusedWithTheDifferenceNamed() throws Exception {
     Future<JobCoordinator> first = pool.submit(() -> JobCoordinator.join(etcd.endpoint(),
         "settings", 2, Map.of("dim", "8", "window", "5"), FAST));
-    Thread.sleep(500);
+    awaitMember("settings"); // the first worker's settings are the job's before the second asks
     JobException e = assertThrows(JobException.class, () -> JobCoordinator.join(etcd.endpoint(),
         "settings", 2, Map.of("dim", "16", "window", "5"), FAST));
     assertTrue(e.getMessage().contains("dim=job has 8, this worker 16"), e.getMessage());
@@ -170,7 +189,10 @@ class JobCoordinatorTest {
     assertTrue(e.getMessage().contains("workers [1] did not reach barrier checkpoint-1 within 1 s"),
         e.getMessage());
     // the other worker learns why the job stopped
-    Thread.sleep(1500);
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (w.get(1).failure().isEmpty() && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
     assertTrue(w.get(1).failure().orElse("").contains("did not reach barrier checkpoint-1"),
         w.get(1).failure().toString());
     assertThrows(JobException.class, () -> w.get(1).barrier("checkpoint-1", ""));
