@@ -114,17 +114,26 @@ final class ShardEvictions {
     // each eviction rebuilds the rows in memory, so more room per rebuild means fewer of them
     long target = t.config().getDiskTier() ? Math.max(1, cap - cap / 10) : cap;
     ex.execute(() -> {
+      boolean ran = false;
       try {
         if (engine.lookup(t.name()) == t && !t.retired) {
           evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(t.name())
               .setMaxKeys(target).setPolicy(t.config().getEvictionPolicy()).build());
         }
+        ran = true;
       } catch (RuntimeException e) { // dropped or restored meanwhile, or the log failed
         java.util.logging.Logger.getLogger(ShardEvictions.class.getName()).warning(String.format(
             "shard %d: eviction of table '%s' to its cap failed: %s", engine.shardIndex(), t.name(),
             e.getMessage()));
       } finally {
         evicting.remove(t.name());
+      }
+      // rows that arrived while this eviction ran (their calls found it running and scheduled
+      // nothing), or a store that replaced the one it was for: check the table as it is now,
+      // or a table whose last inserts came during an eviction would stay past its cap
+      TableStore now = engine.lookup(t.name());
+      if (ran && now != null && !now.retired) {
+        afterInsert(now);
       }
     });
   }
