@@ -130,6 +130,7 @@ public final class ShardEngine {
 
   /** Closes the disk tier (its directory is removed). */
   public synchronized void close() {
+    evictions.close(); // no eviction may demote into the disk tier once it is closed
     if (coldTier != null) {
       coldTier.close();
       coldTier = null;

@@ -94,12 +94,17 @@ final class ShardEvictions {
    */
   public void afterInsert(TableStore t) {
     long cap = capOf(t);
-    if (cap == 0 || t.size() <= cap + Math.max(1, cap / 10) || !evicting.add(t.name())) {
+    if (closed || cap == 0 || t.size() <= cap + Math.max(1, cap / 10)
+        || !evicting.add(t.name())) {
       return;
     }
     java.util.concurrent.ExecutorService ex = evictor;
     if (ex == null) {
       synchronized (this) {
+        if (closed) { // closed meanwhile: no executor after close
+          evicting.remove(t.name());
+          return;
+        }
         if (evictor == null) {
           evictor = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
             Thread th = new Thread(r, "evict-shard-" + engine.shardIndex());
@@ -113,29 +118,61 @@ final class ShardEvictions {
     // a disk tier evicts (demotes) to 90% of the cap: promotions refill memory quickly, and
     // each eviction rebuilds the rows in memory, so more room per rebuild means fewer of them
     long target = t.config().getDiskTier() ? Math.max(1, cap - cap / 10) : cap;
-    ex.execute(() -> {
-      boolean ran = false;
-      try {
-        if (engine.lookup(t.name()) == t && !t.retired) {
-          evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(t.name())
-              .setMaxKeys(target).setPolicy(t.config().getEvictionPolicy()).build());
-        }
-        ran = true;
-      } catch (RuntimeException e) { // dropped or restored meanwhile, or the log failed
-        java.util.logging.Logger.getLogger(ShardEvictions.class.getName()).warning(String.format(
-            "shard %d: eviction of table '%s' to its cap failed: %s", engine.shardIndex(), t.name(),
-            e.getMessage()));
-      } finally {
-        evicting.remove(t.name());
+    try {
+      ex.execute(() -> run(t, target));
+    } catch (java.util.concurrent.RejectedExecutionException e) { // closed meanwhile
+      evicting.remove(t.name());
+    }
+  }
+
+  private void run(TableStore t, long target) {
+    boolean ran = false;
+    try {
+      if (engine.lookup(t.name()) == t && !t.retired) {
+        evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(t.name())
+            .setMaxKeys(target).setPolicy(t.config().getEvictionPolicy()).build());
       }
-      // rows that arrived while this eviction ran (their calls found it running and scheduled
-      // nothing), or a store that replaced the one it was for: check the table as it is now,
-      // or a table whose last inserts came during an eviction would stay past its cap
-      TableStore now = engine.lookup(t.name());
-      if (ran && now != null && !now.retired) {
-        afterInsert(now);
+      ran = true;
+    } catch (RuntimeException e) { // dropped or restored meanwhile, or the log failed
+      java.util.logging.Logger.getLogger(ShardEvictions.class.getName()).warning(String.format(
+          "shard %d: eviction of table '%s' to its cap failed: %s", engine.shardIndex(), t.name(),
+          e.getMessage()));
+    } finally {
+      evicting.remove(t.name());
+    }
+    // rows that arrived while this eviction ran (their calls found it running and scheduled
+    // nothing), or a store that replaced the one it was for: check the table as it is now,
+    // or a table whose last inserts came during an eviction would stay past its cap
+    TableStore now = engine.lookup(t.name());
+    if (ran && now != null && !now.retired) {
+      afterInsert(now);
+    }
+  }
+
+  private volatile boolean closed;
+
+  /**
+   * Stops scheduling evictions and waits (up to a minute) for the one running: the engine closes
+   * the disk tier after this, which a running eviction may still be demoting into.
+   */
+  void close() {
+    java.util.concurrent.ExecutorService ex;
+    synchronized (this) {
+      closed = true;
+      ex = evictor;
+    }
+    if (ex == null) {
+      return;
+    }
+    ex.shutdown();
+    try {
+      if (!ex.awaitTermination(60, java.util.concurrent.TimeUnit.SECONDS)) {
+        java.util.logging.Logger.getLogger(ShardEvictions.class.getName()).warning(
+            "shard " + engine.shardIndex() + ": an eviction still runs after 60 s at close");
       }
-    });
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   /** Waits until no cap eviction is queued or running (tests, benchmarks). */
