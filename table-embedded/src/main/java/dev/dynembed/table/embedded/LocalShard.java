@@ -5,6 +5,7 @@ import dev.dynembed.table.client.internal.Shard;
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.PooledRows;
+import dev.dynembed.table.engine.ProtoItems;
 import dev.dynembed.table.engine.SampleCandidates;
 import dev.dynembed.table.engine.ShardCommands;
 import dev.dynembed.table.engine.ShardEngine;
@@ -99,23 +100,13 @@ final class LocalShard implements Shard {
 
     @Override
     public FindOrInsertRequest logged(Read item, boolean noCount) {
-      FindOrInsertRequest.Builder b = FindOrInsertRequest.newBuilder().setTable(item.table())
-          .setNoCount(noCount).setOmitRows(true);
-      int[] occ;
       if (item instanceof FindOrInsert f) {
-        b.setKeys(f.keys().toProto());
-        occ = f.occurrences();
-      } else {
-        Pooled p = (Pooled) item;
-        b.setKeys(p.keys().toProto());
-        occ = p.bags().occurrences(p.keys().size()); // counted once per bag entry
+        return ProtoItems.logged(f.table(), f.keys().toProto(),
+            ProtoItems.boxed(f.occurrences()), noCount);
       }
-      if (occ != null) {
-        for (int o : occ) {
-          b.addOccurrences(o);
-        }
-      }
-      return b.build();
+      Pooled p = (Pooled) item; // counted once per bag entry
+      return ProtoItems.logged(p.table(), p.keys().toProto(),
+          ProtoItems.boxed(p.bags().occurrences(p.keys().size())), noCount);
     }
   };
 

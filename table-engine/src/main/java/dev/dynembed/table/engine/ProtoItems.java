@@ -56,7 +56,7 @@ public final class ProtoItems {
   }
 
   /** A find_or_insert as the log keeps it: keys, occurrences, whether it counted; no rows. */
-  static FindOrInsertRequest logged(String table, KeyBatch keys, List<Integer> occurrences,
+  public static FindOrInsertRequest logged(String table, KeyBatch keys, List<Integer> occurrences,
       boolean noCount) {
     return FindOrInsertRequest.newBuilder().setTable(table).setKeys(keys)
         .addAllOccurrences(occurrences).setNoCount(noCount).setOmitRows(true).build();
@@ -74,7 +74,8 @@ public final class ProtoItems {
     return boxed(KeyBags.fromProto(f.getPool(), n).occurrences(n));
   }
 
-  static List<Integer> boxed(int[] values) {
+  /** {@code values} as a list (empty for null: one occurrence per key). */
+  public static List<Integer> boxed(int[] values) {
     if (values == null) {
       return List.of();
     }

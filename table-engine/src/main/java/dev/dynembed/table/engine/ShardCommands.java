@@ -134,9 +134,12 @@ public final class ShardCommands {
   private <I, R> List<R> read(CallId id, List<I> items, ReadItems<I, R> codec, List<R> out) {
     engine.checkReady();
     checkItems(items.size(), "read");
+    List<Inserts> inserts = new ArrayList<>(items.size()); // per item, null: changes nothing
     List<String> names = new ArrayList<>(2);
     for (I item : items) {
-      if (codec.inserts(item) != null) {
+      Inserts ins = codec.inserts(item);
+      inserts.add(ins);
+      if (ins != null) {
         names.add(codec.table(item));
       }
     }
@@ -144,7 +147,7 @@ public final class ShardCommands {
       for (I item : items) {
         out.add(codec.run(item, false));
       }
-      afterPromotions(items, codec);
+      afterPromotions(items, inserts, codec);
       return out;
     }
     List<TableStore> stores = new ArrayList<>(names.size());
@@ -154,10 +157,10 @@ public final class ShardCommands {
     List<TableStore> locked = lockTables(names, stores);
     try {
       long need = 0;
-      for (I item : items) {
-        Inserts ins = codec.inserts(item);
+      for (int i = 0; i < items.size(); i++) {
+        Inserts ins = inserts.get(i);
         if (ins != null) {
-          TableStore t = engine.get(codec.table(item));
+          TableStore t = engine.get(codec.table(items.get(i)));
           if (t.config().getMinCount() <= 1 || !ins.noCount()) {
             need += t.bytesForNewKeys(ins.keys(), ins.keyBytes());
           }
@@ -171,14 +174,15 @@ public final class ShardCommands {
         boolean logs = engine.journal() != null;
         ReadRequest.Builder logged = logs ? ReadRequest.newBuilder().setCallId(id) : null;
         int changed = 0;
-        for (I item : items) {
+        for (int i = 0; i < items.size(); i++) {
+          I item = items.get(i);
           try {
             out.add(codec.run(item, duplicate));
           } catch (RuntimeException e) {
             failure = e; // earlier items' counting stays
             break;
           }
-          Inserts ins = codec.inserts(item);
+          Inserts ins = inserts.get(i);
           if (ins != null && mayChange(codec.table(item), ins.noCount() || duplicate)) {
             changed++;
             if (logs) {
@@ -210,7 +214,7 @@ public final class ShardCommands {
     for (TableStore t : stores) {
       engine.afterInsert(t);
     }
-    afterPromotions(items, codec);
+    afterPromotions(items, inserts, codec);
     if (failure != null) {
       throw failure;
     }
@@ -315,10 +319,11 @@ public final class ShardCommands {
    * After reads that count nothing (finds, samples): a disk-tier table's promotions may have
    * taken it past its cap, which only inserts checked so far.
    */
-  private <I> void afterPromotions(List<I> items, ReadItems<I, ?> codec) {
-    for (I item : items) {
-      if (codec.inserts(item) == null) {
-        TableStore t = engine.lookup(codec.table(item));
+  private <I> void afterPromotions(List<I> items, List<Inserts> inserts,
+      ReadItems<I, ?> codec) {
+    for (int i = 0; i < items.size(); i++) {
+      if (inserts.get(i) == null) {
+        TableStore t = engine.lookup(codec.table(items.get(i)));
         if (t != null && t.cold() != null) {
           engine.afterInsert(t);
         }

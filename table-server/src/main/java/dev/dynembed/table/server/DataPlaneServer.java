@@ -157,26 +157,24 @@ final class DataPlaneServer implements AutoCloseable {
           ctx.channel().config().setAutoRead(false); // the client's further calls wait in TCP
         }
         msg.retain(); // the request aliases the frame: held until answered
-        java.util.concurrent.Executor pool = command -> {
-          try {
-            offload.execute(command);
-          } catch (RuntimeException e) { // shutting down
-            msg.release();
-            throw e;
-          }
-        };
-        pool.execute(() -> {
-          try {
-            answer(ctx, call, request, method, start);
-          } finally {
-            msg.release();
-            ctx.executor().execute(() -> {
-              if (--offloaded < Limits.MAX_CALLS_PER_CONNECTION && ctx.channel().isWritable()) {
-                ctx.channel().config().setAutoRead(true);
-              }
-            });
-          }
-        });
+        try {
+          offload.execute(() -> {
+            try {
+              answer(ctx, call, request, method, start);
+            } finally {
+              msg.release();
+              ctx.executor().execute(() -> {
+                if (--offloaded < Limits.MAX_CALLS_PER_CONNECTION
+                    && ctx.channel().isWritable()) {
+                  ctx.channel().config().setAutoRead(true);
+                }
+              });
+            }
+          });
+        } catch (RuntimeException e) { // shutting down: the call never runs
+          msg.release();
+          throw e;
+        }
       } else {
         answer(ctx, call, request, method, start);
       }

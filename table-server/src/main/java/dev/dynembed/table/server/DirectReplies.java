@@ -2,6 +2,7 @@ package dev.dynembed.table.server;
 
 import com.google.protobuf.CodedOutputStream;
 import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.common.dataplane.DataPlaneFrames;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.ProtoItems;
 import dev.dynembed.table.engine.ShardCommands;
@@ -12,7 +13,6 @@ import dev.dynembed.table.v1.ReadResult;
 import dev.dynembed.table.v1.RowEncoding;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
-import java.io.IOException;
 
 /**
  * A Read call's items as the native data plane answers them: each answer is the wire bytes of
@@ -62,34 +62,28 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
   @Override
   public ByteBuf run(ReadItem item, boolean resent) {
     if (item.getItemCase() == ReadItem.ItemCase.FIND && !item.getFind().hasPool()) {
-      DirectOut out = new DirectOut();
-      try {
-        return FindItems.find(engine, item.getFind(), out);
-      } catch (RuntimeException e) {
-        out.release();
-        throw e;
-      }
+      return written(new DirectOut(), out -> FindItems.find(engine, item.getFind(), out));
     }
     if (item.getItemCase() == ReadItem.ItemCase.FIND_OR_INSERT
         && !item.getFindOrInsert().hasPool()) {
-      DirectOut out = new DirectOut();
-      try {
-        return FindItems.findOrInsert(engine, item.getFindOrInsert(), resent, out);
-      } catch (RuntimeException e) {
-        out.release();
-        throw e;
-      }
+      return written(new DirectOut(),
+          out -> FindItems.findOrInsert(engine, item.getFindOrInsert(), resent, out));
     }
     if (item.getItemCase() == ReadItem.ItemCase.SAMPLE) {
-      SampleOut out = new SampleOut();
-      try {
-        return SampleItems.sample(engine, item.getSample(), out);
-      } catch (RuntimeException e) {
-        out.release();
-        throw e;
-      }
+      return written(new SampleOut(), out -> SampleItems.sample(engine, item.getSample(), out));
     }
     return serialized(proto.run(item, resent));
+  }
+
+  /** Runs an item into {@code out}; its buffer is released if the item fails. */
+  private static <O extends Direct> ByteBuf written(O out,
+      java.util.function.Function<O, ByteBuf> item) {
+    try {
+      return item.apply(out);
+    } catch (RuntimeException e) {
+      out.release();
+      throw e;
+    }
   }
 
   /** A result built as a message, serialized behind its {@code results} header. */
@@ -99,15 +93,11 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
     try {
       buf.writeByte(TAG_LEN_1);
       writeVarint(buf, size);
-      CodedOutputStream out = CodedOutputStream.newInstance(buf.nioBuffer(buf.writerIndex(),
-          size));
-      r.writeTo(out);
-      out.flush();
-      buf.writerIndex(buf.writerIndex() + size);
+      DataPlaneFrames.writeMessage(buf, r, size);
       return buf;
-    } catch (IOException | RuntimeException e) {
+    } catch (RuntimeException e) {
       buf.release();
-      throw e instanceof RuntimeException x ? x : new IllegalStateException(e);
+      throw e;
     }
   }
 
@@ -147,6 +137,23 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       return slots;
     }
 
+    /**
+     * Writes the enclosing headers into the room left in front: {@code ReadResponse.results},
+     * then field {@code resultField} of {@code ReadResult} holding {@code length} bytes (which
+     * may continue past this buffer); the buffer then starts at them.
+     */
+    void enclose(int resultField, int length) {
+      int result = 1 + varintSize(length) + length;
+      int start = RESERVE - (1 + varintSize(length)) - (1 + varintSize(result));
+      int end = buf.writerIndex();
+      buf.writerIndex(start);
+      buf.writeByte(TAG_LEN_1); // ReadResponse.results
+      writeVarint(buf, result);
+      buf.writeByte((resultField << 3) | 2);
+      writeVarint(buf, length);
+      buf.writerIndex(end).readerIndex(start);
+    }
+
     void release() {
       if (buf != null) {
         buf.release();
@@ -177,42 +184,25 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
     public ByteBuf finish(dev.dynembed.table.v1.SampleResponse.Builder head) {
       dev.dynembed.table.v1.SampleResponse m = head.build();
       int headSize = m.getSerializedSize();
-      int direct = buf == null ? 0 : buf.writerIndex() - RESERVE;
-      int sample = direct + headSize;
-      int result = 1 + varintSize(sample) + sample;
-      int prefix = (1 + varintSize(result)) + (1 + varintSize(sample));
-      ByteBuf tail = alloc.directBuffer(headSize + (buf == null ? prefix : 0));
+      if (buf == null) { // no rows: the headers and the message in one buffer
+        allocate(RESERVE + headSize);
+        DataPlaneFrames.writeMessage(buf, m, headSize);
+        enclose(2, headSize); // ReadResult.sample
+        ByteBuf only = buf;
+        buf = null;
+        return only;
+      }
+      ByteBuf tail = alloc.directBuffer(headSize);
       try {
-        if (buf == null) {
-          writePrefix(tail, result, sample);
-        } else {
-          int end = buf.writerIndex();
-          buf.writerIndex(RESERVE - prefix);
-          writePrefix(buf, result, sample);
-          buf.writerIndex(end).readerIndex(RESERVE - prefix);
-        }
-        CodedOutputStream out = CodedOutputStream.newInstance(tail.nioBuffer(tail.writerIndex(),
-            headSize));
-        m.writeTo(out);
-        out.flush();
-        tail.writerIndex(tail.writerIndex() + headSize);
-      } catch (IOException | RuntimeException e) {
+        DataPlaneFrames.writeMessage(tail, m, headSize);
+      } catch (RuntimeException e) {
         tail.release();
-        throw e instanceof RuntimeException x ? x : new IllegalStateException(e);
+        throw e;
       }
-      if (buf == null) {
-        return tail;
-      }
+      enclose(2, buf.writerIndex() - RESERVE + headSize); // ReadResult.sample
       ByteBuf both = alloc.compositeDirectBuffer(2).addComponents(true, buf, tail);
       buf = null;
       return both;
-    }
-
-    private void writePrefix(ByteBuf b, int result, int sample) {
-      b.writeByte(TAG_LEN_1); // ReadResponse.results
-      writeVarint(b, result);
-      b.writeByte((2 << 3) | 2); // ReadResult.sample
-      writeVarint(b, sample);
     }
 
   }
@@ -254,16 +244,7 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       buf.writeBytes(found);
       packed(4, frequencies);
       packed(7, updateCounts);
-      int find = buf.writerIndex() - RESERVE;
-      int result = 1 + varintSize(find) + find;
-      int start = RESERVE - (1 + varintSize(find)) - (1 + varintSize(result));
-      int end = buf.writerIndex();
-      buf.writerIndex(start);
-      buf.writeByte(TAG_LEN_1); // ReadResponse.results
-      writeVarint(buf, result);
-      buf.writeByte(TAG_LEN_1); // ReadResult.rows
-      writeVarint(buf, find);
-      buf.writerIndex(end).readerIndex(start);
+      enclose(1, buf.writerIndex() - RESERVE); // ReadResult.rows
       return buf;
     }
 

@@ -21,7 +21,6 @@ import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.handler.codec.LengthFieldBasedFrameDecoder;
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ThreadFactory;
 
@@ -87,16 +86,28 @@ public final class DataPlaneFrames {
     ByteBuf buf = alloc.directBuffer(HEADER + size);
     try {
       header(buf, kind, call, size);
-      ByteBuffer body = buf.nioBuffer(HEADER, size);
-      CodedOutputStream out = CodedOutputStream.newInstance(body);
+      writeMessage(buf, m, size);
+      return buf;
+    } catch (RuntimeException e) {
+      buf.release();
+      throw e;
+    }
+  }
+
+  /**
+   * Serializes {@code m} ({@code size} = its serialized size) at the buffer's writer index, in
+   * place, and moves the index past it. The buffer must have room.
+   */
+  public static void writeMessage(ByteBuf buf, MessageLite m, int size) {
+    try {
+      CodedOutputStream out = CodedOutputStream.newInstance(buf.nioBuffer(buf.writerIndex(),
+          size));
       m.writeTo(out);
       out.flush();
-      buf.writerIndex(HEADER + size);
-      return buf;
-    } catch (IOException | RuntimeException e) {
-      buf.release();
-      throw e instanceof RuntimeException r ? r : new IllegalStateException(e);
+    } catch (IOException e) {
+      throw new IllegalStateException("serializing into a buffer of the right size failed", e);
     }
+    buf.writerIndex(buf.writerIndex() + size);
   }
 
   /**
@@ -180,10 +191,14 @@ public final class DataPlaneFrames {
   public static <M> M parse(ByteBuf body, Parser<M> parser, String what) {
     byte[] bytes = new byte[body.readableBytes()];
     body.getBytes(body.readerIndex(), bytes);
+    return parse(CodedInputStream.newInstance(bytes), parser, what);
+  }
+
+  /** Parses with aliasing (byte fields share the input's memory) and no size limit. */
+  private static <M> M parse(CodedInputStream in, Parser<M> parser, String what) {
+    in.enableAliasing(true);
+    in.setSizeLimit(Integer.MAX_VALUE);
     try {
-      CodedInputStream in = CodedInputStream.newInstance(bytes);
-      in.enableAliasing(true);
-      in.setSizeLimit(Integer.MAX_VALUE);
       return parser.parseFrom(in);
     } catch (com.google.protobuf.InvalidProtocolBufferException e) {
       throw TableException.invalid("data plane: a %s frame is not a valid message: %s", what,
@@ -199,18 +214,9 @@ public final class DataPlaneFrames {
    * into float arrays, log records into the log's buffer, all during the call).
    */
   public static <M> M parseInPlace(ByteBuf body, Parser<M> parser, String what) {
-    if (body.nioBufferCount() != 1) {
-      return parse(body, parser, what);
-    }
-    try {
-      CodedInputStream in = CodedInputStream.newInstance(body.nioBuffer());
-      in.enableAliasing(true);
-      in.setSizeLimit(Integer.MAX_VALUE);
-      return parser.parseFrom(in);
-    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
-      throw TableException.invalid("data plane: a %s frame is not a valid message: %s", what,
-          e.getMessage());
-    }
+    return body.nioBufferCount() == 1
+        ? parse(CodedInputStream.newInstance(body.nioBuffer()), parser, what)
+        : parse(body, parser, what);
   }
 
   /** An ERROR frame's code and description. */
