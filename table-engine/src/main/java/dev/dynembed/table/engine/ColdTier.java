@@ -114,6 +114,7 @@ public final class ColdTier implements AutoCloseable {
         if (!t.dropped) {
           t.family.close();
         }
+        t.closed = true;
       }
     }
     defaultFamily.close();
@@ -160,6 +161,8 @@ public final class ColdTier implements AutoCloseable {
     /** Views open (a checkpoint being written); a dropped family is closed after the last. */
     private int openViews;
     private boolean dropped;
+    /** Set by the tier's close: every later call is refused (the handles are gone). */
+    private boolean closed;
 
     private Table(String name, int recordFloats) {
       this.name = name;
@@ -221,6 +224,7 @@ public final class ColdTier implements AutoCloseable {
      * are serialised on it (each takes microseconds; see docs/design/0014 for why).
      */
     synchronized Record take(byte[] key) {
+      checkLive();
       try {
         byte[] v = db.get(family, key);
         if (v == null) {
@@ -242,6 +246,7 @@ public final class ColdTier implements AutoCloseable {
       if (records.isEmpty()) {
         return;
       }
+      checkLive();
       long f = 0;
       try (WriteBatch batch = new WriteBatch()) {
         for (Record r : records) {
@@ -262,6 +267,7 @@ public final class ColdTier implements AutoCloseable {
 
     /** Deletes keys (an explicit eviction); returns how many were on disk. */
     synchronized long remove(List<byte[]> keyList) {
+      checkLive();
       long n = 0;
       long f = 0;
       try (WriteBatch batch = new WriteBatch()) {
@@ -283,13 +289,25 @@ public final class ColdTier implements AutoCloseable {
     }
 
     /**
+     * Refuses a call on a dropped family (a store retired by a drop or a restore that a caller
+     * still holds): its handle may be closed, and RocksDB does not check handles.
+     */
+    private void checkLive() {
+      if (closed) {
+        throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
+            "table '" + name + "': the shard's disk tier is closed (the shard is shutting down)");
+      }
+      if (dropped) {
+        throw TableException.storeReplaced(name);
+      }
+    }
+
+    /**
      * A consistent view of the cold rows as they are now (the caller holds the table's lock
      * exclusively, so no demotion or promotion straddles it); iterate with {@link View#each}.
      */
     synchronized View view() {
-      if (dropped) {
-        throw TableException.storeReplaced(name);
-      }
+      checkLive();
       openViews++;
       return new View(db.getSnapshot());
     }
@@ -303,9 +321,7 @@ public final class ColdTier implements AutoCloseable {
      * position starts a new snapshot and skips to it.
      */
     synchronized List<Record> page(long pos, int n) {
-      if (dropped) {
-        throw TableException.storeReplaced(name);
-      }
+      checkLive();
       if (scan == null || scan.position != pos) {
         if (scan != null) {
           scan.close();

@@ -31,8 +31,15 @@ import java.util.List;
  * a call id ({@link CallId#getDefaultInstance()}) is not deduplicated.
  */
 public final class ShardCommands {
-  /** Times a call takes its stores again when one was replaced between lookup and lock. */
-  private static final int REPLACED_RETRIES = 8;
+  /**
+   * How long a call keeps taking its stores again when one was replaced between lookup and lock.
+   * Each replacement is another call's progress (an eviction, a restore, a drop), so the retries
+   * are not bounded by count: a disk-tier table whose reads promote rows past its cap gets an
+   * eviction every few calls, and a reader queued behind several of them in a row (the lock lets
+   * a waiting eviction go first) must not fail for it.
+   */
+  private static final long REPLACED_RETRY_NANOS =
+      java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
   private final ShardEngine engine;
 
   ShardCommands(ShardEngine engine) {
@@ -135,17 +142,31 @@ public final class ShardCommands {
     engine.checkReady();
     checkItems(items.size(), "read");
     List<Inserts> inserts = new ArrayList<>(items.size()); // per item, null: changes nothing
-    List<String> names = new ArrayList<>(2);
+    List<String> names = new ArrayList<>(2); // tables an item inserts into
+    List<String> promoting = new ArrayList<>(0); // tables a find or sample may promote rows of
     for (I item : items) {
       Inserts ins = codec.inserts(item);
       inserts.add(ins);
       if (ins != null) {
         names.add(codec.table(item));
+      } else {
+        TableStore t = engine.lookup(codec.table(item));
+        if (t != null && t.cold() != null) {
+          promoting.add(codec.table(item));
+        }
       }
     }
     if (names.isEmpty()) {
-      for (I item : items) {
-        out.add(codec.run(item, false));
+      // reads of in-memory tables take no lock; a disk tier's promotions move rows between the
+      // tiers, which an eviction's rebuild or a checkpoint cut must not see half done
+      List<TableStore> locked = promoting.isEmpty() ? List.of()
+          : lockTables(promoting, new ArrayList<>(promoting.size()));
+      try {
+        for (I item : items) {
+          out.add(codec.run(item, false));
+        }
+      } finally {
+        ShardEngine.unlockShared(locked);
       }
       afterPromotions(items, inserts, codec);
       return out;
@@ -154,7 +175,9 @@ public final class ShardCommands {
     RuntimeException failure = null;
     long lsn = 0;
     boolean duplicate;
-    List<TableStore> locked = lockTables(names, stores);
+    List<String> lockedNames = new ArrayList<>(names);
+    lockedNames.addAll(promoting);
+    List<TableStore> locked = lockTables(lockedNames, stores);
     try {
       long need = 0;
       for (int i = 0; i < items.size(); i++) {
@@ -240,7 +263,8 @@ public final class ShardCommands {
       List<TableStore.CheckedGradients> checked = new ArrayList<>(items.size());
       List<TableStore> stores = new ArrayList<>(items.size());
       List<TableStore> locked = null;
-      for (int attempt = 0; locked == null; attempt++) {
+      long deadline = System.nanoTime() + REPLACED_RETRY_NANOS;
+      while (locked == null) {
         checked.clear();
         stores.clear();
         long need = 0;
@@ -257,7 +281,7 @@ public final class ShardCommands {
         try {
           locked = ShardEngine.lockShared(stores);
         } catch (TableException e) {
-          if (e.code() != ErrorCode.UNAVAILABLE || attempt >= REPLACED_RETRIES) {
+          if (e.code() != ErrorCode.UNAVAILABLE || System.nanoTime() - deadline > 0) {
             throw e;
           }
         }
@@ -291,10 +315,11 @@ public final class ShardCommands {
   /**
    * Takes the named tables' current stores and locks them shared; a store replaced between the
    * lookup and the lock (a restore, a drop and create, a cap's eviction) is looked up again, up
-   * to {@value #REPLACED_RETRIES} times, then the caller is told to resend.
+   * to {@link #REPLACED_RETRY_NANOS} after the first try, then the caller is told to resend.
    */
   private List<TableStore> lockTables(List<String> names, List<TableStore> stores) {
-    for (int attempt = 0; ; attempt++) {
+    long deadline = System.nanoTime() + REPLACED_RETRY_NANOS;
+    while (true) {
       stores.clear();
       for (String n : new LinkedHashSet<>(names)) {
         stores.add(engine.get(n));
@@ -302,7 +327,7 @@ public final class ShardCommands {
       try {
         return ShardEngine.lockShared(stores);
       } catch (TableException e) {
-        if (e.code() != ErrorCode.UNAVAILABLE || attempt >= REPLACED_RETRIES) {
+        if (e.code() != ErrorCode.UNAVAILABLE || System.nanoTime() - deadline > 0) {
           throw e;
         }
       }

@@ -142,11 +142,9 @@ final class ShardEvictions {
     }
     // rows that arrived while this eviction ran (their calls found it running and scheduled
     // nothing), or a store that replaced the one it was for: check the table as it is now,
-    // or a table whose last inserts came during an eviction would stay past its cap. Not for a
-    // disk tier yet: its promotions refill memory on every read, and evictions back to back
-    // with them crashed a word2vec run on Brown in RocksDB (under investigation, issue 28's note)
+    // or a table whose last inserts came during an eviction would stay past its cap
     TableStore now = engine.lookup(t.name());
-    if (ran && now != null && !now.retired && !now.config().getDiskTier()) {
+    if (ran && now != null && !now.retired) {
       afterInsert(now);
     }
   }
