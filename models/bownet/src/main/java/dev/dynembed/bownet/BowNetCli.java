@@ -42,10 +42,13 @@ public final class BowNetCli {
         + " SAVE/epoch-N)") Path model;
     @Option(names = "--data", required = true, description = "feed file in the model's format")
     Path file;
-    @Option(names = "--shards", description = "host:port,... of shards holding the model's"
+    @Option(names = "--endpoints", description = "host:port,... of shards holding the model's"
         + " table (default: restore the saved table in process)")
     String shards;
-    @Option(names = "--cache-mb", defaultValue = "0", description = "with --shards: serve the"
+    @picocli.CommandLine.Mixin
+    dev.dynembed.table.tools.cli.ConnectionOptions connection =
+        new dev.dynembed.table.tools.cli.ConnectionOptions();
+    @Option(names = "--cache-mb", defaultValue = "0", description = "with --endpoints: serve the"
         + " rows through a local cache of this many MiB (0: none)") long cacheMb;
     @Option(names = "--cache-max-age-s", defaultValue = "60", description = "a cached row is"
         + " read again after this many seconds") long cacheMaxAge;
@@ -53,8 +56,13 @@ public final class BowNetCli {
     @Override
     public Integer call() throws IOException {
       Path scratch = Files.createTempDirectory("bownet-classify");
+      if (cacheMb < 0 || (cacheMb > 0 && shards == null)) {
+        throw new IllegalArgumentException("--cache-mb must be >= 0 and needs --endpoints (rows"
+            + " served from running shards) but was " + cacheMb);
+      }
       try (TableClient client = shards != null
-          ? TableClients.open(shards, dev.dynembed.table.client.ClientOptions.DEFAULTS)
+          ? TableClients.open(shards, connection.apply(
+              dev.dynembed.table.client.ClientOptions.builder()).build())
           : TableClients.inProcess(scratch)) {
         java.util.List<ServingTable> caches = new java.util.ArrayList<>();
         BowNetServable m = shards != null && cacheMb > 0
@@ -122,19 +130,17 @@ public final class BowNetCli {
         + " rows are combined: ${COMPLETION-CANDIDATES}") Combiner combiner;
     @Option(names = "--bigrams", description = "also bag each pair of adjacent words")
     boolean bigrams;
-    @Option(names = "--shards", description = "host:port,... of running table-server shards,"
-        + " or redis://host:port / redis-cluster://host:port,... for tables in Redis (default: an"
-        + " in-process table under DIR/model)")
-    String shards;
-    @Option(names = "--local-shards", defaultValue = "0", description = "start this many shard"
-        + " processes on this machine for the run (data directory DIR/shards, where the servable"
-        + " models then go by default)") int localShards;
-    @Option(names = "--shard-heap", defaultValue = "1g", description = "heap of each shard"
-        + " started by --local-shards") String shardHeap;
+    /** --endpoints, or --shards N started here under DIR/shards (the servable models' default). */
+    @picocli.CommandLine.Mixin
+    dev.dynembed.table.tools.cli.TableServiceOptions service =
+        new dev.dynembed.table.tools.cli.TableServiceOptions("1g");
+    @picocli.CommandLine.Mixin
+    dev.dynembed.table.tools.cli.ConnectionOptions connection =
+        new dev.dynembed.table.tools.cli.ConnectionOptions();
     @picocli.CommandLine.Mixin
     dev.dynembed.job.JobOptions jobOpts = new dev.dynembed.job.JobOptions();
     @Option(names = "--save", description = "save a servable model after every epoch under"
-        + " SAVE/epoch-N (default DIR/servable; with --shards, a directory inside the shards'"
+        + " SAVE/epoch-N (default DIR/servable; with --endpoints, a directory inside the shards'"
         + " --data-dir)")
     Path save;
 
@@ -161,29 +167,27 @@ public final class BowNetCli {
           .tableRate(tableRate).denseRate(denseRate).seed(seed)
           .poolOnShards(pooling.equals("shards")).combiner(combiner).bigrams(bigrams)
           .trainBag(trainBag).batch(batch).decay(decay).build();
-      if (localShards > 0 && shards != null) {
-        throw new IllegalArgumentException("give --shards (running shards) or --local-shards N"
-            + " (started here), not both");
-      }
+      service.check();
+      String shards = service.endpoints();
+      int localShards = service.shards();
       Path shardDir = data.resolve("shards").toAbsolutePath();
       Path saveDir = save != null ? save
           : localShards > 0 ? shardDir.resolve("servable") : data.resolve("servable");
-      dev.dynembed.table.client.LocalShardProcesses procs = null;
+      dev.dynembed.table.tools.LocalShardProcesses procs = null;
       if (localShards > 0) {
         Files.createDirectories(shardDir);
-        procs = new dev.dynembed.table.client.LocalShardProcesses(localShards, 0, shardDir,
-            shardHeap, "");
+        procs = service.start(shardDir, "");
         System.err.printf("bownet: %d shard processes: %s%n", localShards, procs.endpoints());
       }
       System.err.printf("bownet: %d labels, %d training files, %d threads%n", labels.size(),
           train.size(), threads);
-      try (dev.dynembed.table.client.LocalShardProcesses ignored = procs;
-          TableClient client = procs != null ? TableClients.connect(procs.endpoints())
-              : shards != null ? TableClients.open(shards, dev.dynembed.table.client.ClientOptions.DEFAULTS)
+      try (dev.dynembed.table.tools.LocalShardProcesses ignored = procs;
+          TableClient client = service.remote() ? service.open(procs,
+              connection.apply(dev.dynembed.table.client.ClientOptions.builder()).build())
               : TableClients.inProcess(data.resolve("model"))) {
         if (jobOpts.enabled()) {
           if (shards == null) {
-            throw new IllegalArgumentException("--coordinator needs --shards: a job's workers"
+            throw new IllegalArgumentException("--coordinator needs --endpoints: a job's workers"
                 + " share running shards");
           }
           trainAsWorker(cfg, desc, labels, train, test, client, saveDir);
@@ -215,7 +219,7 @@ public final class BowNetCli {
       settings.put("config", cfg.toString());
       settings.put("threads", String.valueOf(threads));
       settings.put("epochs", String.valueOf(epochs));
-      settings.put("shards", shards);
+      settings.put("shards", service.endpoints());
       settings.put("files", train.toString());
       dev.dynembed.job.JobCoordinator c = jobOpts.join(name, settings);
       System.err.printf("bownet: worker %d of %d%s%n", c.index(), c.workers(),

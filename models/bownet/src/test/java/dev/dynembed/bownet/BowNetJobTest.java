@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.dynembed.job.JobCoordinator;
 import dev.dynembed.job.LocalEtcd;
 import dev.dynembed.layers.feed.FeedDescription;
-import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import java.nio.file.Path;

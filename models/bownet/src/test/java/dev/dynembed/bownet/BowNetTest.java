@@ -163,7 +163,7 @@ class BowNetTest {
     try {
       System.setOut(new java.io.PrintStream(out, true, StandardCharsets.UTF_8));
       code = new picocli.CommandLine(new BowNetCli()).execute("train", "--data", dir.toString(),
-          "--epochs", "3", "--local-shards", "2", "--pooling", "shards", "--shard-heap", "256m");
+          "--epochs", "3", "--shards", "2", "--pooling", "shards", "--shard-heap", "256m");
     } finally {
       System.setOut(saved);
     }

@@ -1,7 +1,7 @@
 package dev.dynembed.word2vec;
 
 import dev.dynembed.table.client.ClientOptions;
-import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.client.SimulatedLatency;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
@@ -136,7 +136,7 @@ public final class Word2VecCli {
     int prefetch;
     @Option(names = "--pipeline", defaultValue = "auto", description = "overlap each step's table"
         + " reads and gradient writes with the neighbouring steps' compute: on, off, or auto (on"
-        + " with --table, whose shards run elsewhere; off in process and with --shards, whose"
+        + " with --endpoints, whose shards run elsewhere; off in process and with --shards, whose"
         + " shards share this machine's cores and gain nothing from the overlap; default"
         + " ${DEFAULT-VALUE})")
     String pipeline;
@@ -148,18 +148,13 @@ public final class Word2VecCli {
         + " many milliseconds of network round trip to every shard call (default 0)")
     double simulatedRttMs;
     @Option(names = "--name", defaultValue = Word2VecConfig.DEFAULT_NAME, description = "table name prefix (default ${DEFAULT-VALUE})") String name;
-    @Option(names = "--table", description = "train against running shards (host:port,host:port,...)"
-        + " or tables in Redis (redis://host:port, redis-cluster://host:port,...; the optimizer"
-        + " then runs here)")
-    String table;
     @picocli.CommandLine.Mixin
-    dev.dynembed.table.client.cli.ConnectionOptions connection =
-        new dev.dynembed.table.client.cli.ConnectionOptions();
+    dev.dynembed.table.tools.cli.TableServiceOptions service =
+        new dev.dynembed.table.tools.cli.TableServiceOptions("2g");
+    @picocli.CommandLine.Mixin
+    dev.dynembed.table.tools.cli.ConnectionOptions connection =
+        new dev.dynembed.table.tools.cli.ConnectionOptions();
 
-    @Option(names = "--shards", defaultValue = "0", description = "start N local shard processes for this run")
-    int shards;
-    @Option(names = "--shard-heap", defaultValue = "2g", description = "heap of each shard started by --shards")
-    String shardHeap;
     @picocli.CommandLine.Mixin
     dev.dynembed.job.JobOptions jobOpts = new dev.dynembed.job.JobOptions();
     @Option(names = "--checkpoint-every", defaultValue = "0", description = "seconds between checkpoints (0 = only at the end)")
@@ -189,9 +184,13 @@ public final class Word2VecCli {
           .batchPairs(batch).seed(seed).name(name).negativePool(negativePool)
           .implicitSteps(implicitSteps.equals("auto") ? null : implicitSteps.equals("on"))
           .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier).build();
-      if (table != null && shards > 0) {
-        throw new CorpusException("--table and --shards exclude each other");
+      try {
+        service.check();
+      } catch (IllegalArgumentException e) {
+        throw new CorpusException(e.getMessage());
       }
+      String table = service.endpoints();
+      int shards = service.shards();
       if (!List.of("auto", "on", "off").contains(pipeline)) {
         throw new CorpusException("--pipeline must be on, off or auto but was '" + pipeline + "'");
       }
@@ -224,7 +223,7 @@ public final class Word2VecCli {
       TextSplits.plan(input, 1); // check the files before starting anything
       jobOpts.check();
       if (jobOpts.enabled() && table == null) {
-        throw new CorpusException("--coordinator needs --table: a job's workers share running"
+        throw new CorpusException("--coordinator needs --endpoints: a job's workers share running"
             + " shards (an in-process table or --shards would be this worker's alone)");
       }
       Files.createDirectories(model);
@@ -232,8 +231,8 @@ public final class Word2VecCli {
       LocalShardProcesses procs = null;
       TableClient client;
       if (shards > 0) {
-        procs = new LocalShardProcesses(shards, 0, modelDir, shardHeap, "");
-        client = TableClients.connect(procs.endpoints(), clientOptions.build());
+        procs = service.start(modelDir, "");
+        client = service.open(procs, clientOptions.build());
       } else if (table != null) {
         client = TableClients.open(table, clientOptions.build());
         try {

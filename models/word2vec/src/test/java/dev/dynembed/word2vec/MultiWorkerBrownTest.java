@@ -40,15 +40,15 @@ class MultiWorkerBrownTest {
     List<String> common = List.of("--input", brown.toString(), "--epochs", "5");
     double job;
     try (dev.dynembed.job.LocalEtcd etcd = new dev.dynembed.job.LocalEtcd();
-        dev.dynembed.table.client.LocalShardProcesses shards =
-            new dev.dynembed.table.client.LocalShardProcesses(2, 0, dir, "2g", "")) {
+        dev.dynembed.table.tools.LocalShardProcesses shards =
+            new dev.dynembed.table.tools.LocalShardProcesses(2, 0, dir, "2g", "")) {
       List<Process> workers = new ArrayList<>();
       for (int w = 0; w < 2; w++) {
         List<String> cmd = new ArrayList<>(List.of(
             Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx2g",
             "--add-modules", "jdk.incubator.vector", "-cp", System.getProperty("java.class.path"),
             Word2VecCli.class.getName(), "train", "--model", dir.resolve("job-w" + w).toString(),
-            "--table", String.join(",", shards.endpoints()), "--coordinator", etcd.endpoint(),
+            "--endpoints", String.join(",", shards.endpoints()), "--coordinator", etcd.endpoint(),
             "--workers", "2", "--worker-index", String.valueOf(w), "--threads", "1"));
         cmd.addAll(common);
         workers.add(new ProcessBuilder(cmd).redirectErrorStream(true)

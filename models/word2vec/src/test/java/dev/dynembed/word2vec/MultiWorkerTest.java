@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.dynembed.job.LocalEtcd;
 import dev.dynembed.layers.Trainer;
 import dev.dynembed.table.client.EmbeddingTable;
-import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import java.nio.charset.StandardCharsets;
@@ -75,7 +75,7 @@ class MultiWorkerTest {
         "--add-modules", "jdk.incubator.vector", "-cp", System.getProperty("java.class.path"),
         Word2VecCli.class.getName(), "train", "--input", corpus.toString(),
         "--model", dir.resolve(name + "-w" + index).toString(),
-        "--table", String.join(",", shards.endpoints()), "--coordinator", etcd.endpoint(),
+        "--endpoints", String.join(",", shards.endpoints()), "--coordinator", etcd.endpoint(),
         "--workers", "2", "--worker-index", String.valueOf(index), "--job", job, "--lease-seconds", String.valueOf(leaseSeconds),
         "--threads", "1", "--name", name, "--dim", "16", "--window", "3", "--negative", "5",
         "--sample", "0", "--min-count", "5", "--batch", "1024", "--seed", "3"));

@@ -31,7 +31,7 @@ class RemoteCheckpointPreflightTest {
     try (TableServer server = new TableServer(engine, "127.0.0.1", 0, 2)) {
       ByteArrayOutputStream err = new ByteArrayOutputStream();
       int code = Word2VecCli.run(new String[] {"train", "--input", corpus.toString(), "--model",
-          dir.resolve("elsewhere/model").toString(), "--table", "127.0.0.1:" + server.port()},
+          dir.resolve("elsewhere/model").toString(), "--endpoints", "127.0.0.1:" + server.port()},
           new PrintStream(new ByteArrayOutputStream()), new PrintStream(err, true,
           StandardCharsets.UTF_8));
       String msg = err.toString(StandardCharsets.UTF_8);

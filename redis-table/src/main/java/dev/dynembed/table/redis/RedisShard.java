@@ -1,7 +1,7 @@
 package dev.dynembed.table.redis;
 
-import dev.dynembed.table.client.internal.ReplyRows;
-import dev.dynembed.table.client.internal.Shard;
+import dev.dynembed.table.client.spi.ReplyRows;
+import dev.dynembed.table.client.spi.Shard;
 import dev.dynembed.table.common.BatchDedup;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.GradientChecks;

@@ -3,7 +3,7 @@ package dev.dynembed.table.redis;
 import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClientProvider;
-import dev.dynembed.table.client.internal.ShardedTableClient;
+import dev.dynembed.table.client.spi.ShardedTableClient;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashSet;

@@ -1,8 +1,8 @@
 package dev.dynembed.table.client;
 
 import dev.dynembed.table.client.internal.GrpcShard;
-import dev.dynembed.table.client.internal.Shard;
-import dev.dynembed.table.client.internal.ShardedTableClient;
+import dev.dynembed.table.client.spi.Shard;
+import dev.dynembed.table.client.spi.ShardedTableClient;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,7 +1,7 @@
 package dev.dynembed.table.bench;
 
 import dev.dynembed.table.client.EmbeddingTable;
-import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.client.ServingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;

@@ -2,7 +2,7 @@ package dev.dynembed.table.bench;
 
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
-import dev.dynembed.table.client.LocalShardProcesses;
+import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.FindResult;
@@ -171,8 +171,8 @@ public final class TableBench implements Callable<Integer> {
           serverArgs.addAll(List.of("--metrics-port", "0"));
         }
         if (security.startsWith("mtls")) {
-          dev.dynembed.table.client.cli.DevCertificates ca =
-              new dev.dynembed.table.client.cli.DevCertificates(data.resolve("certs"));
+          dev.dynembed.table.tools.DevCertificates ca =
+              new dev.dynembed.table.tools.DevCertificates(data.resolve("certs"));
           var shard = ca.issue("shard", true);
           var admin = ca.issue("bench", false);
           serverArgs.addAll(List.of("--tls-cert", shard.chain().toString(), "--tls-key",

@@ -2,7 +2,7 @@ package dev.dynembed.table.embedded;
 
 import dev.dynembed.table.client.InProcessTables;
 import dev.dynembed.table.client.TableClient;
-import dev.dynembed.table.client.internal.ShardedTableClient;
+import dev.dynembed.table.client.spi.ShardedTableClient;
 import dev.dynembed.table.engine.ShardEngine;
 import java.nio.file.Path;
 import java.util.List;

@@ -1,7 +1,7 @@
 package dev.dynembed.table.embedded;
 
-import dev.dynembed.table.client.internal.ReplyRows;
-import dev.dynembed.table.client.internal.Shard;
+import dev.dynembed.table.client.spi.ReplyRows;
+import dev.dynembed.table.client.spi.Shard;
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.PooledRows;

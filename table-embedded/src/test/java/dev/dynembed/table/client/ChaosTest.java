@@ -16,6 +16,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.dynembed.table.tools.LocalShardProcesses;
 
 /**
  * Shards killed with SIGKILL at random moments while trainers write, with an oracle: SGD with

@@ -13,6 +13,7 @@ import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.dynembed.table.tools.LocalShardProcesses;
 
 /** The one-command cluster behind word2vec's {@code --shards N}: real processes on loopback. */
 class LocalShardProcessesTest {

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.dynembed.table.client.cli.DevCertificates;
+import dev.dynembed.table.tools.DevCertificates;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;

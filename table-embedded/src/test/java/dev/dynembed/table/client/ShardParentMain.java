@@ -1,6 +1,7 @@
 package dev.dynembed.table.client;
 
 import java.nio.file.Path;
+import dev.dynembed.table.tools.LocalShardProcesses;
 
 /** Test helper: a process that starts one local shard, prints its PID, then waits to be killed. */
 public final class ShardParentMain {

@@ -1,4 +1,4 @@
-package dev.dynembed.table.client.cli;
+package dev.dynembed.table.tools;
 
 import java.io.IOException;
 import java.io.InputStream;

@@ -4,6 +4,7 @@ import dev.dynembed.table.common.GradientChecks;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.TableConfig;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * One table's gradients, split over the shards: summed per distinct key, routed, and sent in the

@@ -29,6 +29,8 @@ import java.util.logging.Logger;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import dev.dynembed.table.client.spi.ReplyRows;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * A remote shard over gRPC. Reads and writes of a step go out as one {@code Read} and one {@code

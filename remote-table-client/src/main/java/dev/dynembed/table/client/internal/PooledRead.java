@@ -2,6 +2,7 @@ package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * A pooled lookup of one table, split over the shards (docs/design/0011-pooled-lookups.md): each

@@ -4,6 +4,7 @@ import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * The gradients of a pooled lookup, split over the shards: one gradient row per bag goes to

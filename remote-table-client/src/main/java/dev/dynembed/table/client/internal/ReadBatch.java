@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * Reads of several tables gathered into one call per shard (the implementation of {@link

@@ -1,6 +1,7 @@
 package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * A find, findOrInsert or count of one table, split over the shards: remote shards get each

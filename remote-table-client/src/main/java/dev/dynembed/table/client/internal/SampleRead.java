@@ -10,6 +10,7 @@ import dev.dynembed.table.v1.SamplerKind;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import java.util.function.Consumer;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * Candidate draws over the whole table: each shard draws its share. Draw j picks its shard with

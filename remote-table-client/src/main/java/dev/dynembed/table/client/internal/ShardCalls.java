@@ -3,6 +3,7 @@ package dev.dynembed.table.client.internal;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * Reads and writes of any number of tables of one deployment, as one call per shard.

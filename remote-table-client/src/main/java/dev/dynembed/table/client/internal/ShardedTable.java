@@ -26,6 +26,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * A table over N shards (N = 1 for the in-process table). Every data call is an item split over
@@ -43,7 +44,7 @@ public final class ShardedTable implements EmbeddingTable {
   /** Last known sampler mass of each shard, per sampler and alpha. */
   private final ConcurrentHashMap<String, double[]> masses = new ConcurrentHashMap<>();
 
-  ShardedTable(TableConfig config, List<Shard> shards) {
+  public ShardedTable(TableConfig config, List<Shard> shards) {
     this.config = config;
     this.shards = shards;
     this.n = shards.size();

@@ -4,6 +4,7 @@ import dev.dynembed.table.client.TopKResult;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * The global top k of each query from every shard's top k: n·k candidates per query, ordered by

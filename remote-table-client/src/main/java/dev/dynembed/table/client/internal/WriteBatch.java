@@ -6,6 +6,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import dev.dynembed.table.client.spi.Shard;
 
 /**
  * Gradients of several tables gathered into one call per shard (the implementation of {@link

@@ -1,4 +1,4 @@
-package dev.dynembed.table.client.internal;
+package dev.dynembed.table.client.spi;
 
 import dev.dynembed.table.common.Rows;
 import dev.dynembed.table.v1.RowEncoding;
@@ -12,30 +12,30 @@ import java.nio.FloatBuffer;
  * intermediate float array for remote replies).
  */
 public abstract class ReplyRows {
-  final int dim;
+  public final int dim;
 
   private ReplyRows(int dim) {
     this.dim = dim;
   }
 
   /** Number of rows. */
-  abstract int size();
+  public abstract int size();
 
   /** Copies row {@code row} into {@code dst} at {@code off}. */
-  abstract void get(int row, float[] dst, int off);
+  public abstract void get(int row, float[] dst, int off);
 
   /** Copies every row into {@code dst} from {@code off}. */
-  abstract void getAll(float[] dst, int off);
+  public abstract void getAll(float[] dst, int off);
 
   /** All rows as an array of [size, dim] (not copied when they already are one). */
-  abstract float[] toArray();
+  public abstract float[] toArray();
 
   public static ReplyRows of(float[] rows, int dim) {
     return new Floats(rows, dim);
   }
 
   /** Rows of a reply's bytes (little-endian, {@code encoding}). */
-  static ReplyRows of(ByteBuffer bytes, RowEncoding encoding, int dim) {
+  public static ReplyRows of(ByteBuffer bytes, RowEncoding encoding, int dim) {
     RowEncoding e = Rows.normalize(encoding);
     ByteBuffer le = bytes.slice().order(ByteOrder.LITTLE_ENDIAN);
     return e == RowEncoding.FLOAT32 ? new Float32(le.asFloatBuffer(), dim)
@@ -51,22 +51,22 @@ public abstract class ReplyRows {
     }
 
     @Override
-    int size() {
+    public int size() {
       return rows.length / dim;
     }
 
     @Override
-    void get(int row, float[] dst, int off) {
+    public void get(int row, float[] dst, int off) {
       System.arraycopy(rows, row * dim, dst, off, dim);
     }
 
     @Override
-    void getAll(float[] dst, int off) {
+    public void getAll(float[] dst, int off) {
       System.arraycopy(rows, 0, dst, off, rows.length);
     }
 
     @Override
-    float[] toArray() {
+    public float[] toArray() {
       return rows;
     }
   }
@@ -80,22 +80,22 @@ public abstract class ReplyRows {
     }
 
     @Override
-    int size() {
+    public int size() {
       return rows.limit() / dim;
     }
 
     @Override
-    void get(int row, float[] dst, int off) {
+    public void get(int row, float[] dst, int off) {
       rows.get(row * dim, dst, off, dim);
     }
 
     @Override
-    void getAll(float[] dst, int off) {
+    public void getAll(float[] dst, int off) {
       rows.get(0, dst, off, rows.limit());
     }
 
     @Override
-    float[] toArray() {
+    public float[] toArray() {
       float[] out = new float[rows.limit()];
       getAll(out, 0);
       return out;
@@ -113,22 +113,22 @@ public abstract class ReplyRows {
     }
 
     @Override
-    int size() {
+    public int size() {
       return bytes.limit() / 2 / dim;
     }
 
     @Override
-    void get(int row, float[] dst, int off) {
+    public void get(int row, float[] dst, int off) {
       Rows.decode(bytes.duplicate().position(2 * row * dim), encoding, dst, off, dim);
     }
 
     @Override
-    void getAll(float[] dst, int off) {
+    public void getAll(float[] dst, int off) {
       Rows.decode(bytes, encoding, dst, off, bytes.limit() / 2);
     }
 
     @Override
-    float[] toArray() {
+    public float[] toArray() {
       float[] out = new float[bytes.limit() / 2];
       getAll(out, 0);
       return out;

@@ -1,4 +1,4 @@
-package dev.dynembed.table.client.internal;
+package dev.dynembed.table.client.spi;
 
 import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.PackedKeys;
@@ -113,7 +113,7 @@ public interface Shard extends AutoCloseable {
    * @param slots return each key's optimizer slots and update count
    */
   record InsertMode(boolean count, boolean rows, boolean frequencies, boolean slots) {
-    InsertMode(boolean count, boolean rows, boolean frequencies) {
+    public InsertMode(boolean count, boolean rows, boolean frequencies) {
       this(count, rows, frequencies, false);
     }
   }
@@ -125,11 +125,11 @@ public interface Shard extends AutoCloseable {
    */
   record RowsReply(ReplyRows rows, byte[] found, long[] frequencies, ReplyRows slots,
       long[] updateCounts) {
-    RowsReply(ReplyRows rows, byte[] found, long[] frequencies) {
+    public RowsReply(ReplyRows rows, byte[] found, long[] frequencies) {
       this(rows, found, frequencies, null, null);
     }
 
-    boolean found(int i) {
+    public boolean found(int i) {
       return found == null || (found[i >>> 3] & (1 << (i & 7))) != 0;
     }
   }
@@ -148,7 +148,7 @@ public interface Shard extends AutoCloseable {
    */
   record Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step,
       KeyBags bags) {
-    Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {
+    public Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {
       this(table, keys, gradients, learningRate, step, null);
     }
   }

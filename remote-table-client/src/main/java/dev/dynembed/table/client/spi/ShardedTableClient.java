@@ -1,4 +1,4 @@
-package dev.dynembed.table.client.internal;
+package dev.dynembed.table.client.spi;
 
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
@@ -10,6 +10,8 @@ import dev.dynembed.table.v1.TableInfo;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import dev.dynembed.table.client.internal.Futures;
+import dev.dynembed.table.client.internal.ShardedTable;
 
 /** {@link TableClient} over a fixed list of shards, in shard order. */
 public final class ShardedTableClient implements TableClient {

@@ -1,4 +1,4 @@
-package dev.dynembed.table.client.cli;
+package dev.dynembed.table.tools.cli;
 
 import dev.dynembed.table.client.ClientOptions;
 import java.io.IOException;

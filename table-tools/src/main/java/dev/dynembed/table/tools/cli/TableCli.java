@@ -1,4 +1,4 @@
-package dev.dynembed.table.client.cli;
+package dev.dynembed.table.tools.cli;
 
 import com.google.protobuf.util.JsonFormat;
 import dev.dynembed.table.client.EmbeddingTable;
@@ -19,6 +19,7 @@ import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
+import dev.dynembed.table.tools.DevCertificates;
 
 /** {@code bin/table-cli}: operator commands against running shards. */
 @Command(name = "table-cli", mixinStandardHelpOptions = true,
