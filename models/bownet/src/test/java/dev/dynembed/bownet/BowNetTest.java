@@ -179,6 +179,44 @@ class BowNetTest {
       assertEquals(100, p.size());
       assertTrue(correct > 60, correct + " of 100 held-out lines right");
     }
+    // new shard processes on the same data directory, the saved table restored onto them,
+    // serve it to classify --endpoints through a local cache of rows (--cache-mb): the same
+    // predictions as in process
+    List<String> inProcess;
+    try (TableClient c = TableClients.inProcess(dir.resolve("serve2"))) {
+      inProcess = BowNetServable.open(model, c, true).classify(dir.resolve("test.txt")).stream()
+          .map(BowNetServable.Prediction::predicted).toList();
+    }
+    try (dev.dynembed.table.tools.LocalShardProcesses shards =
+        new dev.dynembed.table.tools.LocalShardProcesses(2, 0, dir.resolve("shards"), "256m", "");
+        TableClient onShards = TableClients.connect(shards.endpoints())) {
+      BowNetServable.open(model, onShards, true); // restores the table onto the shards
+      java.io.ByteArrayOutputStream labels = new java.io.ByteArrayOutputStream();
+      java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+      java.io.PrintStream savedErr = System.err;
+      try {
+        System.setOut(new java.io.PrintStream(labels, true, StandardCharsets.UTF_8));
+        System.setErr(new java.io.PrintStream(err, true, StandardCharsets.UTF_8));
+        code = new picocli.CommandLine(new BowNetCli()).execute("classify", "--model",
+            model.toString(), "--data", dir.resolve("test.txt").toString(), "--endpoints",
+            String.join(",", shards.endpoints()), "--cache-mb", "4");
+      } finally {
+        System.setOut(saved);
+        System.setErr(savedErr);
+      }
+      String log = err.toString(StandardCharsets.UTF_8);
+      assertEquals(0, code, log);
+      assertEquals(inProcess, List.of(labels.toString(StandardCharsets.UTF_8).split("\n")), log);
+      assertTrue(log.contains("cache of table 'bow_words'") && log.contains("rows cached"), log);
+    }
+    // a cache without shards to read through is refused, naming the options
+    java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+    picocli.CommandLine cl = new picocli.CommandLine(new BowNetCli());
+    cl.setErr(new java.io.PrintWriter(err, true));
+    code = cl.execute("classify", "--model", model.toString(), "--data",
+        dir.resolve("test.txt").toString(), "--cache-mb", "4");
+    assertTrue(code != 0, "--cache-mb without --endpoints was accepted");
+    assertTrue(err.toString(StandardCharsets.UTF_8).contains("--cache-mb"), err.toString());
   }
 
   @Test

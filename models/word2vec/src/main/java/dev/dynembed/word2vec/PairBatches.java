@@ -25,7 +25,7 @@ final class PairBatches implements Iterator<Map<String, INDArray>> {
   private final EmbeddingTable out;
   private final TextSplits.Split split;
   private final boolean counting;
-  private final Word2Vec.State st;
+  private final TrainingState st;
   private final TokenReader reader;
   private final List<String> sentence = new ArrayList<>();
   private final List<String[]> chunk = new ArrayList<>();
@@ -40,7 +40,7 @@ final class PairBatches implements Iterator<Map<String, INDArray>> {
 
   /** @param out the output table: it counts the words (admission) and holds the totals */
   PairBatches(Word2VecConfig cfg, EmbeddingTable out, TextSplits.Split split, int epoch,
-      Word2Vec.State st) {
+      TrainingState st) {
     this.cfg = cfg;
     this.out = out;
     this.split = split;

@@ -16,8 +16,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.DoubleAdder;
 import java.util.function.Consumer;
 import org.nd4j.autodiff.samediff.SDVariable;
 import org.nd4j.autodiff.samediff.SameDiff;
@@ -259,9 +257,9 @@ public final class Word2Vec {
     long totalBytes = TextSplits.bytes(splits);
     String corpus = fingerprint(files);
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
-    State st;
+    TrainingState st;
     try {
-      st = leader ? begin(opt, ckpt, corpus, workers) : new State();
+      st = leader ? begin(opt, ckpt, corpus, workers) : new TrainingState();
     } catch (CorpusException e) {
       if (job != null && opt.resume() && !Trainer.hasCheckpoint(ckpt)) {
         throw new CorpusException(e.getMessage() + "; in a job, worker 0 (the leader) resumes"
@@ -442,7 +440,7 @@ public final class Word2Vec {
   }
 
   /** This worker's result; in a job, the counters are the job's (from the last round's barrier). */
-  private Result result(State st, List<double[]> curve, double[] lastEpoch,
+  private Result result(TrainingState st, List<double[]> curve, double[] lastEpoch,
       Map<Integer, String> counters) {
     long[] reads = readCounts();
     long[] sums = {st.tokens.get(), st.words.get(), st.pairs.get()};
@@ -465,8 +463,8 @@ public final class Word2Vec {
    * written with the same settings, files and number of workers and threads, whose product
    * fixes the byte ranges a position refers to), else a fresh one on empty tables.
    */
-  private State begin(TrainOptions opt, Path ckpt, String corpus, int workers) {
-    State st = new State();
+  private TrainingState begin(TrainOptions opt, Path ckpt, String corpus, int workers) {
+    TrainingState st = new TrainingState();
     if (opt.resume()) {
       if (!Trainer.hasCheckpoint(ckpt)) {
         throw new CorpusException("resume (--resume): " + opt.modelDir()
@@ -513,7 +511,7 @@ public final class Word2Vec {
   }
 
   /** @param counters each worker's counters at this cut, by index (empty for a lone trainer) */
-  private void save(Path ckpt, State st, String corpus, List<double[]> curve, boolean complete,
+  private void save(Path ckpt, TrainingState st, String corpus, List<double[]> curve, boolean complete,
       Map<Integer, String> counters) {
     Map<String, String> extra = new LinkedHashMap<>(cfg.toMap());
     extra.putAll(st.toMap());
@@ -548,116 +546,5 @@ public final class Word2Vec {
       }
     }
     return b.toString();
-  }
-
-  /**
-   * The loss curve: the trainers' per-step losses (fetched {@code loss_per_pair}) averaged over
-   * each sampling interval, as (words trained, loss) points.
-   */
-  private static final class LossMeter implements Trainer.Listener {
-    private final DoubleAdder sum = new DoubleAdder();
-    private final AtomicLong steps = new AtomicLong();
-    private final List<double[]> curve;
-    private volatile double last;
-
-    LossMeter(List<double[]> resumed) {
-      this.curve = new ArrayList<>(resumed);
-      this.last = curve.isEmpty() ? Double.NaN : curve.get(curve.size() - 1)[1];
-    }
-
-    @Override
-    public void onStep(long step, double loss) {}
-
-    @Override
-    public void onFetched(long step, Map<String, Double> fetched) {
-      sum.add(fetched.get("loss_per_pair"));
-      steps.incrementAndGet();
-    }
-
-    /** Closes an interval: its mean loss becomes a point of the curve (none without steps). */
-    synchronized void sample(long words) {
-      long n = steps.getAndSet(0);
-      double total = sum.sumThenReset();
-      if (n > 0) {
-        last = total / n;
-        curve.add(new double[] {words, last});
-      }
-    }
-
-    /** The mean loss of the last interval with steps (NaN before the first). */
-    double last() {
-      return last;
-    }
-
-    synchronized List<double[]> curve() {
-      return new ArrayList<>(curve);
-    }
-  }
-
-  /** Position and counters of a run (restored on resume). */
-  static final class State {
-    volatile int epoch;
-    volatile int nextSplit;
-    final AtomicLong progressBytes = new AtomicLong();
-    final AtomicLong tokens = new AtomicLong();
-    final AtomicLong words = new AtomicLong();
-    final AtomicLong pairs = new AtomicLong();
-    final AtomicLong skippedLong = new AtomicLong();
-    double elapsed;
-    final List<double[]> curve = new ArrayList<>();
-    /** The checkpoint's extras a resumed job hands to every worker (null: a fresh start). */
-    Map<String, String> job;
-
-    /** One worker's counters, as it reports them at a round's barrier. */
-    Map<String, String> workerMap() {
-      Map<String, String> m = new LinkedHashMap<>();
-      m.put("progress_bytes", String.valueOf(progressBytes.get()));
-      m.put("tokens", String.valueOf(tokens.get()));
-      m.put("words", String.valueOf(words.get()));
-      m.put("pairs", String.valueOf(pairs.get()));
-      m.put("skipped_long_words", String.valueOf(skippedLong.get()));
-      return m;
-    }
-
-    /** Worker {@code index}'s counters from a job's checkpoint (none in a lone trainer's). */
-    void loadWorker(Map<String, String> m, int index) {
-      String p = "worker." + index + ".";
-      if (m.containsKey(p + "words")) {
-        progressBytes.set(Long.parseLong(m.get(p + "progress_bytes")));
-        tokens.set(Long.parseLong(m.get(p + "tokens")));
-        words.set(Long.parseLong(m.get(p + "words")));
-        pairs.set(Long.parseLong(m.get(p + "pairs")));
-        skippedLong.set(Long.parseLong(m.get(p + "skipped_long_words")));
-      }
-    }
-
-    Map<String, String> toMap() {
-      Map<String, String> m = new LinkedHashMap<>();
-      m.put("epoch", String.valueOf(epoch));
-      m.put("next_split", String.valueOf(nextSplit));
-      m.put("progress_bytes", String.valueOf(progressBytes.get()));
-      m.put("tokens", String.valueOf(tokens.get()));
-      m.put("words", String.valueOf(words.get()));
-      m.put("pairs", String.valueOf(pairs.get()));
-      m.put("skipped_long_words", String.valueOf(skippedLong.get()));
-      m.put("elapsed_seconds", String.valueOf(elapsed));
-      return m;
-    }
-
-    void load(Map<String, String> m) {
-      epoch = Integer.parseInt(m.get("epoch"));
-      nextSplit = Integer.parseInt(m.get("next_split"));
-      progressBytes.set(Long.parseLong(m.get("progress_bytes")));
-      tokens.set(Long.parseLong(m.get("tokens")));
-      words.set(Long.parseLong(m.get("words")));
-      pairs.set(Long.parseLong(m.get("pairs")));
-      skippedLong.set(Long.parseLong(m.get("skipped_long_words")));
-      elapsed = Double.parseDouble(m.get("elapsed_seconds"));
-      String c = m.getOrDefault("loss_curve", "");
-      for (String p : c.isEmpty() ? new String[0] : c.split(";")) {
-        String[] xy = p.split(":");
-        curve.add(new double[] {Double.parseDouble(xy[0]), Double.parseDouble(xy[1])});
-      }
-    }
   }
 }

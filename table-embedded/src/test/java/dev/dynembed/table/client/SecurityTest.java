@@ -121,6 +121,55 @@ class SecurityTest {
     }
   }
 
+  /**
+   * Admin calls are audited (logger {@code dynembed.audit}): one line per call with the method,
+   * the table and the caller, and one warning per refused call; a trainer's data calls are not.
+   */
+  @Test
+  void adminCalls_andRefusedOnes_areAudited_dataCallsAreNot() throws Exception {
+    Path tokens = dir.resolve("audit-tokens");
+    Files.writeString(tokens, "trainer tr-0123456789abcdef\nadmin ad-0123456789abcdef\n");
+    List<java.util.logging.LogRecord> lines =
+        java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+    java.util.logging.Handler h = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        lines.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger audit = java.util.logging.Logger.getLogger("dynembed.audit");
+    audit.addHandler(h);
+    ShardEngine engine = new ShardEngine(0, 1, dir.resolve("data-audit"));
+    try (TableServer server = new TableServer(engine, "127.0.0.1", 0, 2, List.of(
+        new AccessControl(Set.of(), AccessControl.readTokens(tokens), 0)), null)) {
+      try (TableClient a = connect(server, options().bearerToken("ad-0123456789abcdef").build())) {
+        a.createTable(TableConfigs.builder("audited", 4).build());
+      }
+      try (TableClient t = connect(server, options().bearerToken("tr-0123456789abcdef").build())) {
+        t.openTable("audited").findOrInsert("x", "y");
+        assertThrows(TableException.class, () -> t.dropTable("audited"));
+      }
+    } finally {
+      audit.removeHandler(h);
+    }
+    List<String> text = lines.stream().map(java.util.logging.LogRecord::getMessage).toList();
+    assertEquals(1, text.stream().filter(l -> l.contains("CreateTable of table 'audited'")
+        && l.contains("admin")).count(), text.toString());
+    assertEquals(1, text.stream().filter(l -> l.startsWith("shard 0: refused DropTable by")
+        && l.contains("trainer") && l.contains("(needs admin)")).count(), text.toString());
+    assertTrue(lines.stream().filter(r -> r.getMessage().contains("refused"))
+        .allMatch(r -> r.getLevel() == java.util.logging.Level.WARNING), text.toString());
+    assertTrue(text.stream().noneMatch(l -> l.contains("Read") || l.contains("FindOrInsert")),
+        "data calls are not audited: " + text);
+    assertEquals(2, text.size(), text.toString());
+  }
+
   @Test
   void renewedServerCertificate_isServedWithoutARestart() throws Exception {
     Path cert = dir.resolve("live.pem");
