@@ -28,6 +28,7 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * step's own updates could not be replayed on a pooled vector): it is read when the op runs,
  * after the previous step's gradients are applied.
  */
+@JavaOp.Name(DynamicEmbeddingBag.OP_NAME)
 public final class DynamicEmbeddingBag extends TableOp {
   static final String OP_NAME = "dynembed_bag";
 
@@ -47,11 +48,6 @@ public final class DynamicEmbeddingBag extends TableOp {
     this.combiner = combiner;
     this.training = training;
     this.count = count;
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   /** Whether the op creates rows and sends gradients (false: an inference lookup). */
@@ -158,11 +154,6 @@ public final class DynamicEmbeddingBag extends TableOp {
   @Override
   List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(2));
-  }
-
-  @Override
-  public int getNumOutputs() {
-    return 1;
   }
 
   @Override

@@ -16,6 +16,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * trainer's step the batch is sent with the step's other gradients ({@link
  * TableStep#submitWrites}).
  */
+@JavaOp.Name(DynamicEmbeddingBagBp.OP_NAME)
 public final class DynamicEmbeddingBagBp extends JavaOp {
   static final String OP_NAME = "dynembed_bag_bp";
 
@@ -31,11 +32,6 @@ public final class DynamicEmbeddingBagBp extends JavaOp {
     this.table = table;
     this.dim = dim;
     this.combiner = combiner;
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   @Override
@@ -57,11 +53,6 @@ public final class DynamicEmbeddingBagBp extends JavaOp {
   @Override
   List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(2));
-  }
-
-  @Override
-  public int getNumOutputs() {
-    return 1;
   }
 
   @Override

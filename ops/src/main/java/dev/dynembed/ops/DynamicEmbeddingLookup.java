@@ -27,6 +27,7 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * The scalar {@code handle} is a trainable variable that puts the backward op on a gradient path;
  * its own gradient is always zero.
  */
+@JavaOp.Name(DynamicEmbeddingLookup.OP_NAME)
 public final class DynamicEmbeddingLookup extends TableOp {
   static final String OP_NAME = "dynembed_lookup";
 
@@ -45,11 +46,6 @@ public final class DynamicEmbeddingLookup extends TableOp {
     this.table = table;
     this.dim = dim;
     this.training = training;
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   /** Whether the op creates rows and sends gradients (false: an inference lookup). */
@@ -174,11 +170,6 @@ public final class DynamicEmbeddingLookup extends TableOp {
   @Override
   List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(1));
-  }
-
-  @Override
-  public int getNumOutputs() {
-    return 1;
   }
 
   @Override

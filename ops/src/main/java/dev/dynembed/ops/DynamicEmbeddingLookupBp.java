@@ -24,6 +24,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * gradient is damped by its rows' total curvature, {@code 1 / (1 + 2 lr C)} ({@link
  * ImplicitSteps}).
  */
+@JavaOp.Name(DynamicEmbeddingLookupBp.OP_NAME)
 public final class DynamicEmbeddingLookupBp extends JavaOp {
   static final String OP_NAME = "dynembed_lookup_bp";
 
@@ -41,11 +42,6 @@ public final class DynamicEmbeddingLookupBp extends JavaOp {
     this.table = table;
     this.dim = dim;
     this.output = output;
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   @Override
@@ -122,11 +118,6 @@ public final class DynamicEmbeddingLookupBp extends JavaOp {
   @Override
   List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(1));
-  }
-
-  @Override
-  public int getNumOutputs() {
-    return 1;
   }
 
   @Override

@@ -47,6 +47,36 @@ public abstract class JavaOp extends DynamicCustomOp {
   /** The output types for the input types. */
   abstract List<DataType> outputTypes(List<DataType> inputs);
 
+  /** The op's registered name, on each concrete op class. */
+  @java.lang.annotation.Retention(java.lang.annotation.RetentionPolicy.RUNTIME)
+  @java.lang.annotation.Target(java.lang.annotation.ElementType.TYPE)
+  @interface Name {
+    String value();
+  }
+
+  private static final ClassValue<String> NAMES = new ClassValue<>() {
+    @Override
+    protected String computeValue(Class<?> c) {
+      Name n = c.getAnnotation(Name.class);
+      if (n == null) {
+        throw new IllegalStateException(c.getName() + " has no @JavaOp.Name");
+      }
+      return n.value();
+    }
+  };
+
+  /** The name the op is registered and serialized under (its class's {@link Name}). */
+  @Override
+  public final String opName() {
+    return NAMES.get(getClass());
+  }
+
+  /** Outputs of the op: one unless it says otherwise (as many as {@link #outputTypes} lists). */
+  @Override
+  public int getNumOutputs() {
+    return 1;
+  }
+
   /** The op's properties, in a fixed order (what a FlatBuffers clone carries). */
   abstract void properties(Map<String, Object> out);
 

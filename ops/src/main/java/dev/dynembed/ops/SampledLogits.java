@@ -41,6 +41,7 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * Sampling#implicitRowSteps} each distinct key's sum is damped by its curvature ({@link
  * ImplicitSteps}).
  */
+@JavaOp.Name(SampledLogits.OP_NAME)
 public final class SampledLogits extends TableOp {
   static final String OP_NAME = "dynembed_sampled_logits";
   /** Logit of padded slots and removed accidental hits: exp() of it is 0 in float. */
@@ -79,11 +80,6 @@ public final class SampledLogits extends TableOp {
     this.table = table;
     this.dim = dim;
     this.sampling = sampling;
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   private static Positives positives(INDArray posArr, INDArray maskArr) {

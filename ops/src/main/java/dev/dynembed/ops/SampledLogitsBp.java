@@ -14,6 +14,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * Backward of {@link SampledLogits}: {@code (activations, handle, dL/d(logits)) ->
  * (dL/d(activations), dL/d(handle) = 0)}, and the candidate rows' gradients go to the table.
  */
+@JavaOp.Name(SampledLogitsBp.OP_NAME)
 public final class SampledLogitsBp extends JavaOp {
   static final String OP_NAME = "dynembed_sampled_logits_bp";
 
@@ -30,11 +31,6 @@ public final class SampledLogitsBp extends JavaOp {
     this.table = table;
     this.forward = forward;
     this.activations = activationsName;
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   @Override

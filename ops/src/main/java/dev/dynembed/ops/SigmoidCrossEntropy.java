@@ -20,6 +20,7 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * FLOAT logits and labels run in float on {@link SigmoidKernels} (SIMD lanes); other types in
  * double.
  */
+@JavaOp.Name(SigmoidCrossEntropy.OP_NAME)
 public final class SigmoidCrossEntropy extends JavaOp {
   static final String OP_NAME = "dynembed_sigmoid_xent";
 
@@ -27,11 +28,6 @@ public final class SigmoidCrossEntropy extends JavaOp {
 
   SigmoidCrossEntropy(SameDiff sd, SDVariable logits, SDVariable labels) {
     super(sd, logits, labels);
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   static void checkShapes(INDArray x, INDArray y, String op) {
@@ -85,11 +81,6 @@ public final class SigmoidCrossEntropy extends JavaOp {
   @Override
   List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(0));
-  }
-
-  @Override
-  public int getNumOutputs() {
-    return 1;
   }
 
   @Override

@@ -10,6 +10,7 @@ import org.nd4j.linalg.api.ops.OpContext;
 import org.nd4j.linalg.api.shape.LongShapeDescriptor;
 
 /** Backward of {@link SigmoidCrossEntropy}: {@code dL/dx = (sigmoid(x) - y) * dL/dloss[row]}. */
+@JavaOp.Name(SigmoidCrossEntropyBp.OP_NAME)
 public final class SigmoidCrossEntropyBp extends JavaOp {
   static final String OP_NAME = "dynembed_sigmoid_xent_bp";
 
@@ -17,11 +18,6 @@ public final class SigmoidCrossEntropyBp extends JavaOp {
 
   SigmoidCrossEntropyBp(SameDiff sd, SDVariable logits, SDVariable labels, SDVariable grad) {
     super(sd, logits, labels, grad);
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   @Override
@@ -68,11 +64,6 @@ public final class SigmoidCrossEntropyBp extends JavaOp {
   @Override
   List<DataType> outputTypes(List<DataType> inputs) {
     return List.of(inputs.get(0));
-  }
-
-  @Override
-  public int getNumOutputs() {
-    return 1;
   }
 
   @Override

@@ -22,6 +22,7 @@ import org.nd4j.linalg.factory.Nd4j;
  * gradient). When the table holds fewer than k keys the tail is padded with key "" and score
  * -Infinity. It has no gradient.
  */
+@JavaOp.Name(TopK.OP_NAME)
 public final class TopK extends JavaOp {
   static final String OP_NAME = "dynembed_top_k";
 
@@ -38,11 +39,6 @@ public final class TopK extends JavaOp {
     this.k = k;
     this.biasLastDim = biasLastDim;
     this.cosine = cosine;
-  }
-
-  @Override
-  public String opName() {
-    return OP_NAME;
   }
 
   @Override
