@@ -186,11 +186,25 @@ public final class DynEmbed {
    */
   public SDVariable[] topK(String name, SDVariable query, EmbeddingTable table, int k,
       boolean biasLastDim, boolean cosine) {
+    return topK(name, query, table, k, biasLastDim, cosine, 0);
+  }
+
+  /**
+   * As {@link #topK(String, SDVariable, EmbeddingTable, int, boolean, boolean)}, answered from
+   * the table's approximate index with {@code searchBreadth} &gt; 0 where it has one for this
+   * metric and bias option ({@link EmbeddingTable#buildIndex}; exact otherwise).
+   */
+  public SDVariable[] topK(String name, SDVariable query, EmbeddingTable table, int k,
+      boolean biasLastDim, boolean cosine, int searchBreadth) {
     if (k < 1) {
       throw new IllegalArgumentException("topK: k must be >= 1 but was " + k);
     }
-    SDVariable[] out = new TopK(sd, query, tables.bind(table), k, biasLastDim, cosine)
-        .outputVariables();
+    if (searchBreadth < 0) {
+      throw new IllegalArgumentException("topK: searchBreadth must be >= 0 (0: exact) but was "
+          + searchBreadth);
+    }
+    SDVariable[] out = new TopK(sd, query, tables.bind(table), k, biasLastDim, cosine,
+        searchBreadth).outputVariables();
     return new SDVariable[] {sd.updateVariableNameAndReference(out[0], name + "_keys"),
         sd.updateVariableNameAndReference(out[1], name + "_scores")};
   }

@@ -126,6 +126,12 @@ public abstract class JavaOp extends DynamicCustomOp {
       return ((Number) m.get(key)).intValue();
     }
 
+    /** The value, or {@code otherwise} for a property older graphs do not carry. */
+    int integerOr(String key, int otherwise) {
+      Object v = m.get(key);
+      return v == null ? otherwise : ((Number) v).intValue();
+    }
+
     long longValue(String key) {
       return ((Number) m.get(key)).longValue();
     }

@@ -30,15 +30,18 @@ public final class TopK extends JavaOp {
   private int k;
   private boolean biasLastDim;
   private boolean cosine;
+  private int searchBreadth; // 0: exact; > 0: the table's approximate index (design 0016)
 
   public TopK() {}
 
-  TopK(SameDiff sd, SDVariable query, String table, int k, boolean biasLastDim, boolean cosine) {
+  TopK(SameDiff sd, SDVariable query, String table, int k, boolean biasLastDim, boolean cosine,
+      int searchBreadth) {
     super(sd, query);
     this.table = table;
     this.k = k;
     this.biasLastDim = biasLastDim;
     this.cosine = cosine;
+    this.searchBreadth = searchBreadth;
   }
 
   @Override
@@ -51,7 +54,8 @@ public final class TopK extends JavaOp {
     int b = (int) q.size(0);
     float[] queries = q.castTo(DataType.FLOAT).dup('c').data().asFloat();
     TopKResult r = graph.table(table).topK(queries, b, k,
-        new TopKOptions(biasLastDim, cosine ? Metric.COSINE : Metric.DOT, List.of()));
+        new TopKOptions(biasLastDim, cosine ? Metric.COSINE : Metric.DOT, List.of(),
+            searchBreadth));
     List<String> keys = new ArrayList<>(b * k);
     float[] scores = new float[b * k];
     for (int i = 0; i < b; i++) {
@@ -88,6 +92,7 @@ public final class TopK extends JavaOp {
     out.put("k", (long) k);
     out.put("biasLastDim", biasLastDim);
     out.put("cosine", cosine);
+    out.put("searchBreadth", (long) searchBreadth);
   }
 
   @Override
@@ -96,5 +101,6 @@ public final class TopK extends JavaOp {
     k = in.integer("k");
     biasLastDim = in.bool("biasLastDim");
     cosine = in.bool("cosine");
+    searchBreadth = in.integerOr("searchBreadth", 0); // graphs saved before issue 32: exact
   }
 }

@@ -26,12 +26,30 @@ public final class Queries implements AutoCloseable {
   private final Word2VecConfig cfg;
   private final TableClient client;
   private final EmbeddingTable in;
+  private final int searchBreadth;
 
   public Queries(Path modelDir) {
+    this(modelDir, 0);
+  }
+
+  /**
+   * @param searchBreadth 0: exact queries; &gt; 0: queries answered by an approximate index
+   *     (cosine, HNSW; docs/design/0016-approximate-top-k.md) built once the model is loaded,
+   *     exploring this many candidates per query
+   */
+  public Queries(Path modelDir, int searchBreadth) {
+    if (searchBreadth < 0 || searchBreadth > 100_000) {
+      throw new CorpusException("--search-breadth must be in [0, 100000] (0: exact) but was "
+          + searchBreadth);
+    }
     this.cfg = ModelDir.config(modelDir);
     this.client = TableClients.inProcess(modelDir);
     this.in = client.createTable(Word2Vec.inConfig(cfg));
+    this.searchBreadth = searchBreadth;
     in.restore(ModelDir.tables(modelDir));
+    if (searchBreadth > 0) {
+      in.buildIndex(dev.dynembed.table.v1.Metric.COSINE, false, 0, 0, true);
+    }
   }
 
   /** The word's vector; a clear error for a word the model has no vector of. */
@@ -72,7 +90,8 @@ public final class Queries implements AutoCloseable {
     }
     SameDiff sd = SameDiff.create();
     SDVariable q = sd.placeHolder("q", DataType.FLOAT, 1, cfg.dim());
-    SDVariable[] out = new DynEmbed(sd).topK("nn", q, in, k + exclude.size(), false, true);
+    SDVariable[] out = new DynEmbed(sd).topK("nn", q, in, k + exclude.size(), false, true,
+        searchBreadth);
     java.util.Map<String, INDArray> r = sd.output(java.util.Map.of("q",
         Nd4j.create(query, new long[] {1, cfg.dim()}, 'c')), out[0].name(), out[1].name());
     INDArray keys = r.get(out[0].name());

@@ -385,12 +385,15 @@ public final class Word2VecCli {
   static final class Nearest implements Callable<Integer> {
     @Option(names = "--model", required = true) Path model;
     @Option(names = "-k", defaultValue = "10") int k;
+    @Option(names = "--search-breadth", defaultValue = "0", description = "0: exact (a scan of"
+        + " every word); N > 0: an approximate index (HNSW) is built when the model loads and"
+        + " each query explores N candidates (default ${DEFAULT-VALUE})") int searchBreadth;
     @Parameters(arity = "1..*", paramLabel = "WORD") List<String> words;
 
     @Override
     public Integer call() {
       List<String> errors = new java.util.ArrayList<>();
-      try (Queries q = new Queries(model)) {
+      try (Queries q = new Queries(model, searchBreadth)) {
         for (String w : words) {
           try {
             List<Queries.Hit> hits = q.nearest(w, k);
@@ -413,13 +416,16 @@ public final class Word2VecCli {
   static final class Analogy implements Callable<Integer> {
     @Option(names = "--model", required = true) Path model;
     @Option(names = "-k", defaultValue = "5") int k;
+    @Option(names = "--search-breadth", defaultValue = "0", description = "0: exact (a scan of"
+        + " every word); N > 0: an approximate index (HNSW) is built when the model loads and"
+        + " each query explores N candidates (default ${DEFAULT-VALUE})") int searchBreadth;
     @Parameters(index = "0") String a;
     @Parameters(index = "1") String b;
     @Parameters(index = "2") String c;
 
     @Override
     public Integer call() {
-      try (Queries q = new Queries(model)) {
+      try (Queries q = new Queries(model, searchBreadth)) {
         List<Queries.Hit> hits = q.analogy(a, b, c, k);
         System.out.printf("%s : %s :: %s : ?%n", a, b, c);
         printTable(hits);

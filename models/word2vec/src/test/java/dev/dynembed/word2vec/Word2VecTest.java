@@ -161,6 +161,14 @@ class Word2VecTest {
       }
       CorpusException e = assertThrows(CorpusException.class, () -> q.nearest("rareword7", 3));
       assertTrue(e.getMessage().contains("not in the model"), e.getMessage());
+      // through the approximate index (a search of 8 candidates over 21 words): the same
+      // neighbours (nearest --search-breadth)
+      try (Queries approx = new Queries(model, 8)) {
+        for (String w : new String[] {"cat", "iron", "亜鉛"}) {
+          assertEquals(q.nearest(w, 3), approx.nearest(w, 3), "nearest to " + w);
+        }
+      }
+      assertThrows(CorpusException.class, () -> new Queries(model, -1));
     }
   }
 

@@ -205,6 +205,30 @@ public interface EmbeddingTable {
         + getClass().getSimpleName() + ") does not scan");
   }
 
+  /**
+   * Builds (or rebuilds) the approximate nearest-neighbour index of this table on every shard
+   * (docs/design/0016-approximate-top-k.md): an HNSW graph of the rows in memory for one metric
+   * and bias option, built on each shard's index thread; {@link #topK} with {@link
+   * TopKOptions#searchBreadth()} &gt; 0 then answers from it. With {@code wait}, returns once
+   * every shard has built it.
+   *
+   * @param maxConn neighbours per graph node (0: 16)
+   * @param beamWidth candidates explored per insertion (0: 100)
+   * @return each shard's index
+   */
+  default java.util.List<dev.dynembed.table.v1.IndexInfo> buildIndex(
+      dev.dynembed.table.v1.Metric metric, boolean biasLastDim, int maxConn, int beamWidth,
+      boolean wait) {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") has no approximate index");
+  }
+
+  /** Each shard's approximate index of this table ({@link #buildIndex}): state, rows, bytes. */
+  default java.util.List<dev.dynembed.table.v1.IndexInfo> indexInfo() {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") has no approximate index");
+  }
+
   /** Removes these keys' rows (those present); they come back through admission. */
   default long remove(String... keys) {
     throw new UnsupportedOperationException("table '" + name() + "' ("

@@ -217,6 +217,18 @@ public final class ServingTable implements EmbeddingTable {
   }
 
   @Override
+  public java.util.List<dev.dynembed.table.v1.IndexInfo> buildIndex(
+      dev.dynembed.table.v1.Metric metric, boolean biasLastDim, int maxConn, int beamWidth,
+      boolean wait) {
+    return backing.buildIndex(metric, biasLastDim, maxConn, beamWidth, wait);
+  }
+
+  @Override
+  public java.util.List<dev.dynembed.table.v1.IndexInfo> indexInfo() {
+    return backing.indexInfo();
+  }
+
+  @Override
   public CheckpointManifest save(Path directory, long step) {
     throw readOnly("save");
   }

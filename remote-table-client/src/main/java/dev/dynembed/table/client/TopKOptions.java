@@ -8,8 +8,13 @@ import java.util.List;
  *     columns, scored as [query, 1] . row
  * @param metric DOT or COSINE
  * @param exclude keys never returned
+ * @param searchBreadth 0: the exact scan; &gt; 0: answer from the table's approximate index
+ *     ({@link EmbeddingTable#buildIndex}) where a shard has one for this metric and bias option,
+ *     exploring this many candidates per query (more: slower, closer to the exact answer); the
+ *     candidates are scored exactly on their current rows (docs/design/0016-approximate-top-k.md)
  */
-public record TopKOptions(boolean biasLastDim, Metric metric, List<String> exclude) {
+public record TopKOptions(boolean biasLastDim, Metric metric, List<String> exclude,
+    int searchBreadth) {
   public static final TopKOptions DOT = new TopKOptions(false, Metric.DOT, List.of());
   public static final TopKOptions COSINE = new TopKOptions(false, Metric.COSINE, List.of());
 
@@ -18,9 +23,23 @@ public record TopKOptions(boolean biasLastDim, Metric metric, List<String> exclu
     if (metric == null || metric == Metric.METRIC_UNSPECIFIED) {
       metric = Metric.DOT;
     }
+    if (searchBreadth < 0) {
+      throw new IllegalArgumentException("searchBreadth must be >= 0 (0: exact) but was "
+          + searchBreadth);
+    }
+  }
+
+  /** Exact options. */
+  public TopKOptions(boolean biasLastDim, Metric metric, List<String> exclude) {
+    this(biasLastDim, metric, exclude, 0);
   }
 
   public TopKOptions excluding(List<String> keys) {
-    return new TopKOptions(biasLastDim, metric, keys);
+    return new TopKOptions(biasLastDim, metric, keys, searchBreadth);
+  }
+
+  /** These options answered from the approximate index with this search breadth (0: exact). */
+  public TopKOptions approximate(int breadth) {
+    return new TopKOptions(biasLastDim, metric, exclude, breadth);
   }
 }

@@ -234,10 +234,24 @@ final class LocalShard implements Shard {
   @Override
   public CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
       int k, boolean biasLastDim, Metric metric, dev.dynembed.table.common.PackedKeys exclude) {
+    return topK(table, queries, numQueries, k, biasLastDim, metric, exclude, 0);
+  }
+
+  @Override
+  public CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
+      int k, boolean biasLastDim, Metric metric, dev.dynembed.table.common.PackedKeys exclude,
+      int searchBreadth) {
     return call("topK", table, () -> {
-      TopKHits h = engine.topK(table, queries, numQueries, k, biasLastDim, metric, exclude);
-      return new TopKHitsReply(h.keys(), h.scores(), h.counts());
+      TopKHits h = engine.topK(table, queries, numQueries, k, biasLastDim, metric, exclude,
+          searchBreadth);
+      return new TopKHitsReply(h.keys(), h.scores(), h.counts(), h.approximate());
     });
+  }
+
+  @Override
+  public CompletableFuture<dev.dynembed.table.v1.IndexInfo> buildIndex(
+      dev.dynembed.table.v1.BuildIndexRequest req) {
+    return call("buildIndex", req.getTable(), () -> engine.buildIndex(req));
   }
 
   @Override

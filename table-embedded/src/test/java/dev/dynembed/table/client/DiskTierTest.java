@@ -46,20 +46,11 @@ class DiskTierTest {
   }
 
   private TableClient client(int shards, List<AutoCloseable> keep) throws Exception {
-    if (shards == 0) {
-      return TableClients.inProcess(dir);
-    }
-    LoopbackCluster c = new LoopbackCluster(shards, dir);
-    keep.add(c);
-    return c.client();
+    return LoopbackCluster.client(shards, dir, keep);
   }
 
   private static List<ShardEngine> engines(TableClient c, List<AutoCloseable> keep) {
-    if (keep.isEmpty()) {
-      return List.of(dev.dynembed.table.embedded.EmbeddedTables.engineOf(c));
-    }
-    LoopbackCluster cl = (LoopbackCluster) keep.get(0);
-    return List.of(cl.engine(0), cl.engine(1));
+    return LoopbackCluster.engines(c, keep);
   }
 
   private static void settle(List<ShardEngine> engines) {

@@ -28,6 +28,32 @@ final class LoopbackCluster implements AutoCloseable {
     return servers.get(shard).engine();
   }
 
+  /**
+   * A client of the in-process table (shards 0) or of a new cluster of that many shards, which
+   * joins {@code keep} (the caller closes it).
+   */
+  static TableClient client(int shards, Path dir, List<AutoCloseable> keep) throws IOException {
+    if (shards == 0) {
+      return TableClients.inProcess(dir);
+    }
+    LoopbackCluster c = new LoopbackCluster(shards, dir);
+    keep.add(c);
+    return c.client();
+  }
+
+  /** The engines behind a client made by {@link #client(int, Path, List)}. */
+  static List<ShardEngine> engines(TableClient c, List<AutoCloseable> keep) {
+    if (keep.isEmpty()) {
+      return List.of(dev.dynembed.table.embedded.EmbeddedTables.engineOf(c));
+    }
+    LoopbackCluster cl = (LoopbackCluster) keep.get(0);
+    List<ShardEngine> out = new ArrayList<>();
+    for (TableServer s : cl.servers) {
+      out.add(s.engine());
+    }
+    return out;
+  }
+
   @Override
   public void close() {
     for (TableServer s : servers) {

@@ -40,6 +40,7 @@ public final class ShardEngine {
   private final ShardCommands commands = new ShardCommands(this);
   private final ShardCheckpoints checkpoints = new ShardCheckpoints(this);
   private final ShardEvictions evictions = new ShardEvictions(this);
+  private final ShardIndexes indexes = new ShardIndexes(this);
   private volatile ShardJournal journal;
   private volatile boolean ready = true;
   private volatile long memoryBudget; // 0: none
@@ -130,6 +131,7 @@ public final class ShardEngine {
 
   /** Closes the disk tier (its directory is removed). */
   public synchronized void close() {
+    indexes.close();
     evictions.close(); // no eviction may demote into the disk tier once it is closed
     if (coldTier != null) {
       coldTier.close();
@@ -213,8 +215,10 @@ public final class ShardEngine {
         attachCold(name, old, fresh);
         if (fresh == null) {
           tables.remove(name);
+          indexes.dropped(name);
         } else {
           tables.put(name, fresh);
+          indexes.replaced(name);
         }
       } finally {
         if (old != null) {
@@ -244,7 +248,8 @@ public final class ShardEngine {
         .setConfig(s.config())
         .setShardIndex(shardIndex)
         .setNumShards(numShards)
-        .setCounters(c != null ? c : s.counters())
+        .setCounters(withIndex(s.name(), c != null ? c : s.counters()))
+        .setIndex(indexes.info(s.name()))
         .build();
   }
 
@@ -275,10 +280,42 @@ public final class ShardEngine {
     return b.build();
   }
 
+  /** A table's counters with its approximate index's bytes (in bytes_used too). */
+  private dev.dynembed.table.v1.TableCounters withIndex(String table,
+      dev.dynembed.table.v1.TableCounters c) {
+    long b = indexes.bytes(table);
+    return b == 0 ? c : c.toBuilder().setIndexBytes(b).setBytesUsed(c.getBytesUsed() + b).build();
+  }
+
+  /** Exact top-k ({@link #topK(String, float[], int, int, boolean, Metric, PackedKeys, int)}). */
   public TopKHits topK(String table, float[] queries, int q, int k, boolean biasLastDim,
       Metric metric, PackedKeys exclude) {
+    return topK(table, queries, q, k, biasLastDim, metric, exclude, 0);
+  }
+
+  /** Most searched candidates per query of an approximate top-k. */
+  public static final int MAX_SEARCH_BREADTH = 100_000;
+
+  /**
+   * The k best keys per query: from the table's approximate index with {@code breadth} > 0 when
+   * it has one for this metric and bias option (design 0016), else by the exact scan (both
+   * tiers of a disk-tier table).
+   */
+  public TopKHits topK(String table, float[] queries, int q, int k, boolean biasLastDim,
+      Metric metric, PackedKeys exclude, int breadth) {
     TableStore t = get(table);
+    if (breadth < 0 || breadth > MAX_SEARCH_BREADTH) {
+      throw TableException.invalid("table '%s': search_breadth must be in [0, %d] but was %d",
+          table, MAX_SEARCH_BREADTH, Integer.toUnsignedLong(breadth));
+    }
+    TopK.check(t, queries, q, k, biasLastDim);
     ColdTier.Table cold = t.cold();
+    if (breadth > 0 && cold == null) {
+      TopKHits h = indexes.topK(t, queries, q, k, biasLastDim, metric, exclude, breadth);
+      if (h != null) {
+        return h;
+      }
+    }
     if (cold == null || cold.size() == 0) {
       return TopK.run(t, queries, q, k, biasLastDim, metric, exclude);
     }
@@ -342,6 +379,20 @@ public final class ShardEngine {
   /** After a call that may have added rows: schedules the cap's eviction if it is passed. */
   public void afterInsert(TableStore t) {
     evictions.afterInsert(t);
+  }
+
+  /**
+   * Builds (or rebuilds) a table's approximate index off the request threads (design 0016);
+   * with {@code wait}, answers once it is built.
+   */
+  public dev.dynembed.table.v1.IndexInfo buildIndex(dev.dynembed.table.v1.BuildIndexRequest req) {
+    checkReady();
+    return indexes.build(req);
+  }
+
+  /** Waits until no index build is queued or running (tests, benchmarks). */
+  public void awaitIndexes() {
+    indexes.awaitBuilds();
   }
 
   /** Waits until no cap eviction is queued or running (tests, benchmarks). */
@@ -436,7 +487,7 @@ public final class ShardEngine {
     for (TableStore t : tables.values()) {
       used += t.bytesEstimate();
     }
-    return used;
+    return used + indexes.totalBytes();
   }
 
   void checkBudget(long need, List<TableStore> stores) {
@@ -481,6 +532,7 @@ public final class ShardEngine {
   /** Puts a store in the catalogue (an eviction's rebuilt table; the caller holds the locks). */
   void put(String name, TableStore t) {
     tables.put(name, t);
+    indexes.replaced(name);
   }
 
   Object catalogue() {
@@ -493,8 +545,10 @@ public final class ShardEngine {
       attachCold(name, tables.get(name), t);
       if (t == null) {
         tables.remove(name);
+        indexes.dropped(name);
       } else {
         tables.put(name, t);
+        indexes.replaced(name);
       }
     }
   }

@@ -551,6 +551,11 @@ public final class TableStore extends StoreIndex {
     return minCount <= 1;
   }
 
+  /** Rows updated since this store began (the counters' updates). */
+  long updatesTotal() {
+    return updates.sum();
+  }
+
   public TableCounters counters() {
     // shared: an eviction that is moving rows to the disk tier finishes first, so that its rows
     // are counted in one tier or the other

@@ -14,10 +14,10 @@ public final class TopK {
   private TopK() {}
 
   /**
-   * @param queries FLOAT [q, width], width = dim, or dim - 1 with biasLastDim
+   * Refuses a query batch that does not fit the table: counts out of range, widths, NaN/Inf
+   * (checked for the exact scan and the approximate index alike).
    */
-  public static TopKHits run(TableStore t, float[] queries, int q, int k, boolean biasLastDim,
-      Metric metric, PackedKeys exclude) {
+  static void check(TableStore t, float[] queries, int q, int k, boolean biasLastDim) {
     int dim = t.dim;
     int width = biasLastDim ? dim - 1 : dim;
     if (q < 1 || q > Limits.MAX_TOP_K_QUERIES) {
@@ -43,14 +43,20 @@ public final class TopK {
       throw TableException.invalid("table '%s': query %d column %d is %s",
           t.name(), bad / width, bad % width, queries[bad]);
     }
+  }
+
+  /**
+   * @param queries FLOAT [q, width], width = dim, or dim - 1 with biasLastDim
+   */
+  public static TopKHits run(TableStore t, float[] queries, int q, int k, boolean biasLastDim,
+      Metric metric, PackedKeys exclude) {
+    check(t, queries, q, k, biasLastDim);
+    int dim = t.dim;
+    int width = biasLastDim ? dim - 1 : dim;
     boolean cosine = metric == Metric.COSINE;
     float[] qnorm = new float[q];
     for (int a = 0; a < q; a++) {
-      double s = 0;
-      for (int j = 0; j < width; j++) {
-        s += (double) queries[a * width + j] * queries[a * width + j];
-      }
-      qnorm[a] = (float) Math.sqrt(s);
+      qnorm[a] = norm(queries, a * width, width);
     }
     java.util.BitSet excluded = new java.util.BitSet();
     for (int i = 0; i < exclude.size(); i++) {
@@ -78,11 +84,7 @@ public final class TopK {
       int base = t.rowBase(r);
       float rnorm = 1f;
       if (cosine) {
-        double s = 0;
-        for (int j = 0; j < width; j++) {
-          s += (double) page[base + j] * page[base + j];
-        }
-        rnorm = (float) Math.sqrt(s);
+        rnorm = norm(page, base, width);
       }
       for (int a = 0; a < q; a++) {
         int qo = a * width;
@@ -109,14 +111,9 @@ public final class TopK {
     int[] counts = new int[q];
     int at = 0;
     for (int a = 0; a < q; a++) {
-      int m = hn[a];
-      // heap-sort the min-heap into descending order
+      int m = sortDescending(hs[a], hr[a], hn[a]);
       float[] s = hs[a];
       int[] rr = hr[a];
-      for (int end = m - 1; end > 0; end--) {
-        swap(s, rr, 0, end);
-        siftDown(s, rr, 0, end);
-      }
       for (int i = 0; i < m; i++) {
         t.appendKey(rr[i], keys);
         scores[at++] = s[i];
@@ -159,7 +156,25 @@ public final class TopK {
     return new TopKHits(keys.build(), java.util.Arrays.copyOf(scores, at), counts);
   }
 
-  private static void offer(float[] s, int[] r, int[] hn, int a, int k, float score, int row) {
+  /**
+   * The Euclidean norm of {@code a[off, off + width)}: the SIMD dot product with itself (one
+   * function for the exact scan and the approximate index, so that both score a row alike).
+   */
+  static float norm(float[] a, int off, int width) {
+    return (float) Math.sqrt(FloatKernels.dot(a, off, a, off, width));
+  }
+
+  /** Heap-sorts a min-heap of m hits into descending order (ties: lower row first); m. */
+  static int sortDescending(float[] s, int[] r, int m) {
+    for (int end = m - 1; end > 0; end--) {
+      swap(s, r, 0, end);
+      siftDown(s, r, 0, end);
+    }
+    return m;
+  }
+
+  /** Offers a hit to query a's bounded min-heap of k (hn[a] hits so far). */
+  static void offer(float[] s, int[] r, int[] hn, int a, int k, float score, int row) {
     int m = hn[a];
     if (m < k) {
       int i = m;

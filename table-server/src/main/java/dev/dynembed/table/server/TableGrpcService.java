@@ -256,8 +256,10 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
       Rows.floatCount(req.getQueries(), "queries");
       PackedKeys exclude = PackedKeys.fromProto(req.getExclude(), t.maxKeyBytes, "exclude");
       TopKHits r = engine.topK(req.getTable(), Rows.decode(req.getQueries()),
-          req.getNumQueries(), req.getK(), req.getBiasLastDim(), req.getMetric(), exclude);
-      TopKResponse.Builder b = TopKResponse.newBuilder().setKeys(r.keys().toProto());
+          req.getNumQueries(), req.getK(), req.getBiasLastDim(), req.getMetric(), exclude,
+          req.getSearchBreadth());
+      TopKResponse.Builder b = TopKResponse.newBuilder().setKeys(r.keys().toProto())
+          .setApproximate(r.approximate());
       for (float s : r.scores()) {
         b.addScores(s);
       }
@@ -349,6 +351,12 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
     out.onNext(DataPlaneResponse.newBuilder().setPort(dataPlanePort)
         .setVersion(dev.dynembed.table.common.dataplane.DataPlaneFrames.VERSION).build());
     out.onCompleted();
+  }
+
+  @Override
+  public void buildIndex(dev.dynembed.table.v1.BuildIndexRequest req,
+      StreamObserver<dev.dynembed.table.v1.IndexInfo> out) {
+    run(out, req.getTable(), () -> engine.buildIndex(req));
   }
 
   private volatile int dataPlanePort; // 0: none

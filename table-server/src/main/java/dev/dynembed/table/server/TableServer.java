@@ -74,7 +74,7 @@ public final class TableServer implements AutoCloseable {
       public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata headers) {
         String method = call.getMethodDescriptor().getBareMethodName();
         if ("Save".equals(method) || "Restore".equals(method) || "TopK".equals(method)
-            || "Sample".equals(method)) {
+            || "Sample".equals(method) || "BuildIndex".equals(method)) {
           return executor; // I/O, a scan of the table, or up to 4M draws: not on an event loop
         }
         // with fsync=always a mutating call waits for the disk: off the event loop

@@ -491,9 +491,24 @@ public final class GrpcShard implements Shard {
   @Override
   public CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
       int k, boolean biasLastDim, Metric metric, PackedKeys exclude) {
+    return topK(table, queries, numQueries, k, biasLastDim, metric, exclude, 0);
+  }
+
+  @Override
+  public CompletableFuture<dev.dynembed.table.v1.IndexInfo> buildIndex(
+      dev.dynembed.table.v1.BuildIndexRequest req) {
+    // a build with wait takes as long as a checkpoint of the table: the same deadline
+    return call("buildIndex", req.getTable(),
+        () -> stub(options.checkpointDeadline()).buildIndex(req), r -> r, false);
+  }
+
+  @Override
+  public CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
+      int k, boolean biasLastDim, Metric metric, PackedKeys exclude, int searchBreadth) {
     TopKRequest req = TopKRequest.newBuilder()
         .setTable(table).setQueries(Rows.encode(queries)).setNumQueries(numQueries).setK(k)
-        .setBiasLastDim(biasLastDim).setMetric(metric).setExclude(exclude.toProto()).build();
+        .setBiasLastDim(biasLastDim).setMetric(metric).setExclude(exclude.toProto())
+        .setSearchBreadth(searchBreadth).build();
     return call("topK", table, () -> data().topK(req),
         r -> {
           float[] scores = new float[r.getScoresCount()];
@@ -505,7 +520,7 @@ public final class GrpcShard implements Shard {
             counts[i] = r.getCounts(i);
           }
           return new TopKHitsReply(PackedKeys.fromProto(r.getKeys(), Limits.MAX_KEY_BYTES,
-              "top-k keys"), scores, counts);
+              "top-k keys"), scores, counts, r.getApproximate());
         }, true);
   }
 

@@ -231,7 +231,7 @@ public final class ShardedTable implements EmbeddingTable {
     List<CompletableFuture<Shard.TopKHitsReply>> futures = new ArrayList<>(n);
     for (Shard s : shards) {
       futures.add(s.topK(name(), queries, numQueries, k, options.biasLastDim(), options.metric(),
-          exclude));
+          exclude, options.searchBreadth()));
     }
     return TopKMerge.merge(Futures.awaitAll(futures), numQueries, k);
   }
@@ -333,6 +333,24 @@ public final class ShardedTable implements EmbeddingTable {
     return evicted(futures);
   }
 
+  @Override
+  public List<dev.dynembed.table.v1.IndexInfo> buildIndex(dev.dynembed.table.v1.Metric metric,
+      boolean biasLastDim, int maxConn, int beamWidth, boolean wait) {
+    if (maxConn < 0 || beamWidth < 0) {
+      throw invalid("buildIndex", "maxConn and beamWidth must be >= 0 (0: the default) but were"
+          + " %d and %d", maxConn, beamWidth);
+    }
+    dev.dynembed.table.v1.BuildIndexRequest req = dev.dynembed.table.v1.BuildIndexRequest
+        .newBuilder().setTable(name()).setMetric(metric == null
+            ? dev.dynembed.table.v1.Metric.DOT : metric).setBiasLastDim(biasLastDim)
+        .setMaxConn(maxConn).setBeamWidth(beamWidth).setWait(wait).build();
+    List<CompletableFuture<dev.dynembed.table.v1.IndexInfo>> futures = new ArrayList<>(n);
+    for (Shard s : shards) {
+      futures.add(s.buildIndex(req));
+    }
+    return Futures.awaitAll(futures);
+  }
+
   private long evictAll(dev.dynembed.table.v1.EvictRequest req) {
     List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>(n);
     for (Shard s : shards) {
@@ -354,11 +372,24 @@ public final class ShardedTable implements EmbeddingTable {
 
   @Override
   public TableInfo describe() {
+    return sum(describeShards());
+  }
+
+  private List<TableInfo> describeShards() {
     List<CompletableFuture<TableInfo>> futures = new ArrayList<>(n);
     for (Shard s : shards) {
       futures.add(s.describe(name()));
     }
-    return sum(Futures.awaitAll(futures));
+    return Futures.awaitAll(futures);
+  }
+
+  @Override
+  public List<dev.dynembed.table.v1.IndexInfo> indexInfo() {
+    List<dev.dynembed.table.v1.IndexInfo> out = new ArrayList<>(n);
+    for (TableInfo i : describeShards()) {
+      out.add(i.getIndex());
+    }
+    return out;
   }
 
   static TableInfo sum(List<TableInfo> infos) {
@@ -374,6 +405,7 @@ public final class ShardedTable implements EmbeddingTable {
           .setColdKeys(c.getColdKeys() + x.getColdKeys())
           .setPromotions(c.getPromotions() + x.getPromotions())
           .setDemotions(c.getDemotions() + x.getDemotions())
+          .setIndexBytes(c.getIndexBytes() + x.getIndexBytes())
           .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
     }
     return TableInfo.newBuilder().setConfig(infos.get(0).getConfig()).setShardIndex(0)

@@ -41,6 +41,10 @@ final class TopKMerge {
         scores[q][j] = all.get(j).score();
       }
     }
-    return new TopKResult(keys, scores);
+    int approximate = 0;
+    for (Shard.TopKHitsReply r : replies) {
+      approximate += r.approximate() ? 1 : 0;
+    }
+    return new TopKResult(keys, scores, approximate);
   }
 }

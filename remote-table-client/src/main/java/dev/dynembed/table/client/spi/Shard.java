@@ -168,14 +168,36 @@ public interface Shard extends AutoCloseable {
 
   CompletableFuture<Void> drop(String table);
 
+  /** The exact top-k of the shard's rows. */
   CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries, int k,
       boolean biasLastDim, Metric metric, PackedKeys exclude);
 
   /**
-   * Top-k hits of a batch of queries on one shard: query i owns {@code counts[i]} consecutive
-   * entries of keys/scores, by descending score.
+   * Top-k with {@code searchBreadth} > 0: from the shard's approximate index where it has one
+   * (design 0016). A backend without indexes answers exactly.
    */
-  record TopKHitsReply(PackedKeys keys, float[] scores, int[] counts) {}
+  default CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries,
+      int k, boolean biasLastDim, Metric metric, PackedKeys exclude, int searchBreadth) {
+    return topK(table, queries, numQueries, k, biasLastDim, metric, exclude);
+  }
+
+  /** Builds a table's approximate index on this shard ({@code BuildIndexRequest}). */
+  default CompletableFuture<dev.dynembed.table.v1.IndexInfo> buildIndex(
+      dev.dynembed.table.v1.BuildIndexRequest request) {
+    return CompletableFuture.failedFuture(dev.dynembed.table.common.TableException.invalid(
+        "table '%s': this backend (%s) has no approximate index; top-k stays exact",
+        request.getTable(), getClass().getSimpleName()));
+  }
+
+  /**
+   * Top-k hits of a batch of queries on one shard: query i owns {@code counts[i]} consecutive
+   * entries of keys/scores, by descending score; {@code approximate} when an index found them.
+   */
+  record TopKHitsReply(PackedKeys keys, float[] scores, int[] counts, boolean approximate) {
+    public TopKHitsReply(PackedKeys keys, float[] scores, int[] counts) {
+      this(keys, scores, counts, false);
+    }
+  }
 
   CompletableFuture<CheckpointFile> save(String table, String directory, long step);
 

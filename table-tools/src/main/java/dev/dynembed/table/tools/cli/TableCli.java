@@ -27,7 +27,7 @@ import dev.dynembed.table.tools.DevCertificates;
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
         TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
         TableCli.Evict.class, TableCli.Export.class, TableCli.Ingest.class, TableCli.Sample.class,
-        TableCli.DevCerts.class})
+        TableCli.Index.class, TableCli.DevCerts.class})
 public final class TableCli {
   static class Common {
     @Option(names = "--endpoints", required = true,
@@ -212,6 +212,36 @@ public final class TableCli {
       } catch (java.io.IOException e) {
         throw new IllegalArgumentException("cannot read the manifest of table '" + table
             + "' in " + dir + ": " + e.getMessage());
+      }
+    }
+  }
+
+  @Command(name = "index", description = "Build (or rebuild) a table's approximate top-k index"
+      + " on every shard (HNSW, docs/design/0016-approximate-top-k.md) and print each shard's"
+      + " index; --status only prints them.")
+  static final class Index extends Base {
+    @Option(names = "--table", required = true) String table;
+    @Option(names = "--metric", defaultValue = "COSINE", description = "what the index serves:"
+        + " COSINE or DOT (default ${DEFAULT-VALUE})") dev.dynembed.table.v1.Metric metric;
+    @Option(names = "--bias-last-dim", description = "the [c, 1] option: queries of dim - 1"
+        + " columns scored as [query, 1] . row") boolean bias;
+    @Option(names = "--max-conn", defaultValue = "16", description = "graph neighbours per row"
+        + " (default ${DEFAULT-VALUE})") int maxConn;
+    @Option(names = "--beam-width", defaultValue = "100", description = "candidates explored per"
+        + " insertion (default ${DEFAULT-VALUE})") int beamWidth;
+    @Option(names = "--no-wait", description = "return once the builds have started") boolean
+        noWait;
+    @Option(names = "--status", description = "print the shards' indexes, build nothing")
+    boolean status;
+
+    @Override
+    void run(TableClient c) throws Exception {
+      EmbeddingTable t = c.openTable(table);
+      java.util.List<dev.dynembed.table.v1.IndexInfo> infos = status ? t.indexInfo()
+          : t.buildIndex(metric, bias, maxConn, beamWidth, !noWait);
+      JsonFormat.Printer p = JsonFormat.printer().omittingInsignificantWhitespace();
+      for (int i = 0; i < infos.size(); i++) {
+        System.out.println("shard " + i + ": " + p.print(infos.get(i)));
       }
     }
   }

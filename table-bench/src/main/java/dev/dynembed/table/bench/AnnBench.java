@@ -1,0 +1,211 @@
+package dev.dynembed.table.bench;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.client.TopKOptions;
+import dev.dynembed.table.client.TopKResult;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.tools.LocalShardProcesses;
+import dev.dynembed.table.v1.IndexInfo;
+import dev.dynembed.table.v1.Metric;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * The approximate top-k index against the exact scan (docs/design/0016-approximate-top-k.md):
+ * build time and memory, then per search breadth the latency of one query and its recall@k
+ * against the exact answer; and the exact scan against its own limit (one sequential read of
+ * the same floats).
+ */
+@Command(name = "table-bench ann", mixinStandardHelpOptions = true)
+public final class AnnBench implements Callable<Integer> {
+  @Option(names = "--rows", defaultValue = "1000000") int rows;
+  @Option(names = "--dim", defaultValue = "100") int dim;
+  @Option(names = "--data", defaultValue = "random", description = "random (uniform rows) or"
+      + " clustered (1,000 Gaussian clusters, as trained embeddings group)") String data;
+  @Option(names = "--queries", defaultValue = "200") int queries;
+  @Option(names = "--query-from", defaultValue = "rows", description = "rows: stored rows with"
+      + " 10% noise (a neighbour query: what nearest and analogy ask); random: Gaussian vectors"
+      + " (no structure: the hardest case)") String queryFrom;
+  @Option(names = "-k", defaultValue = "10") int k;
+  @Option(names = "--breadth", defaultValue = "50,100,200,400", split = ",") int[] breadths;
+  @Option(names = "--max-conn", defaultValue = "16") int maxConn;
+  @Option(names = "--beam-width", defaultValue = "100") int beamWidth;
+  @Option(names = "--shards", defaultValue = "0", description = "0: in process; N: N shard"
+      + " processes on loopback") int shards;
+  @Option(names = "--server-heap", defaultValue = "4g") String serverHeap;
+
+  public static void main(String[] args) {
+    System.exit(new CommandLine(new AnnBench()).execute(args));
+  }
+
+  @Override
+  public Integer call() throws Exception {
+    Path dir = Files.createTempDirectory("ann-bench");
+    System.out.printf(Locale.ROOT, "approximate top-k: %,d rows x dim %d (%s), cosine, k %d,"
+        + " %d queries (%s) one at a time, HNSW max_conn %d beam_width %d; %s; JDK %s, %d"
+        + " cores%n", rows, dim, data, k, queries, queryFrom, maxConn, beamWidth,
+        shards == 0 ? "in process"
+            : shards + " shard processes on loopback", System.getProperty("java.version"),
+        Runtime.getRuntime().availableProcessors());
+    try (LocalShardProcesses procs = shards == 0 ? null
+            : new LocalShardProcesses(shards, 0, dir, serverHeap, "");
+        TableClient c = procs == null ? TableClients.inProcess(dir)
+            : TableClients.connect(procs.endpoints())) {
+      EmbeddingTable t = c.createTable(TableConfigs.builder("ann", dim)
+          .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.uniform(-1f, 1f, 5))
+          .build());
+      fill(t);
+      float[] qs = queries(t);
+      long t0 = System.nanoTime();
+      List<IndexInfo> infos = t.buildIndex(Metric.COSINE, false, maxConn, beamWidth, true);
+      double build = (System.nanoTime() - t0) / 1e9;
+      long bytes = infos.stream().mapToLong(IndexInfo::getBytes).sum();
+      System.out.printf(Locale.ROOT, "index built in %.1f s (wall, shards in parallel),"
+          + " %,d MiB (%.0f bytes a row; the rows themselves %d)%n", build, bytes >> 20,
+          (double) bytes / rows, 4 * dim);
+      TopKResult[] exact = new TopKResult[queries];
+      double exactMs = time(t, qs, TopKOptions.COSINE, exact);
+      System.out.println("| search | ms / query | speed-up vs exact | recall@" + k + " |");
+      System.out.println("|---|---:|---:|---:|");
+      System.out.printf(Locale.ROOT, "| exact scan | %.2f | 1.0 | 1.000 |%n", exactMs);
+      for (int b : breadths) {
+        TopKResult[] approx = new TopKResult[queries];
+        double ms = time(t, qs, TopKOptions.COSINE.approximate(b), approx);
+        System.out.printf(Locale.ROOT, "| breadth %d | %.3f | %.1f | %.3f |%n", b, ms,
+            exactMs / ms, recall(approx, exact));
+      }
+      if (shards == 0) {
+        scanLimit(exactMs);
+      }
+    }
+    return 0;
+  }
+
+  private void fill(EmbeddingTable t) {
+    Random r = new Random(17);
+    float[][] centers = new float[1000][dim];
+    for (float[] ct : centers) {
+      for (int j = 0; j < dim; j++) {
+        ct[j] = (float) r.nextGaussian();
+      }
+    }
+    int batch = 4096;
+    for (int i = 0; i < rows; i += batch) {
+      int n = Math.min(batch, rows - i);
+      String[] keys = new String[n];
+      for (int j = 0; j < n; j++) {
+        keys[j] = "key" + (i + j);
+      }
+      float[] rowsNow = t.findOrInsert(keys);
+      if (data.equals("clustered")) { // SGD at rate 1: row := center + noise
+        float[] g = new float[n * dim];
+        for (int j = 0; j < n; j++) {
+          float[] ct = centers[r.nextInt(centers.length)];
+          for (int d = 0; d < dim; d++) {
+            g[j * dim + d] = rowsNow[j * dim + d] - (ct[d] + 0.3f * (float) r.nextGaussian());
+          }
+        }
+        t.applyGradients(keys, g, 0f, 1);
+      } else if (!data.equals("random")) {
+        throw new IllegalArgumentException("--data must be random or clustered but was '"
+            + data + "'");
+      }
+    }
+  }
+
+  private float[] queries(EmbeddingTable t) {
+    Random r = new Random(99);
+    float[] q = new float[queries * dim];
+    if (queryFrom.equals("random")) {
+      for (int i = 0; i < q.length; i++) {
+        q[i] = (float) r.nextGaussian();
+      }
+      return q;
+    }
+    if (!queryFrom.equals("rows")) {
+      throw new IllegalArgumentException("--query-from must be rows or random but was '"
+          + queryFrom + "'");
+    }
+    for (int a = 0; a < queries; a++) {
+      float[] row = t.find("key" + r.nextInt(rows)).rows();
+      double norm = 0;
+      for (float x : row) {
+        norm += x * x;
+      }
+      double noise = 0.1 * Math.sqrt(norm / dim);
+      for (int j = 0; j < dim; j++) {
+        q[a * dim + j] = row[j] + (float) (noise * r.nextGaussian());
+      }
+    }
+    return q;
+  }
+
+  /** Mean ms of one query, each sent alone (after a warm-up pass of the same queries). */
+  private double time(EmbeddingTable t, float[] qs, TopKOptions o, TopKResult[] out) {
+    for (int pass = 0; pass < 2; pass++) {
+      long t0 = System.nanoTime();
+      for (int a = 0; a < queries; a++) {
+        out[a] = t.topK(java.util.Arrays.copyOfRange(qs, a * dim, (a + 1) * dim), 1, k, o);
+      }
+      if (pass == 1) {
+        return (System.nanoTime() - t0) / 1e6 / queries;
+      }
+    }
+    throw new AssertionError();
+  }
+
+  private static double recall(TopKResult[] approx, TopKResult[] exact) {
+    int hit = 0;
+    int total = 0;
+    for (int a = 0; a < exact.length; a++) {
+      Set<String> truth = new HashSet<>(List.of(exact[a].keys()[0]));
+      for (String key : approx[a].keys()[0]) {
+        hit += truth.contains(key) ? 1 : 0;
+      }
+      total += truth.size();
+    }
+    return (double) hit / total;
+  }
+
+  /** One sequential pass over as many floats as the table's rows hold: the scan's floor. */
+  private void scanLimit(double exactMs) {
+    float[] floats = new float[rows * dim];
+    Random r = new Random(1);
+    for (int i = 0; i < floats.length; i += 97) {
+      floats[i] = r.nextFloat();
+    }
+    double best = Double.MAX_VALUE;
+    float sink = 0;
+    for (int pass = 0; pass < 10; pass++) {
+      long t0 = System.nanoTime();
+      float s0 = 0;
+      float s1 = 0;
+      float s2 = 0;
+      float s3 = 0;
+      for (int i = 0; i + 3 < floats.length; i += 4) {
+        s0 += floats[i];
+        s1 += floats[i + 1];
+        s2 += floats[i + 2];
+        s3 += floats[i + 3];
+      }
+      sink += s0 + s1 + s2 + s3;
+      best = Math.min(best, (System.nanoTime() - t0) / 1e6);
+    }
+    double gb = 4.0 * rows * dim / 1e9;
+    System.out.printf(Locale.ROOT, "exact scan: %.1f ms a query = %.2f GB/s of rows (%.0fM"
+        + " rows/s); a sequential read of the same %.2f GB: %.1f ms = %.2f GB/s; the scan is"
+        + " %.2fx its floor (sink %s)%n", exactMs, gb / (exactMs / 1e3), rows / exactMs / 1e3,
+        gb, best, gb / (best / 1e3), exactMs / best, sink == 0 ? "0" : "x");
+  }
+}
