@@ -121,6 +121,8 @@ class ApproximateTopKTest {
       assertEquals(0, exact.approximateShards());
       assertEquals(Math.max(1, shards), approx.approximateShards());
       double recall = recall(approx, exact);
+      System.err.printf("approximate top-k, %d shards: recall@10 %.3f at breadth 100%n", shards,
+          recall);
       assertTrue(recall >= 0.9, "recall@10 " + recall + " with breadth 100");
       for (int a = 0; a < q; a++) { // candidates are scored exactly: same score for a same key
         for (int j = 0; j < approx.keys()[a].length; j++) {
