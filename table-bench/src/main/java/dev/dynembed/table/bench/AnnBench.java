@@ -31,8 +31,12 @@ import picocli.CommandLine.Option;
 public final class AnnBench implements Callable<Integer> {
   @Option(names = "--rows", defaultValue = "1000000") int rows;
   @Option(names = "--dim", defaultValue = "100") int dim;
-  @Option(names = "--data", defaultValue = "random", description = "random (uniform rows) or"
-      + " clustered (1,000 Gaussian clusters, as trained embeddings group)") String data;
+  @Option(names = "--data", defaultValue = "random", description = "random (uniform rows),"
+      + " clustered (1,000 Gaussian clusters, as trained embeddings group) or zipf (trained by"
+      + " Zipf(1) draws: each draw moves its row 10% towards its key's topic, so frequent keys"
+      + " cluster and rare ones stay near their random start)") String data;
+  @Option(names = "--zipf-draws", defaultValue = "5000000", description = "zipf: key draws")
+  int zipfDraws;
   @Option(names = "--queries", defaultValue = "200") int queries;
   @Option(names = "--query-from", defaultValue = "rows", description = "rows: stored rows with"
       + " 10% noise (a neighbour query: what nearest and analogy ask); random: Gaussian vectors"
@@ -117,10 +121,38 @@ public final class AnnBench implements Callable<Integer> {
           }
         }
         t.applyGradients(keys, g, 0f, 1);
-      } else if (!data.equals("random")) {
-        throw new IllegalArgumentException("--data must be random or clustered but was '"
+      } else if (!data.equals("random") && !data.equals("zipf")) {
+        throw new IllegalArgumentException("--data must be random, clustered or zipf but was '"
             + data + "'");
       }
+    }
+    if (data.equals("zipf")) {
+      train(t, centers);
+    }
+  }
+
+  /** Zipf(1) draws over the keys; each moves its row 10% towards its key's topic centre. */
+  private void train(EmbeddingTable t, float[][] centers) {
+    Zipf z = new Zipf(rows, 1.0);
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(23);
+    int batch = 4096;
+    for (int done = 0; done < zipfDraws; done += batch) {
+      java.util.Map<String, Integer> draws = new java.util.LinkedHashMap<>();
+      for (int i = 0; i < batch; i++) {
+        draws.merge("key" + z.next(rnd), 1, Integer::sum);
+      }
+      String[] keys = draws.keySet().toArray(new String[0]);
+      float[] now = t.find(keys).rows();
+      float[] g = new float[keys.length * dim];
+      for (int j = 0; j < keys.length; j++) {
+        float[] ct = centers[Math.floorMod(keys[j].hashCode(), centers.length)];
+        // n draws of one key in a batch: (1 - 0.9^n) of the way, as n steps of 10% would go
+        float step = (float) (1 - Math.pow(0.9, draws.get(keys[j])));
+        for (int d = 0; d < dim; d++) {
+          g[j * dim + d] = step * (now[j * dim + d] - ct[d]);
+        }
+      }
+      t.applyGradients(keys, g, 0f, 1);
     }
   }
 
