@@ -207,7 +207,7 @@ public final class Word2VecCli {
       // (docs/benchmarks.md, issue 11).
       // (Redis is read in the trainer's threads: nothing to overlap)
       boolean pipelined = pipeline.equals("on")
-          || (pipeline.equals("auto") && table != null && !table.contains("://"));
+          || (pipeline.equals("auto") && table != null && !service.redis());
       if (!(simulatedRttMs >= 0 && simulatedRttMs <= 10_000)) {
         throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
             + simulatedRttMs);
@@ -247,7 +247,7 @@ public final class Word2VecCli {
         client = TableClients.inProcess(modelDir);
       }
       String where = shards > 0 ? shards + " local shard processes"
-          : table != null ? (table.contains("://") ? table : "shards " + table)
+          : table != null ? (service.redis() ? table : "shards " + table)
           : "the in-process table";
       System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
           threads, pipelined ? ", pipelined steps" : "",

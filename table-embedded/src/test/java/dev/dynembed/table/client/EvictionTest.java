@@ -35,12 +35,7 @@ class EvictionTest {
 
   private static TableClient client(int shards, Path dir, List<AutoCloseable> keep)
       throws Exception {
-    if (shards == 0) {
-      return TableClients.inProcess(dir);
-    }
-    LoopbackCluster c = new LoopbackCluster(shards, dir);
-    keep.add(c);
-    return c.client();
+    return LoopbackCluster.client(shards, dir, keep);
   }
 
   /** Key "kI" is read I+1 times and last updated at step 10 * I: frequency and age both rise. */
@@ -205,13 +200,8 @@ class EvictionTest {
   }
 
   private static void awaitEvictions(TableClient c, List<AutoCloseable> keep) {
-    if (keep.isEmpty()) {
-      dev.dynembed.table.embedded.EmbeddedTables.engineOf(c).awaitEvictions();
-    } else {
-      LoopbackCluster cluster = (LoopbackCluster) keep.get(0);
-      for (int s = 0; s < cluster.servers.size(); s++) {
-        cluster.engine(s).awaitEvictions();
-      }
+    for (dev.dynembed.table.engine.ShardEngine e : LoopbackCluster.engines(c, keep)) {
+      e.awaitEvictions();
     }
   }
 

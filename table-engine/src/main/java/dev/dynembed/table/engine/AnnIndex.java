@@ -1,6 +1,5 @@
 package dev.dynembed.table.engine;
 
-import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.Metric;
@@ -188,13 +187,7 @@ final class AnnIndex {
     TableStore t = store;
     int width = bias ? dim - 1 : dim;
     boolean cosine = metric == Metric.COSINE;
-    BitSet excluded = new BitSet();
-    for (int i = 0; i < exclude.size(); i++) {
-      int row = t.lookupHot(exclude, i);
-      if (row >= 0) {
-        excluded.set(row);
-      }
-    }
+    BitSet excluded = TopK.excludedRows(t, exclude);
     Bits accept = new Bits() {
       @Override
       public boolean get(int index) {
@@ -207,7 +200,7 @@ final class AnnIndex {
       }
     };
     int n = t.size();
-    int kk = Math.min(k, n);
+    int kk = TopK.hitsPerQuery(t, q, k);
     float[] u = new float[dim];
     PackedKeys.Builder keys = new PackedKeys.Builder(q * Math.max(1, kk));
     float[] scores = new float[q * kk];
@@ -269,16 +262,9 @@ final class AnnIndex {
   private float score(TableStore t, int row, float[] queries, int qo, int width, float qnorm) {
     float[] page = t.rowPage(row);
     int base = t.rowBase(row);
-    float dot = FloatKernels.dot(page, base, queries, qo, width);
-    if (bias) {
-      dot += page[base + width];
-    }
-    if (metric != Metric.COSINE) {
-      return dot;
-    }
-    float rnorm = TopK.norm(page, base, width);
-    float d = rnorm * qnorm;
-    return d == 0f ? 0f : dot / d;
+    boolean cosine = metric == Metric.COSINE;
+    return TopK.score(page, base, queries, qo, width, bias, cosine,
+        cosine ? TopK.norm(page, base, width) : 1f, qnorm);
   }
 
   /** Refuses build parameters out of range, naming them. */

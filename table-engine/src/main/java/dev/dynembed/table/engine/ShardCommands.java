@@ -168,7 +168,7 @@ public final class ShardCommands {
       } finally {
         ShardEngine.unlockShared(locked);
       }
-      afterPromotions(items, inserts, codec);
+      afterPromotions(promoting);
       return out;
     }
     List<TableStore> stores = new ArrayList<>(names.size());
@@ -237,7 +237,7 @@ public final class ShardCommands {
     for (TableStore t : stores) {
       engine.afterInsert(t);
     }
-    afterPromotions(items, inserts, codec);
+    afterPromotions(promoting);
     if (failure != null) {
       throw failure;
     }
@@ -341,17 +341,14 @@ public final class ShardCommands {
   }
 
   /**
-   * After reads that count nothing (finds, samples): a disk-tier table's promotions may have
-   * taken it past its cap, which only inserts checked so far.
+   * After reads that count nothing (finds, samples) of disk-tier tables: their promotions may
+   * have taken them past their caps, which only inserts checked so far.
    */
-  private <I> void afterPromotions(List<I> items, List<Inserts> inserts,
-      ReadItems<I, ?> codec) {
-    for (int i = 0; i < items.size(); i++) {
-      if (inserts.get(i) == null) {
-        TableStore t = engine.lookup(codec.table(items.get(i)));
-        if (t != null && t.cold() != null) {
-          engine.afterInsert(t);
-        }
+  private void afterPromotions(List<String> promoting) {
+    for (String name : promoting) {
+      TableStore t = engine.lookup(name);
+      if (t != null) {
+        engine.afterInsert(t);
       }
     }
   }

@@ -58,21 +58,9 @@ public final class TopK {
     for (int a = 0; a < q; a++) {
       qnorm[a] = norm(queries, a * width, width);
     }
-    java.util.BitSet excluded = new java.util.BitSet();
-    for (int i = 0; i < exclude.size(); i++) {
-      int row = t.lookup(exclude, i);
-      if (row >= 0) {
-        excluded.set(row);
-      }
-    }
+    java.util.BitSet excluded = excludedRows(t, exclude);
     int n = t.size();
-    // a shard never has more hits than rows: k beyond them would only allocate
-    int kk = Math.min(k, n);
-    if ((long) q * kk > Limits.MAX_TOP_K_HITS) {
-      throw TableException.exhausted("table '%s': %d queries x k %d = %d hits on this shard exceed"
-          + " %d; ask for fewer queries per call or a smaller k", t.name(), q, kk, (long) q * kk,
-          Limits.MAX_TOP_K_HITS);
-    }
+    int kk = hitsPerQuery(t, q, k);
     float[][] hs = new float[q][kk];
     int[][] hr = new int[q][kk];
     int[] hn = new int[q];
@@ -87,19 +75,8 @@ public final class TopK {
         rnorm = norm(page, base, width);
       }
       for (int a = 0; a < q; a++) {
-        int qo = a * width;
-        float dot = FloatKernels.dot(page, base, queries, qo, width);
-        float score;
-        if (biasLastDim) {
-          dot += page[base + width];
-        }
-        if (cosine) {
-          float d = rnorm * qnorm[a];
-          score = d == 0f ? 0f : dot / d;
-        } else {
-          score = dot;
-        }
-        offer(hs[a], hr[a], hn, a, kk, score, r);
+        offer(hs[a], hr[a], hn, a, kk,
+            score(page, base, queries, a * width, width, biasLastDim, cosine, rnorm, qnorm[a]), r);
       }
     }
     PackedKeys.Builder keys = new PackedKeys.Builder(q * kk);
@@ -154,6 +131,54 @@ public final class TopK {
       ib = eb;
     }
     return new TopKHits(keys.build(), java.util.Arrays.copyOf(scores, at), counts);
+  }
+
+  /**
+   * The rows of the excluded keys in memory. Looked up without promotion: a top-k holds no lock
+   * that would make moving a row out of the disk tier safe, and a cold excluded key is found in
+   * the cold rows' own pass (their chunk stores).
+   */
+  static java.util.BitSet excludedRows(TableStore t, PackedKeys exclude) {
+    java.util.BitSet excluded = new java.util.BitSet();
+    for (int i = 0; i < exclude.size(); i++) {
+      int row = t.lookupHot(exclude, i);
+      if (row >= 0) {
+        excluded.set(row);
+      }
+    }
+    return excluded;
+  }
+
+  /**
+   * Hits per query on this shard, min(k, rows) (a shard never has more hits than rows: k beyond
+   * them would only allocate); refuses a call whose hits would pass the limit.
+   */
+  static int hitsPerQuery(TableStore t, int q, int k) {
+    int kk = Math.min(k, t.size());
+    if ((long) q * kk > Limits.MAX_TOP_K_HITS) {
+      throw TableException.exhausted("table '%s': %d queries x k %d = %d hits on this shard exceed"
+          + " %d; ask for fewer queries per call or a smaller k", t.name(), q, kk, (long) q * kk,
+          Limits.MAX_TOP_K_HITS);
+    }
+    return kk;
+  }
+
+  /**
+   * A row's score for a query: the dot product over the query's width, plus the row's bias
+   * column with {@code bias}, over {@code rnorm * qnorm} for cosine (0 when either is 0). One
+   * function for the exact scan and the approximate index, so both score a row alike.
+   */
+  static float score(float[] page, int base, float[] queries, int qo, int width, boolean bias,
+      boolean cosine, float rnorm, float qnorm) {
+    float dot = FloatKernels.dot(page, base, queries, qo, width);
+    if (bias) {
+      dot += page[base + width];
+    }
+    if (!cosine) {
+      return dot;
+    }
+    float d = rnorm * qnorm;
+    return d == 0f ? 0f : dot / d;
   }
 
   /**

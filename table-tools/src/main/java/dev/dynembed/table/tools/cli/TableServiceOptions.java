@@ -44,10 +44,6 @@ public final class TableServiceOptions {
     return shards;
   }
 
-  public String shardHeap() {
-    return shardHeap;
-  }
-
   /** Whether the tables live outside this process (--endpoints or --shards). */
   public boolean remote() {
     return endpoints != null || shards > 0;
