@@ -1,9 +1,8 @@
 package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.engine.ColdRows.Record;
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -141,11 +140,8 @@ public final class ColdTier implements AutoCloseable {
     }
   }
 
-  /** One cold record. */
-  public record Record(byte[] key, float[] values, long frequency, long step, long updates) {}
-
   /** A table's column family. */
-  public final class Table {
+  public final class Table implements ColdRows {
     private final String name;
     private final int recordFloats;
     private final ColumnFamilyHandle family;
@@ -177,53 +173,47 @@ public final class ColdTier implements AutoCloseable {
     }
 
     /** Rows on disk (exact: changed only by this shard's demotions, promotions and removals). */
+    @Override
     public long size() {
       return counts.size();
     }
 
     /** The cold keys and their frequencies now (a weakly consistent view: the samplers'). */
-    java.util.Set<java.util.Map.Entry<String, Long>> counts() {
+    @Override
+    public java.util.Set<java.util.Map.Entry<String, Long>> counts() {
       return counts.entrySet();
     }
 
     /** The sum of the cold rows' frequencies (part of the table's total). */
+    @Override
     public long frequency() {
       return frequency.get();
     }
 
+    @Override
     public long promotions() {
       return promotions.get();
     }
 
+    @Override
     public long demotions() {
       return demotions.get();
     }
 
     byte[] encode(float[] src, int off, long freq, long step, long updates) {
-      ByteBuffer b = ByteBuffer.allocate(recordFloats * 4 + 24).order(ByteOrder.LITTLE_ENDIAN);
-      b.asFloatBuffer().put(src, off, recordFloats);
-      b.position(recordFloats * 4);
-      b.putLong(freq).putLong(step).putLong(updates);
-      return b.array();
+      return ColdRows.encode(src, off, recordFloats, freq, step, updates);
     }
 
     Record decode(byte[] key, byte[] v) {
-      if (v.length != recordFloats * 4 + 24) {
-        throw TableException.dataLoss("table '%s': a disk-tier record holds %d bytes, not %d",
-            name, v.length, recordFloats * 4 + 24);
-      }
-      ByteBuffer b = ByteBuffer.wrap(v).order(ByteOrder.LITTLE_ENDIAN);
-      float[] values = new float[recordFloats];
-      b.asFloatBuffer().get(values);
-      b.position(recordFloats * 4);
-      return new Record(key, values, b.getLong(), b.getLong(), b.getLong());
+      return ColdRows.decode(key, v, recordFloats, name, "disk-tier");
     }
 
     /**
      * The key's cold record, removed from disk, or null (a promotion). The table's RocksDB calls
      * are serialised on it (each takes microseconds; see docs/design/0014 for why).
      */
-    synchronized Record take(byte[] key) {
+    @Override
+    public synchronized Record take(byte[] key) {
       checkLive();
       try {
         byte[] v = db.get(family, key);
@@ -242,7 +232,8 @@ public final class ColdTier implements AutoCloseable {
     }
 
     /** Writes demoted records in one batch. */
-    synchronized void putAll(List<Record> records) {
+    @Override
+    public synchronized void putAll(List<Record> records) {
       if (records.isEmpty()) {
         return;
       }
@@ -266,7 +257,8 @@ public final class ColdTier implements AutoCloseable {
     }
 
     /** Deletes keys (an explicit eviction); returns how many were on disk. */
-    synchronized long remove(List<byte[]> keyList) {
+    @Override
+    public synchronized long remove(List<byte[]> keyList) {
       checkLive();
       long n = 0;
       long f = 0;
@@ -306,7 +298,8 @@ public final class ColdTier implements AutoCloseable {
      * A consistent view of the cold rows as they are now (the caller holds the table's lock
      * exclusively, so no demotion or promotion straddles it); iterate with {@link View#each}.
      */
-    synchronized View view() {
+    @Override
+    public synchronized View view() {
       checkLive();
       openViews++;
       return new View(db.getSnapshot());
@@ -320,7 +313,8 @@ public final class ColdTier implements AutoCloseable {
      * position 0 continues on its snapshot when asked for the position it reached; any other
      * position starts a new snapshot and skips to it.
      */
-    synchronized List<Record> page(long pos, int n) {
+    @Override
+    public synchronized List<Record> page(long pos, int n) {
       checkLive();
       if (scan == null || scan.position != pos) {
         if (scan != null) {
@@ -391,7 +385,7 @@ public final class ColdTier implements AutoCloseable {
     }
 
     /** A snapshot of the table's cold rows; close it to release the snapshot. */
-    public final class View implements AutoCloseable {
+    public final class View implements ColdRows.View {
       private final Snapshot snapshot;
 
       private View(Snapshot snapshot) {
@@ -399,6 +393,7 @@ public final class ColdTier implements AutoCloseable {
       }
 
       /** Calls {@code out} with every record, in key order, until it returns false. */
+      @Override
       public void each(java.util.function.Predicate<Record> out) {
         try (ReadOptions ro = new ReadOptions().setSnapshot(snapshot).setFillCache(false);
             RocksIterator it = db.newIterator(family, ro)) {

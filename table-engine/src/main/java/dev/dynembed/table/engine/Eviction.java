@@ -21,9 +21,10 @@ final class Eviction {
    * The rebuilt store (null when nothing was evicted), the number of rows evicted, and with a
    * disk tier the cap's victims to move there ({@link #demote}) once the store is swapped in.
    */
-  record Result(TableStore fresh, long evicted, long kept, java.util.List<ColdTier.Record> demoted) {
+  record Result(TableStore fresh, long evicted, long kept, java.util.List<ColdRows.Record> demoted,
+      java.util.List<byte[]> forgotten) {
     Result(TableStore fresh, long evicted, long kept) {
-      this(fresh, evicted, kept, java.util.List.of());
+      this(fresh, evicted, kept, java.util.List.of(), java.util.List.of());
     }
 
     /**
@@ -32,13 +33,16 @@ final class Eviction {
      * write fails the victims go back into the fresh store (over its cap, not lost).
      */
     void demote() {
+      if (!forgotten.isEmpty()) { // victims a tier keeping copies must not bring back
+        fresh.cold().forget(forgotten);
+      }
       if (demoted.isEmpty()) {
         return;
       }
       try {
         fresh.cold().putAll(demoted);
       } catch (RuntimeException e) {
-        for (ColdTier.Record r : demoted) {
+        for (ColdRows.Record r : demoted) {
           fresh.restoreRecord(PackedKeys.of(new String(r.key(),
               java.nio.charset.StandardCharsets.UTF_8)), 0, r.values(), 0, r.frequency(),
               r.step(), r.updates());
@@ -145,14 +149,20 @@ final class Eviction {
     }
     float[] rec = new float[t.rowFloats];
     long kept = 0;
-    java.util.List<ColdTier.Record> demoted = new java.util.ArrayList<>();
+    java.util.List<ColdRows.Record> demoted = new java.util.ArrayList<>();
+    boolean copies = t.cold() != null && t.cold().keepsCopies();
+    java.util.List<byte[]> forgotten = new java.util.ArrayList<>();
+    boolean byKeys = req.getKeys().getLengthsCount() > 0; // removed from the tier already
     for (int r = 0; r < n; r++) {
       if (!f.isReady(r)) {
         continue;
       }
       if (victim[r]) {
+        if (copies && !byKeys && !demote[r]) {
+          forgotten.add(key(f, r));
+        }
         if (demote != null && demote[r]) {
-          demoted.add(new ColdTier.Record(key(f, r), Arrays.copyOfRange(f.rowPage(r),
+          demoted.add(new ColdRows.Record(key(f, r), Arrays.copyOfRange(f.rowPage(r),
               f.rowBase(r), f.rowBase(r) + t.rowFloats), f.meta(r, TableStore.M_FREQ),
               f.meta(r, TableStore.M_STEP), f.meta(r, TableStore.M_UPDATES)));
         }
@@ -161,8 +171,11 @@ final class Eviction {
       PackedKeys.Builder b = new PackedKeys.Builder(1);
       f.appendKey(r, b);
       System.arraycopy(f.rowPage(r), f.rowBase(r), rec, 0, t.rowFloats);
-      fresh.restoreRecord(b.build(), 0, rec, 0, f.meta(r, TableStore.M_FREQ),
+      int row = fresh.restoreRow(b.build(), 0, rec, 0, f.meta(r, TableStore.M_FREQ),
           f.meta(r, TableStore.M_STEP), f.meta(r, TableStore.M_UPDATES));
+      if (copies) {
+        fresh.carryFlushed(row, t, r);
+      }
       kept++;
     }
     fresh.adoptPending(t); // t is retired with the swap: its counts move, not copied
@@ -170,7 +183,7 @@ final class Eviction {
       fresh.admissionSketch().merge(AdmissionSketch.of(fresh.admissionSketch().width(),
           f.sketchCounters()));
     }
-    return new Result(fresh, evicted, kept, demoted);
+    return new Result(fresh, evicted, kept, demoted, forgotten);
   }
 
   private static byte[] key(TableStore.Frozen f, int row) {

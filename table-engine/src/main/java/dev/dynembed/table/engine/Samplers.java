@@ -144,7 +144,7 @@ final class Samplers {
     Snapshot s = cache.get(id);
     // keys and counts over both tiers: promotions move keys between them, only new keys and
     // counts make a snapshot stale
-    ColdTier.Table cold = table.cold();
+    ColdRows cold = table.cold();
     int n = table.size() + (cold == null ? 0 : (int) cold.size());
     long total = table.totalFrequency() + (cold == null ? 0 : cold.frequency());
     if (s == null || grew(s.n, n) || (kind != SamplerKind.UNIFORM_SAMPLER && grew(s.total, total))) {
@@ -193,7 +193,7 @@ final class Samplers {
      *     store's size now, the cold keys those of the disk tier now
      */
     static Snapshot build(TableStore t, SamplerKind kind, float alpha, int nKeys, long total) {
-      ColdTier.Table ct = t.cold();
+      ColdRows ct = t.cold();
       java.util.List<java.util.Map.Entry<String, Long>> cold = ct == null ? java.util.List.of()
           : new java.util.ArrayList<>(ct.counts());
       // with a disk tier every entry is a key, not a row id: the snapshot then outlives the

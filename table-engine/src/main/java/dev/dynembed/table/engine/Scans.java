@@ -63,15 +63,15 @@ public final class Scans {
    * page), frequencies and steps.
    */
   public static Page read(TableStore t, long cursor, int n, RowSink rows) {
-    ColdTier.Table cold = t.cold();
+    ColdRows cold = t.cold();
     if ((cursor & COLD) != 0 || (cursor == 0 && cold != null && cold.size() > 0)) {
       long pos = cursor & POSITION;
-      java.util.List<ColdTier.Record> recs = cold.page(pos, n);
+      java.util.List<ColdRows.Record> recs = cold.page(pos, n);
       PackedKeys.Builder keys = new PackedKeys.Builder(recs.size());
       long[] freqs = new long[recs.size()];
       long[] steps = new long[recs.size()];
       for (int i = 0; i < recs.size(); i++) {
-        ColdTier.Record r = recs.get(i);
+        ColdRows.Record r = recs.get(i);
         keys.add(r.key(), 0, r.key().length);
         rows.row(i, r.values(), 0, t.dim);
         freqs[i] = r.frequency();

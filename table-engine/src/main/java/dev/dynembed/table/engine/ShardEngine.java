@@ -111,31 +111,97 @@ public final class ShardEngine {
     return coldTier;
   }
 
+  // ---------------------------------------------------------------- redis tier
+
+  private volatile RedisTier redisTier;
+
+  /** The shard's Redis tier (closed by {@link #close}); before the first redis-tier table. */
+  public synchronized void setRedisTier(RedisTier tier) {
+    if (redisTier != null) {
+      throw new IllegalStateException("the redis tier is set already");
+    }
+    this.redisTier = tier;
+  }
+
+  /** The shard's Redis tier, or null. */
+  public RedisTier redisTier() {
+    return redisTier;
+  }
+
+  private RedisTier requireRedisTier(String table) {
+    RedisTier r = redisTier;
+    if (r == null) {
+      throw TableException.invalid("table '%s': redis_tier needs a shard started with"
+          + " --redis-tier redis://host:port (or redis-cluster://...); shard %d has no Redis"
+          + " tier", table, shardIndex);
+    }
+    return r;
+  }
+
   /**
-   * Gives a store that replaces {@code old} (or is new) its disk tier: an eviction's rebuild
-   * keeps the one it shares with the old store; a new, restored or recovered store starts with an
-   * empty one (the old store's cold rows are dropped: a restore replaces the table, and a
-   * checkpoint holds both tiers).
+   * A shard with no state of its own (an empty disk): creates the tables the Redis tier holds
+   * under this shard's prefix, their rows left in Redis as cold keys (promoted on access). Call
+   * before the shard takes calls. Does nothing if the shard has tables or no Redis tier.
+   *
+   * @return the tables loaded
+   */
+  public int loadFromRedisTier() {
+    RedisTier r = redisTier;
+    if (r == null || !tables.isEmpty()) {
+      return 0;
+    }
+    int n = 0;
+    for (TableConfig c : r.storedConfigs()) {
+      TableStore t = create(c);
+      if (t.cold() instanceof RedisTier.Table rt) {
+        rt.loadCold();
+      }
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * Gives a store that replaces {@code old} (or is new) its tier below memory: an eviction's
+   * rebuild keeps the one it shares with the old store; a new, restored or recovered store starts
+   * with an empty one (the old store's cold rows are dropped: a restore replaces the table, and a
+   * checkpoint holds both tiers). The tier is told of the store that is now the table's.
    */
   private void attachCold(String name, TableStore old, TableStore fresh) {
-    if (fresh != null && old != null && fresh.cold() != null && fresh.cold() == old.cold()) {
-      return;
+    boolean shared = fresh != null && old != null && fresh.cold() != null
+        && fresh.cold() == old.cold();
+    if (!shared) {
+      if (old != null && old.cold() != null) {
+        if (old.cold() instanceof RedisTier.Table) {
+          requireRedisTier(name).drop(name);
+        } else {
+          coldTier().drop(name);
+        }
+      }
+      if (fresh != null && fresh.cold() == null) {
+        if (fresh.config().getDiskTier()) {
+          fresh.attachCold(coldTier().table(name, fresh.dim + fresh.slotFloats()));
+        } else if (fresh.config().getRedisTier()) {
+          fresh.attachCold(requireRedisTier(name).table(fresh.config(),
+              fresh.dim + fresh.slotFloats()));
+        }
+      }
     }
-    if (old != null && old.cold() != null) {
-      coldTier().drop(name);
-    }
-    if (fresh != null && fresh.config().getDiskTier() && fresh.cold() == null) {
-      fresh.attachCold(coldTier().table(name, fresh.dim + fresh.slotFloats()));
+    if (fresh != null && fresh.cold() != null) {
+      fresh.cold().attached(fresh);
     }
   }
 
-  /** Closes the disk tier (its directory is removed). */
+  /** Closes the tiers: the disk tier's directory is removed, the Redis tier flushed. */
   public synchronized void close() {
     indexes.close();
     evictions.close(); // no eviction may demote into the disk tier once it is closed
     if (coldTier != null) {
       coldTier.close();
       coldTier = null;
+    }
+    if (redisTier != null) {
+      redisTier.close();
     }
   }
 
@@ -309,7 +375,7 @@ public final class ShardEngine {
           table, MAX_SEARCH_BREADTH, Integer.toUnsignedLong(breadth));
     }
     TopK.check(t, queries, q, k, biasLastDim);
-    ColdTier.Table cold = t.cold();
+    ColdRows cold = t.cold();
     if (breadth > 0 && cold == null) {
       TopKHits h = indexes.topK(t, queries, q, k, biasLastDim, metric, exclude, breadth);
       if (h != null) {
@@ -321,7 +387,7 @@ public final class ShardEngine {
     }
     // the disk tier's snapshot first, then memory: a row promoted in between is scored twice
     // (merged once), none is missed
-    try (ColdTier.Table.View v = cold.view()) {
+    try (ColdRows.View v = cold.view()) {
       TopKHits hits = TopK.run(t, queries, q, k, biasLastDim, metric, exclude);
       TableStore[] chunk = {null};
       TopKHits[] acc = {hits};
@@ -532,6 +598,9 @@ public final class ShardEngine {
   /** Puts a store in the catalogue (an eviction's rebuilt table; the caller holds the locks). */
   void put(String name, TableStore t) {
     tables.put(name, t);
+    if (t.cold() != null) {
+      t.cold().attached(t);
+    }
     indexes.replaced(name);
   }
 

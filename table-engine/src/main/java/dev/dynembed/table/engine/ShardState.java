@@ -48,8 +48,12 @@ public final class ShardState implements AutoCloseable, ShardJournal {
   private static final String IDENTITY = "SHARD";
 
   /** What recovery did, for the start-up line and tests. */
+  /**
+   * What a start recovered: tables from the snapshot and log, and (a shard with no state of its
+   * own) tables loaded from its Redis tier.
+   */
   public record Recovery(int tables, long snapshotLsn, long replayedRecords, long nextLsn,
-      double seconds) {}
+      double seconds, int redisTables) {}
 
   private final ShardEngine engine;
   private final Path walDir;
@@ -172,9 +176,13 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     s.lastSnapshotMillis = snapshotTime;
     s.lockChannel = lockChannel;
     s.lock = lock;
-    s.recovery = new Recovery(engine.tables().size(), start, replayed[0], next,
-        (System.nanoTime() - t0) / 1e9);
+    int recovered = engine.tables().size();
     engine.attach(s);
+    int fromRedis = m == null && replayed[0] == 0
+        ? engine.loadFromRedisTier() // no state of its own: the Redis tier's tables, if any
+        : 0;
+    s.recovery = new Recovery(recovered, start, replayed[0], next,
+        (System.nanoTime() - t0) / 1e9, fromRedis);
     if (replayed[0] > 0) {
       s.snapshot(); // the next start replays nothing of this; the replayed log can go
     }
@@ -218,6 +226,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
           Eviction.Result ev = Eviction.run(t, r.getEvict());
           if (ev.fresh() != null) {
             engine.install(name, ev.fresh());
+            ev.demote(); // a cap's victims go to the table's tier, as when first evicted
           }
         }
       }

@@ -307,7 +307,7 @@ abstract class StorePages {
     private final java.util.Map<Long, Long> pending;
     private final int[] sketchCounters; // null without a sketch
     /** The disk tier's rows at the cut (closed by the checkpoint writer), or null. */
-    final ColdTier.Table.View cold;
+    final ColdRows.View cold;
 
     private Frozen(TableStore t, boolean withCold) {
       this.table = t;

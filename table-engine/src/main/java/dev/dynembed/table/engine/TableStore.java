@@ -79,7 +79,7 @@ public final class TableStore extends StoreIndex {
    * The table's rows on disk (disk_tier), shared by the stores that replace this one, or null.
    * Attached before the store is published.
    */
-  volatile ColdTier.Table cold;
+  volatile ColdRows cold;
 
   /**
    * @param config a config already passed through {@link TableConfigs#normalize}
@@ -406,7 +406,7 @@ public final class TableStore extends StoreIndex {
       }
       byte[] key = Arrays.copyOfRange(keys.bytes(), keys.offset(i), keys.offset(i)
           + keys.length(i));
-      ColdTier.Record r = cold.take(key);
+      ColdRows.Record r = cold.take(key);
       if (r == null) {
         return -1;
       }
@@ -427,12 +427,12 @@ public final class TableStore extends StoreIndex {
   }
 
   /** Attaches the table's disk tier (before the store is published). */
-  void attachCold(ColdTier.Table c) {
+  void attachCold(ColdRows c) {
     this.cold = c;
   }
 
   /** The table's disk tier, or null. */
-  ColdTier.Table cold() {
+  ColdRows cold() {
     return cold;
   }
 
@@ -528,15 +528,114 @@ public final class TableStore extends StoreIndex {
    */
   boolean restoreRecord(
       PackedKeys keys, int i, float[] record, int recOff, long freq, long step, long upd) {
+    return restoreRow(keys, i, record, recOff, freq, step, upd) >= 0;
+  }
+
+  /** As {@link #restoreRecord}, returning the row placed, or -1 if the key was present. */
+  int restoreRow(
+      PackedKeys keys, int i, float[] record, int recOff, long freq, long step, long upd) {
     long m = KeyHashing.mix(keys.hash(i));
     Segment s = segments[(int) (m >>> (64 - SEGMENT_BITS))];
     if (probe(s.slots, tagOf(m), keys, i) >= 0) {
-      return false;
+      return -1;
     }
-    place(s, m, keys, i, record, recOff, freq, step, upd);
+    int row = place(s, m, keys, i, record, recOff, freq, step, upd);
     totalFrequency.add(freq);
     lastStep.accumulateAndGet(step, Math::max);
-    return true;
+    return row;
+  }
+
+  // ---------------------------------------------------------------- write-behind (redis tier)
+
+  /**
+   * Per row, the update count and the frequency Redis last got ({@code [2 row]}, {@code [2 row +
+   * 1]}; -1 for never): written by the redis tier's flusher under {@link #quiesce} shared, and by
+   * an eviction's rebuild before the store is published. Null until then.
+   */
+  private long[] flushed;
+
+  /**
+   * Collects rows changed since Redis last got them ({@link #markFlushed}), from row {@code from}
+   * on, until {@code max} are found: each as a record read under its row's stripe lock (a
+   * consistent row, slots and update count). The caller holds {@link #quiesce} shared.
+   *
+   * @param marks receives (row, updates, frequency) per record, 3 x max longs
+   * @return the row to continue from ({@link #size()} when every row was looked at)
+   */
+  int changedRows(int from, int max, java.util.List<ColdRows.Record> out, long[] marks) {
+    int n = numRows;
+    long[] fl = flushed;
+    if (fl == null || fl.length < 2L * n) {
+      int old = fl == null ? 0 : fl.length;
+      fl = fl == null ? new long[Math.max(1024, 2 * n)]
+          : Arrays.copyOf(fl, (int) Math.min(Integer.MAX_VALUE - 8, Math.max(2L * n, 2L * old)));
+      Arrays.fill(fl, old, fl.length, -1L);
+      flushed = fl;
+    }
+    int r = from;
+    for (; r < n && out.size() < max; r++) {
+      if (!isReady(r)) {
+        continue; // still being inserted: next pass
+      }
+      long[] meta = metaPages[r >>> pageShift];
+      int m = (r & pageMask) * META;
+      long upd;
+      long freq;
+      float[] rec;
+      synchronized (stripes[r & (STRIPES - 1)]) {
+        upd = meta[m + M_UPDATES];
+        freq = meta[m + M_FREQ];
+        if (fl[2 * r] == upd && fl[2 * r + 1] == freq) {
+          continue;
+        }
+        int base = (r & pageMask) * rowFloats;
+        rec = Arrays.copyOfRange(rowPages[r >>> pageShift], base, base + rowFloats);
+      }
+      int k = out.size();
+      marks[3 * k] = r;
+      marks[3 * k + 1] = upd;
+      marks[3 * k + 2] = freq;
+      out.add(new ColdRows.Record(keyBytes(r), rec, freq, meta[m + M_STEP], upd));
+    }
+    return r;
+  }
+
+  /** Records that Redis holds the first {@code count} records of a {@link #changedRows} call. */
+  void markFlushed(long[] marks, int count) {
+    long[] fl = flushed;
+    for (int k = 0; k < count; k++) {
+      int r = (int) marks[3 * k];
+      fl[2 * r] = marks[3 * k + 1];
+      fl[2 * r + 1] = marks[3 * k + 2];
+    }
+  }
+
+  /**
+   * Carries what Redis holds of {@code old}'s row to this store's {@code row} (an eviction's
+   * rebuild, before this store is published; the caller holds old's lock exclusively).
+   */
+  void carryFlushed(int row, TableStore old, int oldRow) {
+    long[] src = old.flushed;
+    if (src == null || 2L * oldRow + 1 >= src.length || row < 0) {
+      return;
+    }
+    long[] fl = flushed;
+    if (fl == null || fl.length < 2L * (row + 1)) {
+      int was = fl == null ? 0 : fl.length;
+      fl = fl == null ? new long[Math.max(1024, 2 * (row + 1))]
+          : Arrays.copyOf(fl, Math.max(2 * (row + 1), 2 * was));
+      Arrays.fill(fl, was, fl.length, -1L);
+      flushed = fl;
+    }
+    fl[2 * row] = src[2 * oldRow];
+    fl[2 * row + 1] = src[2 * oldRow + 1];
+  }
+
+  private byte[] keyBytes(int row) {
+    PackedKeys.Builder b = new PackedKeys.Builder(1);
+    appendKey(row, b);
+    PackedKeys k = b.build();
+    return Arrays.copyOfRange(k.bytes(), k.offset(0), k.offset(0) + k.length(0));
   }
 
 
@@ -582,9 +681,13 @@ public final class TableStore extends StoreIndex {
 
   private TableCounters countersLocked() {
     int n = numRows;
-    ColdTier.Table c = cold;
+    ColdRows c = cold;
     long coldKeys = c == null ? 0 : c.size();
-    return TableCounters.newBuilder()
+    TableCounters.Builder b = TableCounters.newBuilder();
+    if (c instanceof RedisTier.Table rt) {
+      b.setWrittenBehind(rt.writtenBehind()).setLastFlushKeys(rt.lastFlushRows());
+    }
+    return b
         .setKeys(n + coldKeys)
         .setColdKeys(coldKeys)
         .setPromotions(c == null ? 0 : c.promotions())

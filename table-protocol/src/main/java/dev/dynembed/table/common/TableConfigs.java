@@ -114,6 +114,10 @@ public final class TableConfigs {
       throw TableException.invalid("table '%s': disk_tier moves the victims of a cap to disk,"
           + " which needs max_keys or max_bytes (the memory the hot rows may use)", c.getName());
     }
+    if (c.getDiskTier() && c.getRedisTier()) {
+      throw TableException.invalid("table '%s': choose disk_tier or redis_tier, not both (one"
+          + " tier below memory per table)", c.getName());
+    }
     return c.toBuilder()
         .setMaxKeyBytes(maxKey)
         .setInitializer(normalize(c.getName(), c.getInitializer()))

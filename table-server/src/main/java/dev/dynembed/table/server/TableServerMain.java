@@ -86,6 +86,21 @@ public final class TableServerMain implements Callable<Integer> {
       + " disk tier, MiB (default ${DEFAULT-VALUE})")
   long coldCacheMb;
 
+  @Option(names = "--redis-tier", description = "Redis under this shard for tables with"
+      + " redis_tier: redis://[user:password@]host:port or redis-cluster://host:port,... (changed"
+      + " rows written behind every --redis-tier-flush-ms, a cap's victims kept there only; a"
+      + " shard started on an empty state directory loads its tables from there)")
+  String redisTier;
+
+  @Option(names = "--redis-tier-prefix", description = "this shard's key prefix in Redis"
+      + " (default dynembed:shard-INDEX-of-N; each shard needs its own)")
+  String redisTierPrefix;
+
+  @Option(names = "--redis-tier-flush-ms", defaultValue = "1000", description = "write-behind"
+      + " period of the Redis tier: a shard whose disk is lost loses at most about this much of"
+      + " its updates (default ${DEFAULT-VALUE})")
+  long redisTierFlushMs;
+
   @Option(names = "--memory-budget-mb", defaultValue = "0", description = "refuse calls that"
       + " could take this shard's tables past this many MiB (RESOURCE_EXHAUSTED, nothing"
       + " changed; 0 = no budget: the heap is the limit)")
@@ -205,6 +220,17 @@ public final class TableServerMain implements Callable<Integer> {
     if (wal.equals("on")) {
       engine.setReady(false); // NOT_SERVING until the tables are back
     }
+    if (redisTier != null) {
+      try {
+        engine.setRedisTier(dev.dynembed.table.engine.RedisTier.open(redisTier,
+            redisTierPrefix != null ? redisTierPrefix
+                : dev.dynembed.table.engine.RedisTier.defaultPrefix(shardIndex, numShards),
+            redisTierFlushMs, shardIndex));
+      } catch (dev.dynembed.table.common.TableException e) {
+        System.err.println("table-server: --redis-tier: " + e.getMessage());
+        return 2;
+      }
+    }
     ShardMetrics metrics = metricsPort == null ? null : new ShardMetrics(engine);
     java.util.List<io.grpc.ServerInterceptor> interceptors = new java.util.ArrayList<>();
     if (metrics != null) {
@@ -261,11 +287,21 @@ public final class TableServerMain implements Callable<Integer> {
       state.set(s);
       ShardState.Recovery r = s.recovery();
       System.out.printf("table-server shard %d ready: %d tables from snapshot at log record %d"
-          + " + %d records replayed in %.2f s (fsync %s)%n", shardIndex, r.tables(),
-          r.snapshotLsn(), r.replayedRecords(), r.seconds(), fsync);
+          + " + %d records replayed in %.2f s (fsync %s)%s%n", shardIndex, r.tables(),
+          r.snapshotLsn(), r.replayedRecords(), r.seconds(), fsync, r.redisTables() == 0 ? ""
+              : "; no state on disk: " + r.redisTables() + " tables from the Redis tier");
     } else {
-      System.out.printf("table-server shard %d ready (no write-ahead log: tables live in memory"
-          + " only)%n", shardIndex);
+      engine.setReady(false);
+      int loaded = engine.loadFromRedisTier();
+      engine.setReady(true);
+      System.out.printf("table-server shard %d ready (no write-ahead log: %s)%n", shardIndex,
+          engine.redisTier() == null ? "tables live in memory only"
+              : loaded + " tables from the Redis tier, which is the only copy");
+    }
+    if (engine.redisTier() != null) {
+      System.out.printf("table-server shard %d redis tier %s prefix %s, written behind every %d"
+          + " ms%n", shardIndex, engine.redisTier().address(), engine.redisTier().prefix(),
+          redisTierFlushMs);
     }
     System.out.flush();
     server.markServing();
