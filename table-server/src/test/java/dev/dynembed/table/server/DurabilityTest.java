@@ -217,6 +217,59 @@ class DurabilityTest {
   }
 
   /**
+   * The replay of a disk-tier table's eviction demotes its victims again, as the eviction did:
+   * every row is found after recovery (the replay used to drop them).
+   */
+  @Test
+  void diskTierEvictions_replayDemotingTheirVictims() throws Exception {
+    start(ShardLog.Fsync.NO, 1L << 40);
+    engine.create(TableConfigs.normalize(TableConfigs.builder("cold", 8)
+        .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f))
+        .setInitializer(TableConfigs.uniform(-0.5f, 0.5f, 7)).setDiskTier(true)
+        .setMaxKeys(1_000_000).build()));
+    Random r = new Random(5);
+    String[] all = new String[300];
+    for (int i = 0; i < all.length; i++) {
+      all[i] = "k" + i;
+    }
+    for (int s = 0; s < 30; s++) {
+      String[] keys = new String[16];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = all[(s * 16 + i) % all.length];
+      }
+      count("cold", keys, nextId());
+      float[] g = new float[keys.length * 8];
+      for (int i = 0; i < g.length; i++) {
+        g[i] = (float) r.nextGaussian();
+      }
+      write("cold", keys, g, s, nextId());
+      if (s % 10 == 9) {
+        engine.evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable("cold")
+            .setMaxKeys(40).build());
+      }
+    }
+    float[] before = new float[all.length * 8];
+    byte[] found = new byte[(all.length + 7) / 8];
+    engine.get("cold").find(PackedKeys.of(all), before, found);
+    crashAndRecover();
+    assertTrue(engine.get("cold").size() <= 40, "the replay kept the victims in memory");
+    float[] after = new float[all.length * 8];
+    byte[] foundAfter = new byte[(all.length + 7) / 8];
+    engine.get("cold").find(PackedKeys.of(all), after, foundAfter);
+    assertArrayEquals(found, foundAfter, "keys found before and after recovery");
+    assertArrayEquals(before, after);
+    assertEquals(all.length, countBits(foundAfter), "keys found after recovery");
+  }
+
+  private static int countBits(byte[] b) {
+    int n = 0;
+    for (byte x : b) {
+      n += Integer.bitCount(x & 0xFF);
+    }
+    return n;
+  }
+
+  /**
    * An eviction that arrives while a snapshot is between its log rotation and its table copies
    * waits for the snapshot: otherwise the snapshot skips the replaced store and the evicted
    * table is lost to the next recovery (the log holds the eviction, not the rows it kept).
