@@ -139,14 +139,16 @@ public final class Word2Vec {
     float r = 0.5f / cfg.dim();
     return TableConfigs.builder(cfg.inTable(), cfg.dim()).setOptimizer(optimizer(cfg))
         .setInitializer(TableConfigs.uniform(-r, r, cfg.seed()))
-        .setMaxBytes(cfg.tableMaxBytes()).setDiskTier(cfg.diskTier()).build();
+        .setMaxBytes(cfg.tableMaxBytes()).setDiskTier(cfg.diskTier())
+        .setRedisTier(cfg.redisTier()).build();
   }
 
   /** Output vectors: zeros; the counting table, with admission at min_count. */
   static TableConfig outConfig(Word2VecConfig cfg) {
     return TableConfigs.builder(cfg.outTable(), cfg.dim()).setOptimizer(optimizer(cfg))
         .setInitializer(TableConfigs.zeros()).setMinCount(cfg.minCount())
-        .setMaxBytes(cfg.tableMaxBytes()).setDiskTier(cfg.diskTier()).build();
+        .setMaxBytes(cfg.tableMaxBytes()).setDiskTier(cfg.diskTier())
+        .setRedisTier(cfg.redisTier()).build();
   }
 
   /**

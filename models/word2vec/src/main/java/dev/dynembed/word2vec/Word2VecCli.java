@@ -183,7 +183,8 @@ public final class Word2VecCli {
           .sample(sample).minCount(minCount).epochs(epochs).alpha(alpha).optimizer(opt)
           .batchPairs(batch).seed(seed).name(name).negativePool(negativePool)
           .implicitSteps(implicitSteps.equals("auto") ? null : implicitSteps.equals("on"))
-          .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier).build();
+          .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier)
+          .redisTier(service.redisTier() != null).build();
       try {
         service.check();
       } catch (IllegalArgumentException e) {

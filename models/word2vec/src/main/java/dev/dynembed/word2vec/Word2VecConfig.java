@@ -38,11 +38,23 @@ import java.util.Map;
  *     shards); 0 = none. Without {@code diskTier} the cap evicts the least frequent words
  * @param diskTier the words the cap pushes out of memory move to the shards' disk tier
  *     (RocksDB) and come back when next seen (docs/design/0014-storage-tiers.md)
+ * @param redisTier the tables keep their rows in the shards' Redis tier too (shards started
+ *     with {@code --redis-tier}; docs/design/0018-redis-tier.md): written behind, and with a
+ *     cap the words it pushes out live there only
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
     int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
     int negativePool, boolean implicitSteps, boolean countPass, long tableMaxBytes,
-    boolean diskTier) {
+    boolean diskTier, boolean redisTier) {
+
+  /** Without the Redis tier. */
+  public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
+      int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
+      int negativePool, boolean implicitSteps, boolean countPass, long tableMaxBytes,
+      boolean diskTier) {
+    this(dim, window, negative, sample, minCount, epochs, alpha, optimizer, batchPairs, seed,
+        name, negativePool, implicitSteps, countPass, tableMaxBytes, diskTier, false);
+  }
 
   /** With no memory cap on the tables. */
   public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
@@ -116,7 +128,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         .minCount(minCount).epochs(epochs).alpha(alpha).optimizer(optimizer)
         .batchPairs(batchPairs).seed(seed).name(name).negativePool(negativePool)
         .implicitSteps(implicitSteps).countPass(countPass).tableMaxBytes(tableMaxBytes)
-        .diskTier(diskTier);
+        .diskTier(diskTier).redisTier(redisTier);
   }
 
   /**
@@ -142,6 +154,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     private boolean countPass;
     private long tableMaxBytes;
     private boolean diskTier;
+    private boolean redisTier;
 
     private Builder() {}
 
@@ -228,12 +241,17 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
       return this;
     }
 
+    public Builder redisTier(boolean v) {
+      redisTier = v;
+      return this;
+    }
+
     public Word2VecConfig build() {
       return new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
           alpha != null ? alpha : defaultAlpha(optimizer), optimizer, batchPairs, seed, name,
           negativePool != null ? negativePool : defaultPool(batchPairs),
           implicitSteps != null ? implicitSteps : defaultImplicitSteps(optimizer), countPass,
-          tableMaxBytes, diskTier);
+          tableMaxBytes, diskTier, redisTier);
     }
   }
 
@@ -273,6 +291,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         + tableMaxBytes);
     check(!diskTier || tableMaxBytes > 0, "the disk tier (--disk-tier) holds what a memory cap"
         + " pushes out: it needs --table-max-mb");
+    check(!(diskTier && redisTier), "choose --disk-tier or --redis-tier, not both (one tier"
+        + " below memory per table)");
   }
 
   private static boolean bool(String v) {
@@ -315,6 +335,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("count_pass", String.valueOf(countPass));
     m.put("table_max_bytes", String.valueOf(tableMaxBytes));
     m.put("disk_tier", String.valueOf(diskTier));
+    m.put("redis_tier", String.valueOf(redisTier));
     return m;
   }
 
@@ -329,7 +350,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
           bool(m.getOrDefault("implicit_steps", "false")), // models before: summed steps
           bool(m.getOrDefault("count_pass", "false")),
           Long.parseLong(m.getOrDefault("table_max_bytes", "0")), // models before: no cap
-          bool(m.getOrDefault("disk_tier", "false")));
+          bool(m.getOrDefault("disk_tier", "false")),
+          bool(m.getOrDefault("redis_tier", "false"))); // models before: no Redis tier
     } catch (RuntimeException e) {
       throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);
     }

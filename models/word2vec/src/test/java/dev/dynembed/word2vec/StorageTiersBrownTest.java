@@ -72,6 +72,38 @@ class StorageTiersBrownTest {
     assertTrue(disk > 0.2, "learned: " + disk);
   }
 
+  /**
+   * Issue 33: Redis under 2 optimizing shard processes, tables capped at 2 MiB of memory each:
+   * the words the cap pushes out live in Redis only and come back when next seen, every changed
+   * row is written behind; the quality is the in-memory run's.
+   */
+  @Test
+  void tablesOverRedisUnderTwoShards_fourTimesTheirMemoryCap_reachInMemoryQuality()
+      throws Exception {
+    Path model = dir.resolve("redis-tier");
+    Word2VecConfig cfg = config(2L << 20, false).toBuilder().redisTier(true).build();
+    TableCounters in;
+    try (dev.dynembed.table.redis.LocalRedis redis = dev.dynembed.table.redis.LocalRedis.single();
+        dev.dynembed.table.tools.LocalShardProcesses procs =
+            new dev.dynembed.table.tools.LocalShardProcesses(2, 0, model, "1g", "", List.of(),
+                List.of("--redis-tier", redis.uri()));
+        TableClient c = TableClients.connect(procs.endpoints())) {
+      train(cfg, c, model);
+      in = c.openTable(cfg.inTable()).describe().getCounters();
+    }
+    double viaRedisTier = MultiWorkerBrownTest.wordSim(model);
+    System.err.printf("shards over Redis on Brown: WordSim-353 %.3f vs %.3f in memory; input"
+        + " table %,d rows, %,d only in Redis, %,d demotions, %,d promotions, %,d rows written"
+        + " behind%n", viaRedisTier, inMemory, in.getKeys(), in.getColdKeys(), in.getDemotions(),
+        in.getPromotions(), in.getWrittenBehind());
+    assertTrue(in.getKeys() >= 4 * (in.getKeys() - in.getColdKeys()),
+        "the table is 4x what memory holds: " + in);
+    assertTrue(in.getPromotions() > 0 && in.getWrittenBehind() > 0, in.toString());
+    assertTrue(viaRedisTier > inMemory - 0.1, "Redis tier " + viaRedisTier + " vs in memory "
+        + inMemory);
+    assertTrue(viaRedisTier > 0.2, "learned: " + viaRedisTier);
+  }
+
   @Test
   void tablesInRedis_reachInMemoryQuality() {
     Path model = dir.resolve("redis");

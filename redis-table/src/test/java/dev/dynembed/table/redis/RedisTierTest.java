@@ -146,6 +146,8 @@ class RedisTierTest {
           && tc.getPromotions() > nKeys, "rows moved between memory and Redis: " + tc);
       // Redis itself holds every row, exact, once the last changes are written behind
       shards.flush();
+      long written = t.describe().getCounters().getWrittenBehind();
+      assertTrue(written >= nKeys - tc.getColdKeys(), "written behind: " + written);
       try (UnifiedJedis r = RedisConnections.open(uri, java.util.Set.of()).redis()) {
         for (int i = 0; i < nKeys; i++) {
           int shard = dev.dynembed.table.common.KeyHashing.shardOf(k[i], 2);

@@ -64,6 +64,13 @@ public final class TableBench implements Callable<Integer> {
   double systemWarmup;
   @Option(names = "--shards", defaultValue = "1,2", split = ",", description = "loopback shard counts") int[] shardCounts;
   @Option(names = "--redis", description = "host:port of a Redis server (omit to skip)") String redis;
+  @Option(names = "--shards-over-redis", defaultValue = "2", description = "with --redis: this"
+      + " many loopback shards whose table keeps its rows in that Redis too (redis_tier: written"
+      + " behind every --redis-tier-flush-ms; 0 = skip)") int shardsOverRedis;
+  @Option(names = "--redis-tier-flush-ms", defaultValue = "1000", description = "the shards'"
+      + " write-behind period over Redis (default ${DEFAULT-VALUE})") long redisTierFlushMs;
+  /** Whether {@link #ours} creates its table with redis_tier. */
+  private boolean redisTierTable;
   @Option(names = "--memcached", description = "host:port of a memcached server (omit to skip)") String memcached;
   @Option(names = "--base-port", defaultValue = "17100") int basePort;
   @Option(names = "--server-heap", defaultValue = "6g") String serverHeap;
@@ -262,7 +269,7 @@ public final class TableBench implements Callable<Integer> {
 
   private void ours(String system, TableClient c) throws Exception {
     EmbeddingTable t = c.createTable(TableConfigs.builder("bench", dim)
-        .setOptimizer(TableConfigs.adagrad(0.05f, 0f, 0f)).build());
+        .setOptimizer(TableConfigs.adagrad(0.05f, 0f, 0f)).setRedisTier(redisTierTable).build());
     for (int i = 0; i < numKeys; i += 65536) {
       t.findOrInsert(Arrays.copyOfRange(keys, i, Math.min(numKeys, i + 65536)));
     }
@@ -451,6 +458,67 @@ public final class TableBench implements Callable<Integer> {
           lines.add(mem);
         }
       }
+    }
+    if (shardsOverRedis > 0) {
+      shardsOverRedis();
+    }
+  }
+
+  /**
+   * Our shards with the table's rows in Redis too (redis_tier, issue 33): the shards run the
+   * optimizer, Redis gets every changed row each flush period.
+   */
+  private void shardsOverRedis() throws Exception {
+    String[] hp = redis.split(":");
+    try (Jedis j = new Jedis(hp[0], Integer.parseInt(hp[1]), 60_000)) {
+      j.flushAll();
+    }
+    Path data = Files.createTempDirectory("bench-shards-redis");
+    List<String> launcher = serverCpus == null ? List.of() : List.of("taskset", "-c", serverCpus);
+    List<String> serverArgs = new ArrayList<>(List.of("--fsync", "everysec", "--redis-tier",
+        "redis://" + redis, "--redis-tier-flush-ms", String.valueOf(redisTierFlushMs)));
+    String label = shardsOverRedis + " shards over Redis";
+    try (LocalShardProcesses s = new LocalShardProcesses(shardsOverRedis, basePort, data,
+        serverHeap, serverJavaOpts, launcher, serverArgs);
+        TableClient c = TableClients.connect(s.endpoints(), ClientOptions.builder()
+            .rowEncoding(wireRows).build())) {
+      shardProcesses = s;
+      redisTierTable = true;
+      try {
+        ours(label, c);
+      } finally {
+        redisTierTable = false;
+        shardProcesses = null;
+      }
+      dev.dynembed.table.v1.TableCounters tc = c.openTable("bench").describe().getCounters();
+      String w = String.format(Locale.ROOT, "  %s: %,d rows written behind (flush every %d ms;"
+          + " %,d rows in the last flush), server RSS %,d MB", label, tc.getWrittenBehind(),
+          redisTierFlushMs, tc.getLastFlushKeys(), s.rssBytes() >> 20);
+      System.out.println(w);
+      lines.add(w);
+      // shard 0 loses its process and its disk: how long until it serves again from Redis
+      Thread.sleep(2 * redisTierFlushMs + 500); // every change written behind
+      try (java.util.stream.Stream<Path> files = Files.walk(data.resolve("state")
+          .resolve("shard-0"))) {
+        for (Path p : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
+          Files.deleteIfExists(p);
+        }
+      }
+      long t0 = System.nanoTime();
+      s.kill(0);
+      while (s.restarts() < 1) {
+        Thread.sleep(5);
+      }
+      long keysBack;
+      try (TableClient again = TableClients.connect(s.endpoints(), ClientOptions.builder()
+          .retryFor(java.time.Duration.ofMinutes(10)).build())) {
+        keysBack = again.openTable("bench").describe().getCounters().getKeys();
+      }
+      w = String.format(Locale.ROOT, "  %s: shard 0 SIGKILLed with its state directory deleted:"
+          + " serving again %.1f s later (JVM start + its tables and cold keys loaded from Redis;"
+          + " %,d keys in the table after)", label, (System.nanoTime() - t0) / 1e9, keysBack);
+      System.out.println(w);
+      lines.add(w);
     }
   }
 

@@ -59,6 +59,16 @@ interface ColdRows {
   /** Deletes the copies of rows dropped from memory without demotion (see keepsCopies). */
   default void forget(List<byte[]> keys) {}
 
+  /**
+   * Reads ahead the cold records of a batch's keys for the calling thread, so that its
+   * promotions cost one round trip instead of one each (Redis); until {@link #endPrefetch}. The
+   * caller holds the table's lock shared, so no key read ahead is demoted again meanwhile.
+   */
+  default void prefetch(dev.dynembed.table.common.PackedKeys keys) {}
+
+  /** Drops what {@link #prefetch} read ahead and no promotion took. */
+  default void endPrefetch() {}
+
   /** A record's bytes: row and slots as little-endian float32, then frequency, step, updates. */
   static byte[] encode(float[] src, int off, int floats, long freq, long step, long updates) {
     java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(floats * 4 + 24)

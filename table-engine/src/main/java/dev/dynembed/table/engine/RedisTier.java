@@ -315,13 +315,66 @@ public final class RedisTier implements AutoCloseable {
       this.store = s;
     }
 
+    /** Cold records read ahead for the calling thread's batch ({@link #prefetch}). */
+    private final ThreadLocal<Map<String, byte[]>> ahead = new ThreadLocal<>();
+
+    @Override
+    public void prefetch(dev.dynembed.table.common.PackedKeys keys) {
+      if (counts.isEmpty()) {
+        return;
+      }
+      java.util.LinkedHashSet<String> want = null;
+      for (int i = 0; i < keys.size(); i++) {
+        String k = keys.key(i);
+        if (counts.containsKey(k)) {
+          if (want == null) {
+            want = new java.util.LinkedHashSet<>();
+          }
+          want.add(k);
+        }
+      }
+      if (want == null) {
+        return;
+      }
+      List<String> list = new ArrayList<>(want);
+      Map<String, byte[]> m = new java.util.HashMap<>(list.size() * 2);
+      call("reading table '" + name + "'", () -> {
+        for (int i = 0; i < list.size(); i += CHUNK) {
+          List<String> part = list.subList(i, Math.min(list.size(), i + CHUNK));
+          List<Response<byte[]>> values = new ArrayList<>(part.size());
+          try (AbstractPipeline p = redis.pipelined()) {
+            for (String k : part) {
+              values.add(p.get(rowKey(k.getBytes(StandardCharsets.UTF_8))));
+            }
+            p.sync();
+          }
+          for (int j = 0; j < part.size(); j++) {
+            byte[] v = values.get(j).get();
+            if (v != null) {
+              m.put(part.get(j), v);
+            }
+          }
+        }
+        return null;
+      });
+      ahead.set(m);
+    }
+
+    @Override
+    public void endPrefetch() {
+      ahead.remove();
+    }
+
     @Override
     public Record take(byte[] key) {
       String k = new String(key, StandardCharsets.UTF_8);
       if (!counts.containsKey(k)) {
         return null; // not cold: no round trip for a new key
       }
-      byte[] v = call("reading table '" + name + "'", () -> redis.get(rowKey(key)));
+      Map<String, byte[]> m = ahead.get();
+      byte[] read = m == null ? null : m.remove(k);
+      byte[] v = read != null ? read
+          : call("reading table '" + name + "'", () -> redis.get(rowKey(key)));
       if (v == null) {
         throw TableException.dataLoss("table '%s': key '%s' is in the redis tier but %s holds"
             + " no record of it under %s (was Redis flushed, or is it evicting keys? the tier"

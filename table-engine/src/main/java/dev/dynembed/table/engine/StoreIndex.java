@@ -188,7 +188,7 @@ abstract class StoreIndex extends StorePages {
    * admission (the exact map's entries, estimated, or the sketch's counters).
    */
   public long bytesUsed() {
-    long b = admissionBytes();
+    long b = admissionBytes() + bookkeepingBytes();
     for (float[] p : rowPages) {
       b += 16 + 4L * p.length;
     }
@@ -251,6 +251,9 @@ abstract class StoreIndex extends StorePages {
 
   /** Bytes of the counts of keys awaiting admission (exact map entries or the sketch). */
   abstract long admissionBytes();
+
+  /** Heap of the store's other per-row bookkeeping (the Redis tier's write-behind marks). */
+  abstract long bookkeepingBytes();
 
   /** Whether a new key gets a row on first sight (min_count <= 1), not an admission count. */
   abstract boolean admitsOnFirstSight();

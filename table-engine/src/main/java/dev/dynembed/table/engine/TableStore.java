@@ -112,18 +112,34 @@ public final class TableStore extends StoreIndex {
   public void find(PackedKeys keys, RowSink out, byte[] found) {
     checkKeys(keys, "keys");
     int n = keys.size();
-    for (int i = 0; i < n; i++) {
-      if ((i & (WARM_CHUNK - 1)) == 0) {
-        warm(keys, i, Math.min(n, i + WARM_CHUNK));
+    ColdRows c = prefetchCold(keys);
+    try {
+      for (int i = 0; i < n; i++) {
+        if ((i & (WARM_CHUNK - 1)) == 0) {
+          warm(keys, i, Math.min(n, i + WARM_CHUNK));
+        }
+        int row = lookup(keys, i);
+        if (row >= 0) {
+          copyRow(row, out, i);
+          found[i >>> 3] |= (byte) (1 << (i & 7));
+        } else {
+          out.zeros(i, dim);
+        }
       }
-      int row = lookup(keys, i);
-      if (row >= 0) {
-        copyRow(row, out, i);
-        found[i >>> 3] |= (byte) (1 << (i & 7));
-      } else {
-        out.zeros(i, dim);
+    } finally {
+      if (c != null) {
+        c.endPrefetch();
       }
     }
+  }
+
+  /** Reads ahead the batch's cold records ({@link ColdRows#prefetch}); returns the tier or null. */
+  private ColdRows prefetchCold(PackedKeys keys) {
+    ColdRows c = cold;
+    if (c != null) {
+      c.prefetch(keys);
+    }
+    return c;
   }
 
   /**
@@ -187,7 +203,9 @@ public final class TableStore extends StoreIndex {
     int[] rows = frequencies == null ? null : new int[n];
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
+    ColdRows ahead = null;
     try {
+      ahead = prefetchCold(keys);
       long added = 0;
       for (int i = 0; i < n; i++) {
         if ((i & (WARM_CHUNK - 1)) == 0) {
@@ -249,6 +267,9 @@ public final class TableStore extends StoreIndex {
         }
       }
     } finally {
+      if (ahead != null) {
+        ahead.endPrefetch();
+      }
       q.unlock();
     }
   }
@@ -351,7 +372,9 @@ public final class TableStore extends StoreIndex {
     float[] g = c.summed;
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
+    ColdRows cr = null;
     try {
+      cr = prefetchCold(keys);
       int applied = 0;
       for (int u = 0; u < dedup.uniqueCount(); u++) {
         int row = minCount <= 1 ? lookupOrInsert(keys, dedup.firstPosition(u))
@@ -375,6 +398,9 @@ public final class TableStore extends StoreIndex {
       lastStep.accumulateAndGet(step, Math::max);
       return applied;
     } finally {
+      if (cr != null) {
+        cr.endPrefetch();
+      }
       q.unlock();
     }
   }
@@ -643,6 +669,12 @@ public final class TableStore extends StoreIndex {
   @Override
   long admissionBytes() {
     return (long) PENDING_BYTES * pending.size() + (sketch == null ? 0 : sketch.bytes());
+  }
+
+  @Override
+  long bookkeepingBytes() {
+    long[] fl = flushed;
+    return fl == null ? 0 : 16 + 8L * fl.length;
   }
 
   @Override

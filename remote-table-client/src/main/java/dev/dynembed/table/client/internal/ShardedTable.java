@@ -406,6 +406,8 @@ public final class ShardedTable implements EmbeddingTable {
           .setPromotions(c.getPromotions() + x.getPromotions())
           .setDemotions(c.getDemotions() + x.getDemotions())
           .setIndexBytes(c.getIndexBytes() + x.getIndexBytes())
+          .setWrittenBehind(c.getWrittenBehind() + x.getWrittenBehind())
+          .setLastFlushKeys(c.getLastFlushKeys() + x.getLastFlushKeys())
           .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
     }
     return TableInfo.newBuilder().setConfig(infos.get(0).getConfig()).setShardIndex(0)

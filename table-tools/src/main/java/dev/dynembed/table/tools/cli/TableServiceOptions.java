@@ -29,6 +29,12 @@ public final class TableServiceOptions {
       + " (default ${DEFAULT-VALUE})")
   String shardHeap;
 
+  @Option(names = "--redis-tier", description = "keep the tables' rows in Redis under the"
+      + " shards too (redis_tier: written behind, a memory cap's victims live there only, a shard"
+      + " that loses its disk serves them): redis://host:port or redis-cluster://host:port,..."
+      + " given to the shards --shards starts; with --endpoints, the shards were started with it")
+  String redisTier;
+
   /** Options whose started shards get {@code defaultHeap} unless --shard-heap says otherwise. */
   public TableServiceOptions(String defaultHeap) {
     this.shardHeap = defaultHeap;
@@ -54,8 +60,26 @@ public final class TableServiceOptions {
     return endpoints != null && endpoints.contains("://");
   }
 
+  /** The Redis under the shards (--redis-tier), or null. */
+  public String redisTier() {
+    return redisTier;
+  }
+
   /** Refuses contradictory or out-of-range values, naming the option. */
   public void check() {
+    if (redisTier != null && !remote()) {
+      throw new IllegalArgumentException("--redis-tier puts Redis under table shards: it needs"
+          + " --shards N or --endpoints (the in-process table has no Redis tier)");
+    }
+    if (redisTier != null && redis()) {
+      throw new IllegalArgumentException("--redis-tier is for shards; --endpoints " + endpoints
+          + " keeps the tables in Redis with the optimizer here (one or the other)");
+    }
+    if (redisTier != null && !redisTier.startsWith("redis://")
+        && !redisTier.startsWith("redis-cluster://")) {
+      throw new IllegalArgumentException("--redis-tier must be redis://host:port or"
+          + " redis-cluster://host:port,... but was '" + redisTier + "'");
+    }
     if (endpoints != null && shards > 0) {
       throw new IllegalArgumentException("--endpoints (a running service) and --shards N"
           + " (started here) exclude each other");
@@ -70,12 +94,14 @@ public final class TableServiceOptions {
 
   /**
    * Starts the --shards processes with their data under {@code dataDir} (null without
-   * --shards); {@code extraArgs} go to every table-server.
+   * --shards; with --redis-tier over that Redis); {@code extraArgs} are JVM options of every
+   * table-server.
    */
   public LocalShardProcesses start(Path dataDir, String extraArgs) throws IOException {
     check();
     return shards == 0 ? null
-        : new LocalShardProcesses(shards, 0, dataDir, shardHeap, extraArgs);
+        : new LocalShardProcesses(shards, 0, dataDir, shardHeap, extraArgs, java.util.List.of(),
+            redisTier == null ? java.util.List.of() : java.util.List.of("--redis-tier", redisTier));
   }
 
   /**
