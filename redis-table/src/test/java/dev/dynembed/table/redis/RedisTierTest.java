@@ -142,8 +142,8 @@ class RedisTierTest {
       assertArrayEquals(counts, t.count(k, false).frequencies());
       TableCounters tc = t.describe().getCounters();
       assertEquals(nKeys, tc.getKeys());
-      assertTrue(tc.getColdKeys() > nKeys / 2 && tc.getDemotions() > nKeys
-          && tc.getPromotions() > nKeys, "rows moved between memory and Redis: " + tc);
+      assertTrue(tc.getColdKeys() > nKeys / 2 && tc.getDemotions() > tc.getColdKeys()
+          && tc.getPromotions() > 0, "rows moved between memory and Redis: " + tc);
       // Redis itself holds every row, exact, once the last changes are written behind
       shards.flush();
       long written = t.describe().getCounters().getWrittenBehind();
@@ -161,6 +161,14 @@ class RedisTierTest {
           assertEquals(counts[i], b.getLong(4 * DIM), k[i] + "'s count");
         }
       }
+      // a checkpoint holds both tiers; read back in this process (no Redis tier) its capped
+      // table has the disk tier below memory instead, and the same rows
+      Path ck = dir.resolve("ckpt-" + prefix);
+      t.save(ck, 1);
+      EmbeddingTable local = TableClients.loadCheckpoint(ck, "oracle");
+      assertArrayEquals(expected, local.find(k).rows(), 0f);
+      assertTrue(!local.describe().getConfig().getRedisTier()
+          && local.describe().getConfig().getDiskTier());
       System.out.printf("redis tier (%s): %d steps of 2 trainers, %s: every row and count exact"
           + " in the shards and in Redis%n", uri, steps,
           com.google.protobuf.TextFormat.shortDebugString(tc));

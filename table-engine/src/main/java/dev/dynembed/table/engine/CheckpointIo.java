@@ -270,10 +270,21 @@ public final class CheckpointIo {
    */
   public static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
       int shardIndex, int numShards) {
+    return read(dir, files, expectedName, shardIndex, numShards, true);
+  }
+
+  /**
+   * As above; with {@code keepRedisTier} false a table written with redis_tier is read as one
+   * without ({@link TableConfigs#withoutRedisTier}: a checkpoint loaded into a table in the
+   * caller's own process, which has no Redis tier; the rows are all in the checkpoint).
+   */
+  public static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
+      int shardIndex, int numShards, boolean keepRedisTier) {
     if (files.isEmpty()) {
       throw TableException.invalid("table '%s': restore lists no checkpoint files", expectedName);
     }
     Target target = new Target(shardIndex, numShards);
+    target.keepRedisTier = keepRedisTier;
     for (CheckpointFile f : files) {
       if (f.getName().contains("/") || f.getName().contains("\\") || f.getName().startsWith(".")) {
         throw TableException.invalid("checkpoint file name '%s' must be a plain file name", f.getName());
@@ -308,6 +319,7 @@ public final class CheckpointIo {
     final int shardIndex;
     final int numShards;
     TableStore table;
+    boolean keepRedisTier = true;
 
     Target(int shardIndex, int numShards) {
       this.shardIndex = shardIndex;
@@ -348,6 +360,9 @@ public final class CheckpointIo {
       } catch (TableException e) { // found by FuzzTest: an empty header passes an empty CRC
         throw TableException.dataLoss("%s: the header holds no valid table config (%s)", p,
             e.getMessage());
+      }
+      if (!target.keepRedisTier) {
+        cfg = TableConfigs.withoutRedisTier(cfg);
       }
       if (!cfg.getName().equals(expectedName)) {
         throw TableException.precondition("%s holds table '%s', not '%s'", p, cfg.getName(),

@@ -92,7 +92,11 @@ final class ShardCheckpoints {
     for (CheckpointFile f : files) { // a file may not be a link to elsewhere either
       resolve(directory + "/" + f.getName());
     }
-    TableStore fresh = CheckpointIo.read(dir, files, table, engine.shardIndex(), engine.numShards());
+    // a table in the caller's own process has no Redis tier: a redis_tier checkpoint's rows
+    // are all in the checkpoint, so it is read as an in-memory table (a shard refuses it instead
+    // when started without --redis-tier)
+    TableStore fresh = CheckpointIo.read(dir, files, table, engine.shardIndex(), engine.numShards(),
+        engine.confined() || engine.redisTier() != null);
     TableStore old = engine.lookup(table);
     long budget = engine.memoryBudget();
     long after = engine.bytesInUse() - (old == null ? 0 : old.bytesEstimate()) + fresh.bytesEstimate();

@@ -73,6 +73,19 @@ public final class TableConfigs {
   }
 
   /** Fills defaults and validates. */
+  /**
+   * The config a table written over a Redis tier takes where there is none (a checkpoint loaded
+   * into a table in the caller's own process): redis_tier off, and a capped table's victims go
+   * to the disk tier instead, so that no row of the checkpoint is evicted for want of a tier.
+   */
+  public static TableConfig withoutRedisTier(TableConfig c) {
+    if (!c.getRedisTier()) {
+      return c;
+    }
+    return c.toBuilder().setRedisTier(false)
+        .setDiskTier(c.getMaxKeys() > 0 || c.getMaxBytes() > 0).build();
+  }
+
   /** Largest admission sketch: 1 GiB per shard. */
   public static final long MAX_ADMISSION_SKETCH_KIB = 1 << 20;
 
