@@ -161,14 +161,24 @@ class RedisTierTest {
           assertEquals(counts[i], b.getLong(4 * DIM), k[i] + "'s count");
         }
       }
-      // a checkpoint holds both tiers; read back in this process (no Redis tier) its capped
-      // table has the disk tier below memory instead, and the same rows
+      // a checkpoint holds both tiers; read back by an offline reader in this process, every
+      // row is in memory (no cap, no tier)
       Path ck = dir.resolve("ckpt-" + prefix);
       t.save(ck, 1);
       EmbeddingTable local = TableClients.loadCheckpoint(ck, "oracle");
       assertArrayEquals(expected, local.find(k).rows(), 0f);
-      assertTrue(!local.describe().getConfig().getRedisTier()
-          && local.describe().getConfig().getDiskTier());
+      TableConfig read = local.describe().getConfig();
+      assertTrue(!read.getRedisTier() && !read.getDiskTier() && read.getMaxKeys() == 0, read.toString());
+      assertEquals(0, local.describe().getCounters().getColdKeys());
+      // restored into an in-process table (which has no Redis tier), the capped table keeps its
+      // cap with the disk tier below memory
+      try (TableClient p = TableClients.inProcess(dir.resolve("in-process-" + prefix))) {
+        EmbeddingTable r = p.createTable(TableConfigs.builder("oracle", DIM).build());
+        assertEquals(nKeys, r.restore(ck));
+        assertArrayEquals(expected, r.find(k).rows(), 0f);
+        TableConfig rc = r.describe().getConfig();
+        assertTrue(!rc.getRedisTier() && rc.getDiskTier() && rc.getMaxKeys() == cap, rc.toString());
+      }
       System.out.printf("redis tier (%s): %d steps of 2 trainers, %s: every row and count exact"
           + " in the shards and in Redis%n", uri, steps,
           com.google.protobuf.TextFormat.shortDebugString(tc));
@@ -227,6 +237,58 @@ class RedisTierTest {
       bits[i] = Float.floatToRawIntBits(sums[i]);
     }
     return new long[][] {bits, counts, {steps}};
+  }
+
+  /**
+   * A table 10x its cap over the Redis tier answers as an uncapped in-memory table given the same
+   * calls: Adagrad rows and slots, admission counts (min_count 3), every key read and updated
+   * while evictions move rows down to Redis and promotions bring them back.
+   */
+  @Test
+  void aTableTenTimesItsCap_answersAsAnUncappedTable() throws Exception {
+    TableConfig.Builder b = TableConfigs.builder("eq", DIM)
+        .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f))
+        .setInitializer(TableConfigs.uniform(-1f, 1f, 5)).setMinCount(3);
+    try (Shards shards = new Shards(2, dir, redis.uri(), "eq");
+        TableClient c = TableClients.connect(shards.endpoints);
+        TableClient plain = TableClients.inProcess(dir.resolve("plain"))) {
+      EmbeddingTable t = c.createTable(b.setMaxKeys(100).setRedisTier(true).build());
+      EmbeddingTable u = plain.createTable(b.setMaxKeys(0).setRedisTier(false).build());
+      String[] keys = keys(1000);
+      Random r = new Random(9);
+      for (int round = 0; round < 40; round++) {
+        String[] batch = new String[300];
+        for (int i = 0; i < batch.length; i++) {
+          batch[i] = keys[(int) Math.min(keys.length - 1, Math.abs(r.nextGaussian()) * 300)];
+        }
+        float[] g = new float[batch.length * DIM];
+        for (int i = 0; i < g.length; i++) {
+          g[i] = (float) r.nextGaussian();
+        }
+        for (EmbeddingTable x : List.of(t, u)) {
+          x.findOrInsert(batch, true);
+          x.applyGradients(batch, g, 0f, round + 1);
+        }
+        for (TableServer s : shards.servers) {
+          s.engine().awaitEvictions(); // rows move both ways between calls
+        }
+        if (round % 10 == 9) {
+          shards.flush();
+        }
+      }
+      TableCounters tc = t.describe().getCounters();
+      assertEquals(u.describe().getCounters().getKeys(), tc.getKeys(), "no row lost: " + tc);
+      assertTrue(tc.getColdKeys() > tc.getKeys() / 2 && tc.getPromotions() > 0, tc.toString());
+      assertArrayEquals(u.find(keys).rows(), t.find(keys).rows());
+      assertArrayEquals(u.count(keys, false).frequencies(), t.count(keys, false).frequencies());
+      String[] pos = {"key0", "key999"};
+      var su = u.sampleDistinct(pos, 20000, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 5);
+      var st = t.sampleDistinct(pos, 20000, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 5);
+      for (int i = 0; i < pos.length; i++) {
+        assertEquals(su.positiveProbability()[i], st.positiveProbability()[i], 1e-12, pos[i]);
+      }
+      assertArrayEquals(u.find(st.keys()).rows(), st.rows(), "drawn rows are the table's");
+    }
   }
 
   @Test

@@ -10,4 +10,10 @@ import java.nio.file.Path;
 public interface InProcessTables {
   /** A client of one in-process shard; relative checkpoint directories resolve against dataDir. */
   TableClient open(Path dataDir);
+
+  /**
+   * A table of its own holding a whole checkpoint in memory, its caps and tiers not applied
+   * ({@link TableClients#loadCheckpoint}).
+   */
+  EmbeddingTable loadCheckpoint(Path directory, dev.dynembed.table.v1.CheckpointManifest manifest);
 }

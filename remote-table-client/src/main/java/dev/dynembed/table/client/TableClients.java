@@ -22,8 +22,12 @@ public final class TableClients {
    * compiles against the table contract only).
    */
   public static TableClient inProcess(Path dataDir) {
+    return inProcessTables().open(dataDir);
+  }
+
+  private static InProcessTables inProcessTables() {
     for (InProcessTables p : java.util.ServiceLoader.load(InProcessTables.class)) {
-      return p.open(dataDir);
+      return p;
     }
     throw new IllegalStateException("the in-process table needs the table-embedded module"
         + " (dev.dynembed:table-embedded) on the class path");
@@ -99,16 +103,15 @@ public final class TableClients {
   /**
    * Reads a table's checkpoint (any shard count) into a table of its own in this process,
    * without a server: for offline tools such as exporters, which {@link EmbeddingTable#scan} it.
+   * Every row is held in memory: the table's memory caps, TTL and tiers are not applied.
    * Verified as a restore is; a corrupt checkpoint throws DATA_LOSS.
    */
   public static EmbeddingTable loadCheckpoint(Path directory, String table) {
     Path dir = directory.toAbsolutePath().normalize();
     dev.dynembed.table.v1.CheckpointManifest m =
         dev.dynembed.table.client.internal.Manifests.read(dir, table);
-    // the rows are all in the checkpoint: a table written over a Redis tier is read without it
-    EmbeddingTable t = inProcess(dir).createTable(
-        dev.dynembed.table.common.TableConfigs.withoutRedisTier(m.getConfig()));
-    t.restore(dir);
-    return t;
+    // a reader of the whole checkpoint: its rows in memory, without the caps and tiers of the
+    // table that wrote it (a cap would start evicting while the reader scans)
+    return inProcessTables().loadCheckpoint(dir, m);
   }
 }

@@ -270,21 +270,21 @@ public final class CheckpointIo {
    */
   public static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
       int shardIndex, int numShards) {
-    return read(dir, files, expectedName, shardIndex, numShards, true);
+    return read(dir, files, expectedName, shardIndex, numShards, c -> c);
   }
 
   /**
-   * As above; with {@code keepRedisTier} false a table written with redis_tier is read as one
-   * without ({@link TableConfigs#withoutRedisTier}: a checkpoint loaded into a table in the
-   * caller's own process, which has no Redis tier; the rows are all in the checkpoint).
+   * As above, the table taking {@code adapt} of the config the checkpoint was written with (e.g.
+   * {@link TableConfigs#withoutRedisTier} where there is no Redis tier, {@link
+   * TableConfigs#uncapped} for a reader of the whole checkpoint).
    */
   public static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
-      int shardIndex, int numShards, boolean keepRedisTier) {
+      int shardIndex, int numShards, java.util.function.UnaryOperator<TableConfig> adapt) {
     if (files.isEmpty()) {
       throw TableException.invalid("table '%s': restore lists no checkpoint files", expectedName);
     }
     Target target = new Target(shardIndex, numShards);
-    target.keepRedisTier = keepRedisTier;
+    target.adapt = adapt;
     for (CheckpointFile f : files) {
       if (f.getName().contains("/") || f.getName().contains("\\") || f.getName().startsWith(".")) {
         throw TableException.invalid("checkpoint file name '%s' must be a plain file name", f.getName());
@@ -319,7 +319,7 @@ public final class CheckpointIo {
     final int shardIndex;
     final int numShards;
     TableStore table;
-    boolean keepRedisTier = true;
+    java.util.function.UnaryOperator<TableConfig> adapt = c -> c;
 
     Target(int shardIndex, int numShards) {
       this.shardIndex = shardIndex;
@@ -361,9 +361,7 @@ public final class CheckpointIo {
         throw TableException.dataLoss("%s: the header holds no valid table config (%s)", p,
             e.getMessage());
       }
-      if (!target.keepRedisTier) {
-        cfg = TableConfigs.withoutRedisTier(cfg);
-      }
+      cfg = target.adapt.apply(cfg);
       if (!cfg.getName().equals(expectedName)) {
         throw TableException.precondition("%s holds table '%s', not '%s'", p, cfg.getName(),
             expectedName);

@@ -2,6 +2,7 @@ package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
+import java.util.List;
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
 
@@ -63,6 +64,21 @@ public final class Scans {
    * page), frequencies and steps.
    */
   public static Page read(TableStore t, long cursor, int n, RowSink rows) {
+    if (t.cold() == null) {
+      return readLocked(t, cursor, n, rows);
+    }
+    // a tier below memory: demotions and promotions move rows between the tiers, which a page
+    // must not see half done (an eviction's fresh store is published before its victims reach
+    // the tier: a page read then would miss them)
+    List<TableStore> locked = ShardEngine.lockShared(List.of(t));
+    try {
+      return readLocked(t, cursor, n, rows);
+    } finally {
+      ShardEngine.unlockShared(locked);
+    }
+  }
+
+  private static Page readLocked(TableStore t, long cursor, int n, RowSink rows) {
     ColdRows cold = t.cold();
     if ((cursor & COLD) != 0 || (cursor == 0 && cold != null && cold.size() > 0)) {
       long pos = cursor & POSITION;

@@ -1,5 +1,6 @@
 package dev.dynembed.table.engine;
 
+import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.CheckpointFile;
 import java.io.IOException;
@@ -88,15 +89,22 @@ final class ShardCheckpoints {
    * restored table is first written under the log's directory, so that recovery can rebuild it.
    */
   public long restore(String table, String directory, List<CheckpointFile> files) {
+    // a table in the caller's own process has no Redis tier: a redis_tier checkpoint's rows are
+    // all in the checkpoint, so it is read without (a shard refuses it instead when started
+    // without --redis-tier)
+    return restore(table, directory, files, engine.confined() || engine.redisTier() != null
+        ? c -> c : TableConfigs::withoutRedisTier);
+  }
+
+  /** As above, the table taking {@code adapt} of the checkpoint's config. */
+  public long restore(String table, String directory, List<CheckpointFile> files,
+      java.util.function.UnaryOperator<dev.dynembed.table.v1.TableConfig> adapt) {
     Path dir = resolve(directory);
     for (CheckpointFile f : files) { // a file may not be a link to elsewhere either
       resolve(directory + "/" + f.getName());
     }
-    // a table in the caller's own process has no Redis tier: a redis_tier checkpoint's rows
-    // are all in the checkpoint, so it is read as an in-memory table (a shard refuses it instead
-    // when started without --redis-tier)
     TableStore fresh = CheckpointIo.read(dir, files, table, engine.shardIndex(), engine.numShards(),
-        engine.confined() || engine.redisTier() != null);
+        adapt);
     TableStore old = engine.lookup(table);
     long budget = engine.memoryBudget();
     long after = engine.bytesInUse() - (old == null ? 0 : old.bytesEstimate()) + fresh.bytesEstimate();

@@ -432,6 +432,16 @@ public final class ShardEngine {
     return checkpoints.restore(table, directory, files);
   }
 
+  /**
+   * Restores a table for a reader of the whole checkpoint: every row in memory, without the
+   * caps and tiers it was written with ({@link dev.dynembed.table.common.TableConfigs#uncapped}),
+   * so that no eviction runs while the reader scans it.
+   */
+  public long restoreForReading(String table, String directory, List<CheckpointFile> files) {
+    return checkpoints.restore(table, directory, files,
+        dev.dynembed.table.common.TableConfigs::uncapped);
+  }
+
   /** Evicts rows of a table ({@link ShardEvictions#evict}). */
   public dev.dynembed.table.v1.EvictResponse evict(dev.dynembed.table.v1.EvictRequest req) {
     return evictions.evict(req);

@@ -74,6 +74,14 @@ public final class TableConfigs {
 
   /** Fills defaults and validates. */
   /**
+   * The config of a table that holds every row in memory: no memory caps and no tier below
+   * memory (a whole checkpoint read by an offline tool).
+   */
+  public static TableConfig uncapped(TableConfig c) {
+    return c.toBuilder().clearMaxKeys().clearMaxBytes().clearDiskTier().clearRedisTier().build();
+  }
+
+  /**
    * The config a table written over a Redis tier takes where there is none (a checkpoint loaded
    * into a table in the caller's own process): redis_tier off, and a capped table's victims go
    * to the disk tier instead, so that no row of the checkpoint is evicted for want of a tier.
