@@ -11,6 +11,7 @@ import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.CheckpointIo;
+import dev.dynembed.table.engine.RedisConnections;
 import dev.dynembed.table.engine.SampleCandidates;
 import dev.dynembed.table.engine.Scans;
 import dev.dynembed.table.engine.TableStore;
@@ -174,7 +175,7 @@ public final class RedisShard implements Shard {
     if (keys.isEmpty()) {
       return;
     }
-    try (AbstractPipeline p = redis.pipelined()) {
+    try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
       for (byte[] k : keys) {
         p.unlink(k);
       }

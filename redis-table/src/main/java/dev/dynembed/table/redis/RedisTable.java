@@ -4,6 +4,7 @@ import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.RowOptimizer;
 import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.engine.RedisConnections;
 import dev.dynembed.table.engine.RowInitializer;
 import dev.dynembed.table.engine.TableStore;
 import dev.dynembed.table.v1.TableConfig;
@@ -103,7 +104,7 @@ final class RedisTable {
     byte[][] rk = new byte[n][];
     List<Response<byte[]>> values = new ArrayList<>(n);
     List<Response<?>> counts = count || insert ? new ArrayList<>(n) : null;
-    try (AbstractPipeline p = redis.pipelined()) {
+    try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
       for (int i = 0; i < n; i++) {
         rk[i] = RedisLayout.rowKey(rowPrefix, keys, i);
         if (count) {
@@ -134,7 +135,7 @@ final class RedisTable {
     List<Integer> created = new ArrayList<>();
     List<Response<String>> createdOk = new ArrayList<>();
     int minCount = config.getMinCount();
-    try (AbstractPipeline p = redis.pipelined()) {
+    try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
       for (int i = 0; i < n; i++) {
         freqs[i] = counts == null ? 0 : asLong(counts.get(i).get());
         byte[] v = values.get(i).get();
@@ -158,7 +159,7 @@ final class RedisTable {
     if (!created.isEmpty()) { // keys another client created first: read theirs
       List<Integer> lost = new ArrayList<>();
       List<Response<byte[]>> theirs = new ArrayList<>();
-      try (AbstractPipeline p = redis.pipelined()) {
+      try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
         for (int c = 0; c < created.size(); c++) {
           if (createdOk.get(c).get() == null) {
             lost.add(created.get(c));
@@ -213,7 +214,7 @@ final class RedisTable {
     int n = keys.size();
     byte[][] rk = new byte[n][];
     List<Response<byte[]>> values = new ArrayList<>(n);
-    try (AbstractPipeline p = redis.pipelined()) {
+    try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
       for (int i = 0; i < n; i++) {
         rk[i] = RedisLayout.rowKey(rowPrefix, keys, i);
         values.add(p.get(rk[i]));
@@ -223,7 +224,7 @@ final class RedisTable {
     int applied = 0;
     int created = 0;
     float[] r = new float[recordFloats];
-    try (AbstractPipeline p = redis.pipelined()) {
+    try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
       for (int i = 0; i < n; i++) {
         byte[] v = values.get(i).get();
         long updates;
@@ -297,7 +298,7 @@ final class RedisTable {
       for (int from = 0; from < countKeys.size(); from += CHUNK) {
         List<byte[]> part = countKeys.subList(from, Math.min(countKeys.size(), from + CHUNK));
         List<Response<String>> cs = new ArrayList<>(part.size());
-        try (AbstractPipeline p = redis.pipelined()) {
+        try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
           for (byte[] k : part) {
             cs.add(p.get(new String(k, StandardCharsets.UTF_8)));
           }
@@ -339,7 +340,7 @@ final class RedisTable {
     long[] hash = new long[n];
     List<Response<byte[]>> vs = new ArrayList<>(n);
     List<Response<String>> cs = new ArrayList<>(n);
-    try (AbstractPipeline p = redis.pipelined()) {
+    try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
       for (int i = 0; i < n; i++) {
         byte[] k = rowKeys.get(i);
         hash[i] = KeyHashing.hash(k, rowPrefix.length, k.length - rowPrefix.length);
@@ -415,7 +416,7 @@ final class RedisTable {
   void writeAll(UnifiedJedis redis, TableStore store) {
     List<String> keys = store.keys();
     for (int from = 0; from < keys.size(); from += CHUNK) {
-      try (AbstractPipeline p = redis.pipelined()) {
+      try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
         for (String key : keys.subList(from, Math.min(keys.size(), from + CHUNK))) {
           TableStore.Record rec = store.record(key);
           float[] r = new float[recordFloats];
@@ -436,7 +437,7 @@ final class RedisTable {
     }
     List<Map.Entry<Long, Long>> pending = new ArrayList<>(store.pendingCounts().entrySet());
     for (int from = 0; from < pending.size(); from += CHUNK) {
-      try (AbstractPipeline p = redis.pipelined()) {
+      try (AbstractPipeline p = RedisConnections.pipelined(redis)) {
         for (Map.Entry<Long, Long> e : pending.subList(from, Math.min(pending.size(),
             from + CHUNK))) {
           p.set(RedisLayout.countKey(name, e.getKey()),

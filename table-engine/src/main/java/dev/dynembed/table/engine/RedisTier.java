@@ -118,6 +118,10 @@ public final class RedisTier implements AutoCloseable {
     return failures.get();
   }
 
+  private AbstractPipeline pipeline() {
+    return RedisConnections.pipelined(redis);
+  }
+
   private <T> T call(String what, Supplier<T> op) {
     try {
       return op.get();
@@ -161,7 +165,7 @@ public final class RedisTier implements AutoCloseable {
     if (rowKeys.isEmpty()) {
       return;
     }
-    try (AbstractPipeline p = redis.pipelined()) {
+    try (AbstractPipeline p = pipeline()) {
       for (byte[] k : rowKeys) {
         p.unlink(k);
       }
@@ -342,7 +346,7 @@ public final class RedisTier implements AutoCloseable {
         for (int i = 0; i < list.size(); i += CHUNK) {
           List<String> part = list.subList(i, Math.min(list.size(), i + CHUNK));
           List<Response<byte[]>> values = new ArrayList<>(part.size());
-          try (AbstractPipeline p = redis.pipelined()) {
+          try (AbstractPipeline p = pipeline()) {
             for (String k : part) {
               values.add(p.get(rowKey(k.getBytes(StandardCharsets.UTF_8))));
             }
@@ -406,7 +410,7 @@ public final class RedisTier implements AutoCloseable {
 
     private void write(List<Record> records) {
       call("writing table '" + name + "'", () -> {
-        try (AbstractPipeline p = redis.pipelined()) {
+        try (AbstractPipeline p = pipeline()) {
           for (Record r : records) {
             p.set(rowKey(r.key()), ColdRows.encode(r.values(), 0, recordFloats, r.frequency(),
                 r.step(), r.updates()));
@@ -453,7 +457,7 @@ public final class RedisTier implements AutoCloseable {
           List<String> part = keys.subList(i, Math.min(keys.size(), i + CHUNK));
           List<Response<byte[]>> values = new ArrayList<>(part.size());
           byte[][] kb = new byte[part.size()][];
-          try (AbstractPipeline p = redis.pipelined()) {
+          try (AbstractPipeline p = pipeline()) {
             for (int j = 0; j < part.size(); j++) {
               kb[j] = part.get(j).getBytes(StandardCharsets.UTF_8);
               values.add(p.get(rowKey(kb[j])));
