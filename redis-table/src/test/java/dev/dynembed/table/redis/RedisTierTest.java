@@ -17,6 +17,7 @@ import dev.dynembed.table.engine.RedisConnections;
 import dev.dynembed.table.engine.RedisTier;
 import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
+import dev.dynembed.table.tools.ExactOracle;
 import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.v1.SamplerKind;
 import dev.dynembed.table.v1.TableConfig;
@@ -31,9 +32,6 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -97,8 +95,7 @@ class RedisTierTest {
   }
 
   private static TableConfig capped(String name, int maxKeys) {
-    return TableConfigs.builder(name, DIM).setOptimizer(TableConfigs.sgd(1f))
-        .setInitializer(TableConfigs.zeros()).setMaxKeys(maxKeys).setRedisTier(true).build();
+    return ExactOracle.config(name, DIM).setMaxKeys(maxKeys).setRedisTier(true).build();
   }
 
   private static String[] keys(int n) {
@@ -185,58 +182,18 @@ class RedisTierTest {
     }
   }
 
-  /** 2 trainers until {@code end}: adds their sums and counts into the arrays; returns steps. */
+  /** 2 trainers of the exact oracle until {@code end}: adds into the arrays; returns steps. */
   private static long run(EmbeddingTable t, int nKeys, long end, float[] expected, long[] counts)
       throws Exception {
-    ExecutorService pool = Executors.newFixedThreadPool(2);
-    try {
-      List<Future<long[][]>> work = new ArrayList<>();
-      for (int w = 0; w < 2; w++) {
-        int seed = w;
-        work.add(pool.submit(() -> train(t, new Random(seed), nKeys, end)));
-      }
-      long steps = 0;
-      for (Future<long[][]> f : work) {
-        long[][] r = f.get();
-        for (int i = 0; i < expected.length; i++) {
-          expected[i] += Float.intBitsToFloat((int) r[0][i]);
-        }
-        for (int k = 0; k < nKeys; k++) {
-          counts[k] += r[1][k];
-        }
-        steps += r[2][0];
-      }
-      return steps;
-    } finally {
-      pool.shutdown();
+    ExactOracle o = new ExactOracle(nKeys, DIM);
+    o.run(t, 2, end);
+    for (int i = 0; i < expected.length; i++) {
+      expected[i] += o.rows[i]; // sums of quarters: exact in any order
     }
-  }
-
-  private static long[][] train(EmbeddingTable t, Random r, int nKeys, long end) {
-    float[] sums = new float[nKeys * DIM];
-    long[] counts = new long[nKeys];
-    long steps = 0;
-    while (System.nanoTime() < end) {
-      String[] keys = new String[32];
-      float[] g = new float[keys.length * DIM];
-      for (int i = 0; i < keys.length; i++) {
-        int k = r.nextInt(nKeys);
-        keys[i] = "key" + k;
-        counts[k]++;
-        for (int j = 0; j < DIM; j++) {
-          g[i * DIM + j] = (r.nextInt(9) - 4) / 4f;
-          sums[k * DIM + j] -= g[i * DIM + j];
-        }
-      }
-      t.findOrInsert(keys, true);
-      t.applyGradients(keys, g, 0f, steps);
-      steps++;
+    for (int k = 0; k < nKeys; k++) {
+      counts[k] += o.counts[k];
     }
-    long[] bits = new long[sums.length];
-    for (int i = 0; i < sums.length; i++) {
-      bits[i] = Float.floatToRawIntBits(sums[i]);
-    }
-    return new long[][] {bits, counts, {steps}};
+    return o.steps;
   }
 
   /**
@@ -298,8 +255,7 @@ class RedisTierTest {
     long[] lost = new long[1];
     String name = "lost" + System.nanoTime();
     try (TableClient backend = RedisTables.connect(redis.uri())) {
-      EmbeddingTable t = backend.createTable(TableConfigs.builder(name, DIM)
-          .setOptimizer(TableConfigs.sgd(1f)).setInitializer(TableConfigs.zeros()).build());
+      EmbeddingTable t = backend.createTable(ExactOracle.config(name, DIM).build());
       // a read-compute-write in each client: a race loses one of two updates; run until one is
       // lost (within a fraction of a second on 2 cores) or 30 s
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);

@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
 import org.rocksdb.BlockBasedTableConfig;
 import org.rocksdb.BloomFilter;
@@ -141,19 +140,10 @@ public final class ColdTier implements AutoCloseable {
   }
 
   /** A table's column family. */
-  public final class Table implements ColdRows {
+  public final class Table extends ColdKeys {
     private final String name;
     private final int recordFloats;
     private final ColumnFamilyHandle family;
-    private final AtomicLong frequency = new AtomicLong(); // sum over the cold rows
-    /**
-     * Each cold key's frequency, in memory (~100 bytes a key against a record's 8 x dim x (1 +
-     * slots)): what the samplers draw cold keys by, without reading RocksDB; its size is the
-     * tier's.
-     */
-    private final ConcurrentHashMap<String, Long> counts = new ConcurrentHashMap<>();
-    final AtomicLong promotions = new AtomicLong();
-    final AtomicLong demotions = new AtomicLong();
     /** Views open (a checkpoint being written); a dropped family is closed after the last. */
     private int openViews;
     private boolean dropped;
@@ -170,34 +160,6 @@ public final class ColdTier implements AutoCloseable {
       } catch (RocksDBException e) {
         throw failed("creating the column family of table '" + name + "'", e);
       }
-    }
-
-    /** Rows on disk (exact: changed only by this shard's demotions, promotions and removals). */
-    @Override
-    public long size() {
-      return counts.size();
-    }
-
-    /** The cold keys and their frequencies now (a weakly consistent view: the samplers'). */
-    @Override
-    public java.util.Set<java.util.Map.Entry<String, Long>> counts() {
-      return counts.entrySet();
-    }
-
-    /** The sum of the cold rows' frequencies (part of the table's total). */
-    @Override
-    public long frequency() {
-      return frequency.get();
-    }
-
-    @Override
-    public long promotions() {
-      return promotions.get();
-    }
-
-    @Override
-    public long demotions() {
-      return demotions.get();
     }
 
     byte[] encode(float[] src, int off, long freq, long step, long updates) {

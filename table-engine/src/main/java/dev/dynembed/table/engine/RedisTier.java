@@ -240,15 +240,10 @@ public final class RedisTier implements AutoCloseable {
   }
 
   /** A table's rows in Redis. */
-  final class Table implements ColdRows {
+  final class Table extends ColdKeys {
     private final String name;
     private final int recordFloats;
     private final byte[] rowPrefix;
-    /** The cold keys (in Redis only) and their frequencies: what the samplers draw. */
-    private final ConcurrentHashMap<String, Long> counts = new ConcurrentHashMap<>();
-    private final AtomicLong frequency = new AtomicLong();
-    private final AtomicLong promotions = new AtomicLong();
-    private final AtomicLong demotions = new AtomicLong();
     private final AtomicLong written = new AtomicLong();
     private volatile long lastFlushRows;
     private volatile TableStore store;
@@ -272,31 +267,6 @@ public final class RedisTier implements AutoCloseable {
 
     private Record decode(byte[] key, byte[] v) {
       return ColdRows.decode(key, v, recordFloats, name, "redis-tier");
-    }
-
-    @Override
-    public long size() {
-      return counts.size();
-    }
-
-    @Override
-    public Set<Map.Entry<String, Long>> counts() {
-      return counts.entrySet();
-    }
-
-    @Override
-    public long frequency() {
-      return frequency.get();
-    }
-
-    @Override
-    public long promotions() {
-      return promotions.get();
-    }
-
-    @Override
-    public long demotions() {
-      return demotions.get();
     }
 
     /** Row records the flusher wrote. */
