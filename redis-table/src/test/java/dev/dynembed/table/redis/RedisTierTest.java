@@ -335,6 +335,37 @@ class RedisTierTest {
     }
   }
 
+  /**
+   * Without a write-ahead log (table-server --wal off) Redis is the only copy: a shard closed
+   * (its last flush) and started again loads its tables from Redis, rows and counts exact.
+   */
+  @Test
+  void withoutALog_aRestartedShardLoadsItsTablesFromRedis() throws Exception {
+    ExactOracle o = new ExactOracle(300, DIM);
+    String[] k = o.keys();
+    try (Shards shards = new Shards(1, dir, redis.uri(), "nolog");
+        TableClient c = TableClients.connect(shards.endpoints)) {
+      o.run(c.createTable(capped("nolog", 50)), 2,
+          System.nanoTime() + TimeUnit.SECONDS.toNanos(2));
+      assertEquals(0, shards.servers.get(0).engine().loadFromRedisTier(), "has tables already");
+    } // closed: the tier's last flush
+    ShardEngine e = new ShardEngine(0, 1, dir);
+    e.setRedisTier(RedisTier.open(redis.uri(), "nolog:0", 50, 0));
+    TableServer s = new TableServer(e, "127.0.0.1", 0, 4);
+    try (TableClient c = TableClients.connect(List.of("127.0.0.1:" + s.port()))) {
+      assertEquals(1, e.loadFromRedisTier());
+      EmbeddingTable t = c.openTable("nolog");
+      assertEquals(TableConfigs.normalize(capped("nolog", 50)), t.describe().getConfig());
+      long touched = java.util.Arrays.stream(o.counts).filter(n -> n > 0).count();
+      assertEquals(touched, t.describe().getCounters().getColdKeys(), "every key cold at first");
+      assertArrayEquals(o.rows, t.find(k).rows(), 0f);
+      assertArrayEquals(o.counts, t.count(k, false).frequencies());
+    } finally {
+      s.close();
+      e.close();
+    }
+  }
+
   @Test
   void misconfigurations_areRefusedByName() throws Exception {
     // a redis_tier table on a shard without a Redis tier
