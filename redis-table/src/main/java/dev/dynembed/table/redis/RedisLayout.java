@@ -7,8 +7,6 @@ import dev.dynembed.table.v1.TableConfig;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
-import java.util.function.Consumer;
-import redis.clients.jedis.UnifiedJedis;
 
 /**
  * Where a table lives in Redis (docs/design/0014-storage-tiers.md). For table {@code T}:
@@ -126,16 +124,5 @@ final class RedisLayout {
     b.asFloatBuffer().get(record);
     b.position(record.length * 4);
     return new long[] {b.getLong(), b.getLong()};
-  }
-
-  /** Every key matching the pattern, over every node of a Cluster. */
-  static void scanKeys(UnifiedJedis redis, byte[] pattern, Consumer<byte[]> out) {
-    redis.clients.jedis.ScanIteration it =
-        redis.scanIteration(1000, new String(pattern, StandardCharsets.UTF_8));
-    while (!it.isIterationCompleted()) {
-      for (String k : it.nextBatchList()) {
-        out.accept(k.getBytes(StandardCharsets.UTF_8));
-      }
-    }
   }
 }

@@ -159,7 +159,7 @@ public final class RedisShard implements Shard {
     List<byte[]> batch = new ArrayList<>(PIPELINE);
     for (byte[] pattern : new byte[][] {RedisLayout.rowPattern(table),
         RedisLayout.countPattern(table)}) {
-      RedisLayout.scanKeys(redis, pattern, key -> {
+      RedisConnections.scanKeys(redis, pattern, key -> {
         batch.add(key);
         if (batch.size() == PIPELINE) {
           unlink(batch);
@@ -193,7 +193,7 @@ public final class RedisShard implements Shard {
     return call("stats", null, () -> {
       StatsResponse.Builder s = StatsResponse.newBuilder().setShardIndex(0).setNumShards(1);
       List<String> names = new ArrayList<>();
-      RedisLayout.scanKeys(redis, RedisLayout.configPattern(), k -> names.add(
+      RedisConnections.scanKeys(redis, RedisLayout.configPattern(), k -> names.add(
           RedisLayout.tableOfConfigKey(k)));
       for (String n : names) {
         try {

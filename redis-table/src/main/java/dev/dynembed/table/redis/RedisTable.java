@@ -294,7 +294,7 @@ final class RedisTable {
     loadAll(redis, store, true, rowHashes);
     if (pending) {
       List<byte[]> countKeys = new ArrayList<>();
-      RedisLayout.scanKeys(redis, RedisLayout.countPattern(name), countKeys::add);
+      RedisConnections.scanKeys(redis, RedisLayout.countPattern(name), countKeys::add);
       for (int from = 0; from < countKeys.size(); from += CHUNK) {
         List<byte[]> part = countKeys.subList(from, Math.min(countKeys.size(), from + CHUNK));
         List<Response<String>> cs = new ArrayList<>(part.size());
@@ -319,7 +319,7 @@ final class RedisTable {
   /** Loads every row key of the table (a scan, in chunks) into a store: see {@link #load}. */
   private void loadAll(UnifiedJedis redis, TableStore store, boolean values, Set<Long> hashes) {
     List<byte[]> batch = new ArrayList<>(CHUNK);
-    RedisLayout.scanKeys(redis, RedisLayout.rowPattern(name), k -> {
+    RedisConnections.scanKeys(redis, RedisLayout.rowPattern(name), k -> {
       batch.add(k);
       if (batch.size() == CHUNK) {
         load(redis, store, batch, values, hashes);

@@ -268,26 +268,14 @@ final class LocalShard implements Shard {
   @Override
   public CompletableFuture<ScanReply> scan(String table, long cursor, int limit,
       long generation) {
-    return call("scan", table, () -> {
-      long deadline = System.nanoTime() + 30_000_000_000L;
-      while (true) {
-        TableStore t = engine.get(table);
-        int n = dev.dynembed.table.engine.Scans.pageSize(t, cursor, limit, generation);
-        float[] rows = new float[n * t.dim()];
-        try {
-          var page = dev.dynembed.table.engine.Scans.read(t, cursor, n, RowSink.of(rows));
-          return new ScanReply(page.keys(), ReplyRows.of(java.util.Arrays.copyOf(rows,
-              page.keys().size() * t.dim()), t.dim()), page.frequencies(), page.steps(),
-              page.next(), page.generation());
-        } catch (TableException e) {
-          // replaced while the page waited for its lock: the next store (a first page), or the
-          // generation check's clear error (a later page), as a remote shard's client resends
-          if (!TableException.isStoreReplaced(e.getMessage()) || System.nanoTime() > deadline) {
-            throw e;
-          }
-        }
-      }
-    });
+    return call("scan", table, () -> engine.commands().onCurrentStore(table, t -> {
+      int n = dev.dynembed.table.engine.Scans.pageSize(t, cursor, limit, generation);
+      float[] rows = new float[n * t.dim()];
+      var page = dev.dynembed.table.engine.Scans.read(t, cursor, n, RowSink.of(rows));
+      return new ScanReply(page.keys(), ReplyRows.of(java.util.Arrays.copyOf(rows,
+          page.keys().size() * t.dim()), t.dim()), page.frequencies(), page.steps(),
+          page.next(), page.generation());
+    }));
   }
 
   @Override

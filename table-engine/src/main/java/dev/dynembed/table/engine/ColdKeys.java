@@ -1,5 +1,6 @@
 package dev.dynembed.table.engine;
 
+import dev.dynembed.table.v1.TableCounters;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -32,12 +33,7 @@ abstract class ColdKeys implements ColdRows {
   }
 
   @Override
-  public long promotions() {
-    return promotions.get();
-  }
-
-  @Override
-  public long demotions() {
-    return demotions.get();
+  public void addCounters(TableCounters.Builder b) {
+    b.setColdKeys(size()).setPromotions(promotions.get()).setDemotions(demotions.get());
   }
 }

@@ -25,12 +25,14 @@ interface ColdRows {
   /** The sum of the cold keys' frequencies (part of the table's total). */
   long frequency();
 
-  long promotions();
-
-  long demotions();
-
   /** The key's cold record, no longer counted cold, or null if the key is not cold. */
   Record take(byte[] key);
+
+  /** Deletes the table's rows in this tier: the table was dropped, or replaced by a restore. */
+  void drop();
+
+  /** Sets this tier's counters in a table's: cold_keys, promotions, demotions, the tier's own. */
+  void addCounters(dev.dynembed.table.v1.TableCounters.Builder b);
 
   /** Demotes records (a cap's victims) in one batch. */
   void putAll(List<Record> records);

@@ -162,6 +162,11 @@ public final class ColdTier implements AutoCloseable {
       }
     }
 
+    @Override
+    public void drop() {
+      ColdTier.this.drop(name);
+    }
+
     byte[] encode(float[] src, int off, long freq, long step, long updates) {
       return ColdRows.encode(src, off, recordFloats, freq, step, updates);
     }

@@ -83,7 +83,8 @@ final class Eviction {
     boolean[] victim = new boolean[n];
     boolean[] demote = t.cold() == null ? null : new boolean[n];
     long evicted = 0;
-    if (req.getKeys().getLengthsCount() > 0) {
+    boolean byKeys = req.getKeys().getLengthsCount() > 0; // removed from the tier here
+    if (byKeys) {
       PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
       if (t.cold() != null) { // removed from both tiers
         java.util.List<byte[]> bytes = new java.util.ArrayList<>(keys.size());
@@ -152,7 +153,6 @@ final class Eviction {
     java.util.List<ColdRows.Record> demoted = new java.util.ArrayList<>();
     boolean copies = t.cold() != null && t.cold().keepsCopies();
     java.util.List<byte[]> forgotten = new java.util.ArrayList<>();
-    boolean byKeys = req.getKeys().getLengthsCount() > 0; // removed from the tier already
     for (int r = 0; r < n; r++) {
       if (!f.isReady(r)) {
         continue;

@@ -126,6 +126,18 @@ public final class RedisConnections {
     return c.pipelined(e);
   }
 
+  /** Every key matching {@code pattern} (SCAN, over every node of a Cluster), as UTF-8 bytes. */
+  public static void scanKeys(UnifiedJedis redis, byte[] pattern,
+      java.util.function.Consumer<byte[]> out) {
+    redis.clients.jedis.ScanIteration it =
+        redis.scanIteration(1000, new String(pattern, StandardCharsets.UTF_8));
+    while (!it.isIterationCompleted()) {
+      for (String k : it.nextBatchList()) {
+        out.accept(k.getBytes(StandardCharsets.UTF_8));
+      }
+    }
+  }
+
   private static String decode(String s) {
     return URLDecoder.decode(s, StandardCharsets.UTF_8);
   }

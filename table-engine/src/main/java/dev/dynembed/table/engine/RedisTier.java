@@ -49,6 +49,7 @@ public final class RedisTier implements AutoCloseable {
   private final ConcurrentHashMap<String, Table> tables = new ConcurrentHashMap<>();
   private final ScheduledExecutorService flusher;
   private final Object flushing = new Object(); // one flush at a time
+  /** Flushes that failed (Redis unreachable; their rows stay changed): their log is rate-limited. */
   private final AtomicLong failures = new AtomicLong();
   private volatile boolean closed;
 
@@ -113,11 +114,6 @@ public final class RedisTier implements AutoCloseable {
     return prefix;
   }
 
-  /** Flushes that failed (Redis unreachable): their rows stay changed and go with the next. */
-  public long flushFailures() {
-    return failures.get();
-  }
-
   private AbstractPipeline pipeline() {
     return RedisConnections.pipelined(redis);
   }
@@ -174,12 +170,8 @@ public final class RedisTier implements AutoCloseable {
   }
 
   private void scan(String table, java.util.function.Consumer<byte[]> out) {
-    redis.clients.jedis.ScanIteration it = redis.scanIteration(1000, prefix + ":" + table + ":r:*");
-    while (!it.isIterationCompleted()) {
-      for (String k : it.nextBatchList()) {
-        out.accept(k.getBytes(StandardCharsets.UTF_8));
-      }
-    }
+    RedisConnections.scanKeys(redis, (prefix + ":" + table + ":r:*")
+        .getBytes(StandardCharsets.UTF_8), out);
   }
 
   /** The configs of the tables Redis holds under this prefix, by name. */
@@ -269,14 +261,19 @@ public final class RedisTier implements AutoCloseable {
       return ColdRows.decode(key, v, recordFloats, name, "redis-tier");
     }
 
-    /** Row records the flusher wrote. */
-    long writtenBehind() {
-      return written.get();
+    @Override
+    public void drop() {
+      RedisTier.this.drop(name);
     }
 
-    /** Rows the last flush found changed: what a lost disk would have lost just before it. */
-    long lastFlushRows() {
-      return lastFlushRows;
+    /**
+     * Also written_behind (records the flusher wrote) and last_flush_keys (rows the last flush
+     * found changed: about what a lost disk would have lost just before it).
+     */
+    @Override
+    public void addCounters(dev.dynembed.table.v1.TableCounters.Builder b) {
+      super.addCounters(b);
+      b.setWrittenBehind(written.get()).setLastFlushKeys(lastFlushRows);
     }
 
     @Override
@@ -310,27 +307,8 @@ public final class RedisTier implements AutoCloseable {
       if (want == null) {
         return;
       }
-      List<String> list = new ArrayList<>(want);
-      Map<String, byte[]> m = new java.util.HashMap<>(list.size() * 2);
-      call("reading table '" + name + "'", () -> {
-        for (int i = 0; i < list.size(); i += CHUNK) {
-          List<String> part = list.subList(i, Math.min(list.size(), i + CHUNK));
-          List<Response<byte[]>> values = new ArrayList<>(part.size());
-          try (AbstractPipeline p = pipeline()) {
-            for (String k : part) {
-              values.add(p.get(rowKey(k.getBytes(StandardCharsets.UTF_8))));
-            }
-            p.sync();
-          }
-          for (int j = 0; j < part.size(); j++) {
-            byte[] v = values.get(j).get();
-            if (v != null) {
-              m.put(part.get(j), v);
-            }
-          }
-        }
-        return null;
-      });
+      Map<String, byte[]> m = new java.util.HashMap<>(want.size() * 2);
+      fetch(new ArrayList<>(want), (k, v) -> m.put(k, v));
       ahead.set(m);
     }
 
@@ -422,28 +400,34 @@ public final class RedisTier implements AutoCloseable {
     /** The records of {@code keys} (a key Redis no longer holds is left out). */
     private List<Record> read(List<String> keys) {
       List<Record> out = new ArrayList<>(keys.size());
+      fetch(keys, (k, v) -> out.add(decode(k.getBytes(StandardCharsets.UTF_8), v)));
+      return out;
+    }
+
+    /**
+     * Reads the records of {@code keys} in pipelines of {@link #CHUNK} {@code GET}s and gives
+     * {@code out} each key Redis holds with its record's bytes, in order.
+     */
+    private void fetch(List<String> keys, java.util.function.BiConsumer<String, byte[]> out) {
       call("reading table '" + name + "'", () -> {
         for (int i = 0; i < keys.size(); i += CHUNK) {
           List<String> part = keys.subList(i, Math.min(keys.size(), i + CHUNK));
           List<Response<byte[]>> values = new ArrayList<>(part.size());
-          byte[][] kb = new byte[part.size()][];
           try (AbstractPipeline p = pipeline()) {
-            for (int j = 0; j < part.size(); j++) {
-              kb[j] = part.get(j).getBytes(StandardCharsets.UTF_8);
-              values.add(p.get(rowKey(kb[j])));
+            for (String k : part) {
+              values.add(p.get(rowKey(k.getBytes(StandardCharsets.UTF_8))));
             }
             p.sync();
           }
-          for (int j = 0; j < kb.length; j++) {
+          for (int j = 0; j < part.size(); j++) {
             byte[] v = values.get(j).get();
             if (v != null) {
-              out.add(decode(kb[j], v));
+              out.accept(part.get(j), v);
             }
           }
         }
         return null;
       });
-      return out;
     }
 
     /**

@@ -2,7 +2,6 @@ package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
-import java.util.List;
 import dev.dynembed.table.common.RowSink;
 import dev.dynembed.table.common.TableException;
 
@@ -61,24 +60,11 @@ public final class Scans {
 
   /**
    * Reads up to {@code n} rows from {@code cursor}: keys, rows into {@code rows} (row i of the
-   * page), frequencies and steps.
+   * page), frequencies and steps. A store with a tier below memory is read under its lock shared
+   * ({@link ShardCommands#onCurrentStore}): an eviction publishes its fresh store before its
+   * victims reach the tier, and a page read in between would miss them.
    */
   public static Page read(TableStore t, long cursor, int n, RowSink rows) {
-    if (t.cold() == null) {
-      return readLocked(t, cursor, n, rows);
-    }
-    // a tier below memory: demotions and promotions move rows between the tiers, which a page
-    // must not see half done (an eviction's fresh store is published before its victims reach
-    // the tier: a page read then would miss them)
-    List<TableStore> locked = ShardEngine.lockShared(List.of(t));
-    try {
-      return readLocked(t, cursor, n, rows);
-    } finally {
-      ShardEngine.unlockShared(locked);
-    }
-  }
-
-  private static Page readLocked(TableStore t, long cursor, int n, RowSink rows) {
     ColdRows cold = t.cold();
     if ((cursor & COLD) != 0 || (cursor == 0 && cold != null && cold.size() > 0)) {
       long pos = cursor & POSITION;

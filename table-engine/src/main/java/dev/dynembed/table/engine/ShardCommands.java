@@ -334,6 +334,25 @@ public final class ShardCommands {
     }
   }
 
+  /**
+   * Runs {@code body} on the table's current store: one with a tier below memory locked shared,
+   * as reads that may promote are (its demotions and promotions move rows between the tiers,
+   * which the body must not see half done; a store replaced meanwhile is looked up again, see
+   * {@link #lockTables}); an in-memory one without a lock.
+   */
+  public <T> T onCurrentStore(String table, java.util.function.Function<TableStore, T> body) {
+    TableStore t = engine.get(table);
+    if (t.cold() == null) {
+      return body.apply(t);
+    }
+    List<TableStore> locked = lockTables(List.of(table), new ArrayList<>(1));
+    try {
+      return body.apply(locked.get(0));
+    } finally {
+      ShardEngine.unlockShared(locked);
+    }
+  }
+
   /** Whether a find_or_insert can change the table: it counts, or it creates missing rows. */
   private boolean mayChange(String table, boolean noCount) {
     TableStore t = engine.lookup(table);

@@ -172,11 +172,7 @@ public final class ShardEngine {
         && fresh.cold() == old.cold();
     if (!shared) {
       if (old != null && old.cold() != null) {
-        if (old.cold() instanceof RedisTier.Table) {
-          requireRedisTier(name).drop(name);
-        } else {
-          coldTier().drop(name);
-        }
+        old.cold().drop();
       }
       if (fresh != null && fresh.cold() == null) {
         if (fresh.config().getDiskTier()) {

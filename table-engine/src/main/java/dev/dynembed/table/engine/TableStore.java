@@ -590,14 +590,7 @@ public final class TableStore extends StoreIndex {
    */
   int changedRows(int from, int max, java.util.List<ColdRows.Record> out, long[] marks) {
     int n = numRows;
-    long[] fl = flushed;
-    if (fl == null || fl.length < 2L * n) {
-      int old = fl == null ? 0 : fl.length;
-      fl = fl == null ? new long[Math.max(1024, 2 * n)]
-          : Arrays.copyOf(fl, (int) Math.min(Integer.MAX_VALUE - 8, Math.max(2L * n, 2L * old)));
-      Arrays.fill(fl, old, fl.length, -1L);
-      flushed = fl;
-    }
+    long[] fl = flushedFor(n);
     int r = from;
     for (; r < n && out.size() < max; r++) {
       if (!isReady(r)) {
@@ -645,16 +638,22 @@ public final class TableStore extends StoreIndex {
     if (src == null || 2L * oldRow + 1 >= src.length || row < 0) {
       return;
     }
-    long[] fl = flushed;
-    if (fl == null || fl.length < 2L * (row + 1)) {
-      int was = fl == null ? 0 : fl.length;
-      fl = fl == null ? new long[Math.max(1024, 2 * (row + 1))]
-          : Arrays.copyOf(fl, Math.max(2 * (row + 1), 2 * was));
-      Arrays.fill(fl, was, fl.length, -1L);
-      flushed = fl;
-    }
+    long[] fl = flushedFor(row + 1);
     fl[2 * row] = src[2 * oldRow];
     fl[2 * row + 1] = src[2 * oldRow + 1];
+  }
+
+  /** {@link #flushed}, grown to hold {@code rows} rows (new ones -1: never flushed). */
+  private long[] flushedFor(int rows) {
+    long[] fl = flushed;
+    if (fl == null || fl.length < 2L * rows) {
+      int old = fl == null ? 0 : fl.length;
+      fl = Arrays.copyOf(fl == null ? new long[0] : fl, (int) Math.min(Integer.MAX_VALUE - 8,
+          Math.max(1024, Math.max(2L * rows, 2L * old))));
+      Arrays.fill(fl, old, fl.length, -1L);
+      flushed = fl;
+    }
+    return fl;
   }
 
   private byte[] keyBytes(int row) {
@@ -714,16 +713,12 @@ public final class TableStore extends StoreIndex {
   private TableCounters countersLocked() {
     int n = numRows;
     ColdRows c = cold;
-    long coldKeys = c == null ? 0 : c.size();
     TableCounters.Builder b = TableCounters.newBuilder();
-    if (c instanceof RedisTier.Table rt) {
-      b.setWrittenBehind(rt.writtenBehind()).setLastFlushKeys(rt.lastFlushRows());
+    if (c != null) {
+      c.addCounters(b);
     }
     return b
-        .setKeys(n + coldKeys)
-        .setColdKeys(coldKeys)
-        .setPromotions(c == null ? 0 : c.promotions())
-        .setDemotions(c == null ? 0 : c.demotions())
+        .setKeys(n + b.getColdKeys())
         .setBytesUsed(bytesUsed())
         .setBytesRaw(4L * rowFloats * n)
         .setTotalFrequency(totalFrequency.sum() + (c == null ? 0 : c.frequency()))

@@ -284,8 +284,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void scan(ScanRequest req, StreamObserver<ScanResponse> out) {
-    run(out, req.getTable(), () -> {
-      TableStore t = engine.get(req.getTable());
+    run(out, req.getTable(), () -> engine.commands().onCurrentStore(req.getTable(), t -> {
       int n = Scans.pageSize(t, req.getCursor(), req.getLimit(), req.getGeneration());
       Rows.Writer rows = new Rows.Writer(n * t.dim, req.getRowEncoding());
       Scans.Page page = Scans.read(t, req.getCursor(), n, rows);
@@ -299,7 +298,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         b.addFrequencies(page.frequencies()[i]).addSteps(page.steps()[i]);
       }
       return b.build();
-    });
+    }));
   }
 
   @Override

@@ -96,7 +96,8 @@ public final class TableServerMain implements Callable<Integer> {
       + " (default dynembed:shard-INDEX-of-N; each shard needs its own)")
   String redisTierPrefix;
 
-  @Option(names = "--redis-tier-flush-ms", defaultValue = "1000", description = "write-behind"
+  @Option(names = "--redis-tier-flush-ms", defaultValue = ""
+      + dev.dynembed.table.engine.RedisTier.DEFAULT_FLUSH_MILLIS, description = "write-behind"
       + " period of the Redis tier: a shard whose disk is lost loses at most about this much of"
       + " its updates (default ${DEFAULT-VALUE})")
   long redisTierFlushMs;
