@@ -137,6 +137,22 @@ public final class TableServerMain implements Callable<Integer> {
       + " who reaches the port can read, change and drop tables)")
   boolean insecure;
 
+  @Option(names = "--cluster", description = "register this shard in the map of a cluster in"
+      + " etcd, etcd://host:port[,host:port...]/CLUSTER, under a lease this process renews:"
+      + " clients of that URI find the shard wherever it runs and follow it when it restarts"
+      + " elsewhere (docs/design/0019-cluster-map.md)")
+  String cluster;
+
+  @Option(names = "--advertise", description = "host that clients reach this"
+      + " shard at, as registered with --cluster (default: --host, which must then not be a"
+      + " wildcard address)")
+  String advertise;
+
+  @Option(names = "--cluster-lease-s", defaultValue = "5", description = "lease of the"
+      + " registration: a dead shard's entry goes after this long, and a shard index held by a"
+      + " live process is refused after waiting this long (default ${DEFAULT-VALUE})")
+  long clusterLeaseS;
+
   @Option(names = "--metrics-port", description = "serve /metrics (Prometheus), /live and /ready"
       + " over HTTP on this port of --host (0 = any free port; omitted = no HTTP)")
   Integer metricsPort;
@@ -202,6 +218,29 @@ public final class TableServerMain implements Callable<Integer> {
           + " --tls-client-ca or --tokens), or --insecure to accept that%n", host);
       return 2;
     }
+    dev.dynembed.table.cluster.ClusterAddress clusterAddress = null;
+    if (cluster != null) {
+      try {
+        clusterAddress = dev.dynembed.table.cluster.ClusterAddress.parse(cluster);
+      } catch (IllegalArgumentException e) {
+        System.err.println("table-server: --cluster: " + e.getMessage());
+        return 2;
+      }
+      if (clusterLeaseS < 2) {
+        System.err.printf("table-server: --cluster-lease-s must be >= 2; got %d%n",
+            clusterLeaseS);
+        return 2;
+      }
+      if (advertise == null && isWildcard(host)) {
+        System.err.printf("table-server: --host %s is every interface of this machine: give"
+            + " --advertise HOST, the address clients reach this shard at, to register it with"
+            + " --cluster%n", host);
+        return 2;
+      }
+    } else if (advertise != null) {
+      System.err.println("table-server: --advertise is what --cluster registers; give --cluster");
+      return 2;
+    }
     java.util.Map<String, AccessControl.Role> tokens = java.util.Map.of();
     if (tokensFile != null) {
       try {
@@ -249,7 +288,13 @@ public final class TableServerMain implements Callable<Integer> {
     }
     java.util.concurrent.atomic.AtomicReference<ShardState> state =
         new java.util.concurrent.atomic.AtomicReference<>();
+    java.util.concurrent.atomic.AtomicReference<dev.dynembed.table.cluster.ShardRegistration>
+        registration = new java.util.concurrent.atomic.AtomicReference<>();
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      dev.dynembed.table.cluster.ShardRegistration reg = registration.get();
+      if (reg != null) {
+        reg.close(); // out of the map first: clients stop choosing this process
+      }
       server.close(); // running calls finish first; then the log is flushed
       ShardState s = state.get();
       if (s != null) {
@@ -304,10 +349,65 @@ public final class TableServerMain implements Callable<Integer> {
           + " ms%n", shardIndex, engine.redisTier().address(), engine.redisTier().prefix(),
           redisTierFlushMs);
     }
+    if (clusterAddress != null) {
+      String ep = advertisedEndpoint(server.port());
+      String member = memberId(wal.equals("on")
+          ? ShardState.root(stateDir != null ? stateDir : dataDir.resolve("state"), shardIndex)
+          : null);
+      try {
+        registration.set(dev.dynembed.table.cluster.ShardRegistration.register(clusterAddress,
+            dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards, ep,
+                server.dataPort(), member),
+            java.time.Duration.ofSeconds(clusterLeaseS),
+            m -> System.err.println("table-server: " + m)));
+      } catch (dev.dynembed.table.cluster.ClusterException e) {
+        System.err.println("table-server: --cluster: " + e.getMessage());
+        return 2;
+      }
+      System.out.printf("table-server shard %d registered in cluster %s as %s (member %s, lease"
+          + " %d s)%n", shardIndex, clusterAddress, ep, member, clusterLeaseS);
+    }
     System.out.flush();
     server.markServing();
     server.awaitTermination();
     return 0;
+  }
+
+  static boolean isWildcard(String host) {
+    try {
+      return java.net.InetAddress.getByName(host).isAnyLocalAddress();
+    } catch (java.net.UnknownHostException e) {
+      return false;
+    }
+  }
+
+  /** host:port registered with --cluster: --advertise (else --host) and the bound port. */
+  private String advertisedEndpoint(int boundPort) {
+    String h = advertise != null ? advertise : host;
+    return (h.contains(":") && !h.startsWith("[") ? "[" + h + "]" : h) + ":" + boundPort;
+  }
+
+  /**
+   * This shard's identity in the cluster map, kept in its state directory so that a restarted
+   * process takes its index back at once (the directory's lock proves the earlier one gone);
+   * without a write-ahead log, a new one per process.
+   */
+  private static String memberId(Path stateRoot) throws java.io.IOException {
+    if (stateRoot == null) {
+      return java.util.UUID.randomUUID().toString();
+    }
+    Path f = stateRoot.resolve("cluster-member");
+    if (Files.exists(f)) {
+      String id = Files.readString(f).strip();
+      if (!id.isEmpty()) {
+        return id;
+      }
+    }
+    String id = java.util.UUID.randomUUID().toString();
+    Path tmp = stateRoot.resolve("cluster-member.tmp");
+    Files.writeString(tmp, id + "\n");
+    Files.move(tmp, f, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    return id;
   }
 
   static boolean isLoopback(String host) {
@@ -337,6 +437,9 @@ public final class TableServerMain implements Callable<Integer> {
   }
 
   public static void main(String[] args) {
+    if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+      System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"); // jetcd's, jedis'
+    }
     // one line per log record, with its time and source (audit lines included)
     if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
       System.setProperty("java.util.logging.SimpleFormatter.format",

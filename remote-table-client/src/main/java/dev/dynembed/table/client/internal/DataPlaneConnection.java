@@ -61,7 +61,8 @@ final class DataPlaneConnection implements AutoCloseable {
       "table-client-data-plane");
 
   private final int shard;
-  private final String host;
+  /** Where the shard is now (host:port; it may move: a cluster map's current entry). */
+  private final Supplier<String> endpoint;
   private final ClientOptions options;
   private final SslContext ssl;
   /** Asks the shard (over gRPC) where its data plane listens. */
@@ -72,15 +73,21 @@ final class DataPlaneConnection implements AutoCloseable {
   private volatile boolean grpcOnly; // the shard announced no data plane
   private volatile boolean closed;
 
-  DataPlaneConnection(int shard, String endpoint, ClientOptions options,
+  DataPlaneConnection(int shard, Supplier<String> endpoint, ClientOptions options,
       Supplier<ListenableFuture<DataPlaneResponse>> ask) {
     this.shard = shard;
-    int colon = endpoint.lastIndexOf(':');
-    String h = colon < 0 ? endpoint : endpoint.substring(0, colon);
-    this.host = h.startsWith("[") && h.endsWith("]") ? h.substring(1, h.length() - 1) : h;
+    this.endpoint = endpoint;
     this.options = options;
     this.ask = ask;
     this.ssl = sslContext(options.tls());
+  }
+
+  /** The shard's host now (the data plane listens there, on the port the shard announces). */
+  private String host() {
+    String e = endpoint.get();
+    int colon = e.lastIndexOf(':');
+    String h = colon < 0 ? e : e.substring(0, colon);
+    return h.startsWith("[") && h.endsWith("]") ? h.substring(1, h.length() - 1) : h;
   }
 
   private static SslContext sslContext(ClientOptions.Tls tls) {
@@ -127,7 +134,7 @@ final class DataPlaneConnection implements AutoCloseable {
   private <R> ListenableFuture<R> send(Channel ch, byte kind, MessageLite req, Parser<R> parser) {
     Replies replies = ch.pipeline().get(Replies.class);
     if (replies == null) { // closed since it was handed out: its handlers are gone
-      return Futures.immediateFailedFuture(lost(null));
+      return Futures.immediateFailedFuture(lost(host(), null));
     }
     Map<Long, Pending<?>> pending = replies.pending;
     long id = calls.incrementAndGet();
@@ -152,7 +159,7 @@ final class DataPlaneConnection implements AutoCloseable {
     ch.writeAndFlush(frame).addListener(f -> {
       if (!f.isSuccess() && pending.remove(id, p)) {
         p.cancelTimeout();
-        p.future.setException(lost(f.cause()));
+        p.future.setException(lost(host(), f.cause()));
       }
     });
     return p.future;
@@ -201,7 +208,7 @@ final class DataPlaneConnection implements AutoCloseable {
         if (r.getPort() == 0) {
           if (!grpcOnly) {
             log.info(String.format("shard %d at %s has no native data plane: its Read and Write"
-                + " calls go through gRPC", shard, host));
+                + " calls go through gRPC", shard, host()));
           }
           grpcOnly = true;
           out.set(null);
@@ -230,6 +237,7 @@ final class DataPlaneConnection implements AutoCloseable {
   }
 
   private void connect(int port, SettableFuture<Channel> out) {
+    String host = host();
     Bootstrap b = new Bootstrap().group(LOOPS).channel(DataPlaneFrames.socketChannel())
         .option(ChannelOption.TCP_NODELAY, true)
         .option(ChannelOption.ALLOCATOR, PooledByteBufAllocator.DEFAULT)
@@ -253,7 +261,7 @@ final class DataPlaneConnection implements AutoCloseable {
     ChannelFuture f = b.connect(host, port);
     f.addListener(c -> {
       if (!c.isSuccess()) {
-        out.setException(lost(c.cause()));
+        out.setException(lost(host, c.cause()));
         return;
       }
       Channel ch = f.channel();
@@ -269,7 +277,7 @@ final class DataPlaneConnection implements AutoCloseable {
   }
 
   /** A connection's failure as the status the resend loop understands. */
-  private RuntimeException lost(Throwable cause) {
+  private RuntimeException lost(String host, Throwable cause) {
     Throwable c = cause;
     while (c != null && !(c instanceof SSLException)) {
       c = c.getCause();
@@ -328,7 +336,7 @@ final class DataPlaneConnection implements AutoCloseable {
 
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
-      RuntimeException s = lost(null);
+      RuntimeException s = lost(host(), null);
       hello.setException(s);
       failAll(s);
       ctx.fireChannelInactive();
@@ -336,7 +344,7 @@ final class DataPlaneConnection implements AutoCloseable {
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-      RuntimeException s = lost(cause);
+      RuntimeException s = lost(host(), cause);
       hello.setException(s);
       failAll(s);
       ctx.close();

@@ -55,7 +55,8 @@ public final class GrpcShard implements Shard {
       });
 
   private final int index;
-  private final String endpoint;
+  /** Where the shard is now (host:port): fixed, or the cluster map's current entry. */
+  private final Supplier<String> endpoint;
   private final ManagedChannel channel;
   private final EmbeddingTableServiceGrpc.EmbeddingTableServiceFutureStub stub;
   private final ClientOptions options;
@@ -69,6 +70,18 @@ public final class GrpcShard implements Shard {
   private final DataPlaneConnection dataPlane;
 
   public GrpcShard(int index, String endpoint, ClientOptions options) {
+    this(index, endpoint, () -> endpoint, options);
+  }
+
+  /**
+   * A shard reached through a gRPC channel target that a {@link io.grpc.NameResolver} resolves
+   * (a cluster map: the shard may move; calls resent after a move reach its new address with
+   * their call ids, so they are still applied once).
+   *
+   * @param target the channel's target ("host:port", or a URI of a registered resolver)
+   * @param endpoint where the shard is now, for messages and the data plane's host
+   */
+  public GrpcShard(int index, String target, Supplier<String> endpoint, ClientOptions options) {
     this.index = index;
     this.endpoint = endpoint;
     this.options = options;
@@ -80,7 +93,7 @@ public final class GrpcShard implements Shard {
           "Bearer " + options.bearerToken());
       interceptors.add(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(md));
     }
-    this.channel = builder(endpoint, options.tls())
+    this.channel = builder(target, options.tls())
         // replies are handed to the caller's future straight from the event loop (no hop
         // through a callback executor); nothing blocking runs in those callbacks
         .directExecutor()
@@ -109,9 +122,9 @@ public final class GrpcShard implements Shard {
     return stub(options.deadline());
   }
 
-  private static NettyChannelBuilder builder(String endpoint, ClientOptions.Tls tls) {
+  private static NettyChannelBuilder builder(String target, ClientOptions.Tls tls) {
     if (tls == null) {
-      return NettyChannelBuilder.forTarget(endpoint).usePlaintext();
+      return NettyChannelBuilder.forTarget(target).usePlaintext();
     }
     try {
       io.grpc.TlsChannelCredentials.Builder b = io.grpc.TlsChannelCredentials.newBuilder()
@@ -119,7 +132,7 @@ public final class GrpcShard implements Shard {
       if (tls.cert() != null) {
         b.keyManager(tls.cert().toFile(), tls.key().toFile());
       }
-      return NettyChannelBuilder.forTarget(endpoint, b.build());
+      return NettyChannelBuilder.forTarget(target, b.build());
     } catch (java.io.IOException e) {
       throw new IllegalArgumentException("tls: cannot load the certificates: " + e.getMessage(),
           e);
@@ -166,7 +179,7 @@ public final class GrpcShard implements Shard {
       @Override
       public void onSuccess(R r) {
         if (attempt > 0 && outage.compareAndSet(true, false)) {
-          log.info(String.format("shard %d at %s answers again", index, endpoint));
+          log.info(String.format("shard %d at %s answers again", index, endpoint.get()));
         }
         try {
           out.complete(convert.apply(r));
@@ -197,10 +210,10 @@ public final class GrpcShard implements Shard {
         if (code == Status.Code.UNAVAILABLE && TableException.isStoreReplaced(why)) {
           // routine: the table's store was replaced (an eviction's rebuild, a restore) while the
           // call waited for it; the shard answered, and the resend goes to the new store
-          log.fine(String.format("shard %d at %s: %s", index, endpoint, why));
+          log.fine(String.format("shard %d at %s: %s", index, endpoint.get(), why));
         } else if (outage.compareAndSet(false, true)) {
           log.warning(String.format("shard %d at %s does not answer (%s); resending for up to"
-              + " %d s", index, endpoint, code, options.retryFor().toSeconds()));
+              + " %d s", index, endpoint.get(), code, options.retryFor().toSeconds()));
         }
         long delayMs = Math.min(1000, 50L << Math.min(attempt, 5));
         RESEND.schedule(() -> {
@@ -259,11 +272,11 @@ public final class GrpcShard implements Shard {
       code = ErrorCode.UNAVAILABLE;
     }
     if (tlsFailure(t)) {
-      desc = "TLS with the shard at " + endpoint + " failed (" + rootMessage(t) + "): check the"
+      desc = "TLS with the shard at " + endpoint.get() + " failed (" + rootMessage(t) + "): check the"
           + " CA that signs its certificate and, for mutual TLS, this client's certificate and"
           + " key (--tls-ca, --tls-cert, --tls-key)";
     } else if (code == ErrorCode.UNAVAILABLE || code == ErrorCode.DEADLINE_EXCEEDED) {
-      desc = "shard at " + endpoint + " did not answer (" + s.getCode() + "): " + desc;
+      desc = "shard at " + endpoint.get() + " did not answer (" + s.getCode() + "): " + desc;
       if (attempts > 0) {
         desc += String.format(" (sent %d times over %d s; a write may or may not have been"
             + " applied)", attempts + 1, options.retryFor().toSeconds());

@@ -17,9 +17,17 @@ import dev.dynembed.table.client.internal.ShardedTable;
 public final class ShardedTableClient implements TableClient {
   private final List<Shard> shards;
   private volatile boolean layoutVerified;
+  /** Closed after the shards (what found them, e.g. a cluster map's watch); null: nothing. */
+  private final AutoCloseable onClose;
 
   public ShardedTableClient(List<Shard> shards) {
+    this(shards, null);
+  }
+
+  /** As above; {@code onClose} is closed after the shards. */
+  public ShardedTableClient(List<Shard> shards, AutoCloseable onClose) {
     this.shards = List.copyOf(shards);
+    this.onClose = onClose;
   }
 
   /** The shards, in shard order. */
@@ -122,6 +130,13 @@ public final class ShardedTableClient implements TableClient {
   public void close() {
     for (Shard s : shards) {
       s.close();
+    }
+    if (onClose != null) {
+      try {
+        onClose.close();
+      } catch (Exception e) {
+        throw new IllegalStateException("closing the client: " + e.getMessage(), e);
+      }
     }
   }
 }

@@ -27,17 +27,18 @@ import dev.dynembed.table.tools.DevCertificates;
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
         TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
         TableCli.Evict.class, TableCli.Export.class, TableCli.Ingest.class, TableCli.Sample.class,
-        TableCli.Index.class, TableCli.DevCerts.class})
+        TableCli.Index.class, TableCli.Cluster.class, TableCli.DevCerts.class})
 public final class TableCli {
   static class Common {
     @Option(names = "--endpoints", required = true,
-        description = "host:port of every shard, in shard order, comma-separated")
+        description = "host:port of every shard, in shard order, comma-separated; or a cluster"
+            + " in etcd, etcd://host:port/CLUSTER (or redis://, redis-cluster://)")
     String endpoints;
 
     @CommandLine.Mixin ConnectionOptions connection = new ConnectionOptions();
 
     TableClient connect() {
-      return TableClients.connect(TableClients.parseEndpoints(endpoints),
+      return TableClients.open(endpoints,
           connection.apply(dev.dynembed.table.client.ClientOptions.builder()).build());
     }
   }
@@ -345,6 +346,25 @@ public final class TableCli {
     }
   }
 
+  @Command(name = "cluster", description = "The shard map of a cluster in etcd: every shard's"
+      + " endpoint, data-plane port, member, process and lease (docs/design/0019-cluster-map.md).")
+  static final class Cluster implements Callable<Integer> {
+    @Parameters(index = "0", paramLabel = "URI", description = "etcd://host:port[,...]/CLUSTER")
+    String uri;
+
+    @Override
+    public Integer call() {
+      try {
+        System.out.print(dev.dynembed.table.cluster.ClusterStatus.read(
+            dev.dynembed.table.cluster.ClusterAddress.parse(uri)).format());
+        return 0;
+      } catch (IllegalArgumentException | dev.dynembed.table.cluster.ClusterException e) {
+        System.err.println("table-cli: " + e.getMessage());
+        return 1;
+      }
+    }
+  }
+
   @Command(name = "dev-certs", description = "Make a throw-away CA with a shard certificate"
       + " (127.0.0.1, localhost) and client certificates, to try TLS on one machine. Not for"
       + " production: the keys are unencrypted.")
@@ -463,6 +483,9 @@ public final class TableCli {
   }
 
   public static void main(String[] args) {
+    if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+      System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"); // jetcd's, jedis'
+    }
     if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
       System.setProperty("java.util.logging.SimpleFormatter.format", "%4$s: %5$s%6$s%n");
     }

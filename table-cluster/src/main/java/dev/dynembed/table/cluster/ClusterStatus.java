@@ -1,0 +1,71 @@
+package dev.dynembed.table.cluster;
+
+import io.etcd.jetcd.Client;
+import io.etcd.jetcd.options.LeaseOption;
+import java.util.ArrayList;
+import java.util.List;
+
+/** What a cluster's map holds now, for operators ({@code table-cli cluster}). */
+public record ClusterStatus(ClusterAddress address, List<Entry> shards) {
+  /**
+   * A registered shard and the seconds left on its lease (-1 if etcd would not say): a dead
+   * process's entry is still listed until that reaches 0.
+   */
+  public record Entry(ClusterMember member, long leaseSecondsLeft) {}
+
+  /** Reads the map once. */
+  public static ClusterStatus read(ClusterAddress address) {
+    try (Client client = Etcd.client(address)) {
+      List<Entry> out = new ArrayList<>();
+      for (ClusterMember m : Etcd.readShards(client, address).members().values()) {
+        long ttl = -1;
+        try {
+          ttl = Etcd.await(client.getLeaseClient().timeToLive(m.lease(), LeaseOption.DEFAULT),
+              address, "reading a lease").getTTL();
+        } catch (ClusterException e) {
+          // shown as unknown
+        }
+        out.add(new Entry(m, ttl));
+      }
+      return new ClusterStatus(address, out);
+    }
+  }
+
+  /** The cluster's shard count: that of its oldest registered shard (0: none registered). */
+  public int numShards() {
+    return shards.stream().min(java.util.Comparator.comparingLong(
+        e -> e.member().createRevision())).map(e -> e.member().numShards()).orElse(0);
+  }
+
+  /** A table of the shards, with a line for every index of the layout that is not registered. */
+  public String format() {
+    StringBuilder b = new StringBuilder();
+    int n = numShards();
+    b.append(String.format("cluster %s (etcd %s): %s%n", address.name(),
+        String.join(",", address.etcd()), n == 0 ? "no shard registered"
+            : n + " shards, " + shards.size() + " registered"));
+    if (n == 0) {
+      return b.toString();
+    }
+    b.append(String.format("%-6s %-22s %-6s %-36s %-8s %-16s %-20s %s%n", "shard", "endpoint",
+        "data", "member", "pid", "host", "since", "lease"));
+    java.util.Map<Integer, Entry> byIndex = new java.util.TreeMap<>();
+    for (Entry e : shards) {
+      byIndex.put(e.member().index(), e);
+    }
+    for (int i = 0; i < Math.max(n, byIndex.isEmpty() ? 0 : ((java.util.TreeMap<Integer, Entry>)
+        byIndex).lastKey() + 1); i++) {
+      Entry e = byIndex.get(i);
+      if (e == null) {
+        b.append(String.format("%-6d (not registered)%n", i));
+        continue;
+      }
+      ClusterMember m = e.member();
+      b.append(String.format("%-6d %-22s %-6s %-36s %-8d %-16s %-20s %s%s%n", i, m.endpoint(),
+          m.dataPort() < 0 ? "-" : String.valueOf(m.dataPort()), m.member(), m.pid(), m.host(),
+          m.since(), e.leaseSecondsLeft() < 0 ? "?" : e.leaseSecondsLeft() + " s",
+          m.numShards() != n ? "  (registered as one of " + m.numShards() + " shards!)" : ""));
+    }
+    return b.toString();
+  }
+}

@@ -1,0 +1,52 @@
+package dev.dynembed.table.cluster;
+
+import dev.dynembed.table.client.ClientOptions;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.TableClientProvider;
+import dev.dynembed.table.client.spi.RemoteShards;
+import dev.dynembed.table.client.spi.Shard;
+import dev.dynembed.table.client.spi.ShardedTableClient;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * {@code etcd://host:port[,host:port...]/CLUSTER}: the shards of a cluster, found through its
+ * map in etcd and followed when they move ({@code TableClients.open} picks this provider by its
+ * scheme). The client waits up to {@link ClientOptions#retryFor()} for the cluster's first shard
+ * to register; shards that register later are reached once they do (calls to them are resent
+ * meanwhile, as to a shard that does not answer).
+ */
+public final class EtcdTables implements TableClientProvider {
+  @Override
+  public List<String> schemes() {
+    return List.of(ClusterAddress.SCHEME);
+  }
+
+  @Override
+  public TableClient open(String uri, ClientOptions options) {
+    return open(ClusterAddress.parse(uri), options);
+  }
+
+  /** A client of the cluster at {@code address}. */
+  public static TableClient open(ClusterAddress address, ClientOptions options) {
+    ClusterMap map = ClusterMap.open(address, options.retryFor());
+    String view = ClusterNameResolvers.add(map);
+    List<Shard> shards = new ArrayList<>();
+    try {
+      for (int i = 0; i < map.numShards(); i++) {
+        int index = i;
+        shards.add(RemoteShards.open(i, ClusterNameResolvers.target(view, i),
+            () -> map.endpoint(index), options));
+      }
+    } catch (RuntimeException e) {
+      shards.forEach(Shard::close);
+      ClusterNameResolvers.remove(view);
+      map.close();
+      throw e;
+    }
+    return new ShardedTableClient(shards, () -> {
+      ClusterNameResolvers.remove(view);
+      map.close();
+    });
+  }
+}

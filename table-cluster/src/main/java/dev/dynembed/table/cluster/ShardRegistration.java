@@ -1,0 +1,237 @@
+package dev.dynembed.table.cluster;
+
+import io.etcd.jetcd.ByteSequence;
+import io.etcd.jetcd.Client;
+import io.etcd.jetcd.lease.LeaseKeepAliveResponse;
+import io.etcd.jetcd.op.Cmp;
+import io.etcd.jetcd.op.CmpTarget;
+import io.etcd.jetcd.op.Op;
+import io.etcd.jetcd.options.DeleteOption;
+import io.etcd.jetcd.options.PutOption;
+import io.etcd.jetcd.support.CloseableClient;
+import io.grpc.stub.StreamObserver;
+import java.time.Duration;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
+/**
+ * A shard process's entry in its cluster's map (docs/design/0019-cluster-map.md): the key {@code
+ * /dynembed/clusters/NAME/shards/INDEX} under a lease that this process keeps alive, so that the
+ * entry disappears within the lease's TTL of the process's death and clients ({@code etcd://}) find
+ * the shard wherever it runs.
+ *
+ * <p>Claims are etcd transactions: an index is taken only if nobody holds it, or if its holder is
+ * this shard's own earlier process (the same member id, kept in the state directory, whose lock
+ * proves that process is gone). A holder with another id is waited for up to its lease's TTL (a
+ * killed process's entry outlives it by that much) and then named in the refusal. A shard whose
+ * shard count differs from the cluster's live shards is refused; of two registered at once with
+ * different counts, the later withdraws. If etcd loses the lease (unreachable for longer than the
+ * TTL), a watchdog registers the shard again once etcd answers.
+ */
+public final class ShardRegistration implements AutoCloseable {
+  private final ClusterAddress address;
+  private final Client client;
+  private final ClusterMember me;
+  private final Duration ttl;
+  private final Consumer<String> log;
+  private final ScheduledExecutorService watchdog;
+  private volatile long lease;
+  private volatile CloseableClient keepAlive;
+  private volatile boolean closed;
+
+  private ShardRegistration(ClusterAddress address, Client client, ClusterMember me,
+      Duration ttl, Consumer<String> log) {
+    this.address = address;
+    this.client = client;
+    this.me = me;
+    this.ttl = ttl;
+    this.log = log;
+    this.watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "cluster-registration");
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  /**
+   * Registers {@code me} in the cluster at {@code address} and keeps it registered until {@link
+   * #close}.
+   *
+   * @param ttl the lease: how long the entry outlives a dead process (at least 2 s)
+   * @param log told of waits and re-registrations
+   * @throws ClusterException naming the conflict (index taken by a live process, another shard
+   *     count) or etcd's failure
+   */
+  public static ShardRegistration register(ClusterAddress address, ClusterMember me,
+      Duration ttl, Consumer<String> log) {
+    if (ttl.toSeconds() < 2) {
+      throw new IllegalArgumentException("the cluster lease must be at least 2 s but was "
+          + ttl.toMillis() + " ms");
+    }
+    Client client = Etcd.client(address);
+    ShardRegistration r = new ShardRegistration(address, client, me, ttl, log);
+    try {
+      r.claim();
+    } catch (RuntimeException e) {
+      r.close();
+      throw e;
+    }
+    long period = Math.max(500, ttl.toMillis() / 3);
+    r.watchdog.scheduleWithFixedDelay(r::check, period, period, TimeUnit.MILLISECONDS);
+    return r;
+  }
+
+  /** The stored entry (with its lease). */
+  public ClusterMember member() {
+    return me.withLease(lease);
+  }
+
+  private void claim() {
+    long l = Etcd.await(client.getLeaseClient().grant(ttl.toSeconds()), address,
+        "granting a lease").getID();
+    lease = l;
+    keepAlive = client.getLeaseClient().keepAlive(l, new KeepAliveLog());
+    ByteSequence key = Etcd.bytes(address.shardKey(me.index()));
+    long waitUntil = System.nanoTime() + ttl.toNanos() + 2_000_000_000L;
+    boolean told = false;
+    while (true) {
+      Etcd.Shards shards = Etcd.readShards(client, address);
+      checkLayout(shards, Long.MAX_VALUE);
+      ClusterMember holder = shards.members().get(me.index());
+      Cmp unchanged;
+      if (holder == null) {
+        unchanged = new Cmp(key, Cmp.Op.EQUAL, CmpTarget.createRevision(0));
+      } else if (holder.member().equals(me.member()) && holder.lease() != l) {
+        // this shard's earlier process (its state directory's lock says it is gone)
+        unchanged = new Cmp(key, Cmp.Op.EQUAL, CmpTarget.modRevision(holder.modRevision()));
+      } else if (holder.lease() == l) {
+        break;
+      } else if (System.nanoTime() < waitUntil) {
+        if (!told) {
+          log.accept(String.format("shard index %d of cluster %s is held by %s; waiting up to"
+              + " %d s for its lease to expire", me.index(), address.name(), holder.describe(),
+              ttl.toSeconds() + 2));
+          told = true;
+        }
+        sleep(250);
+        continue;
+      } else {
+        throw new ClusterException(String.format("shard index %d of cluster %s is held by %s,"
+            + " which keeps its lease alive: two processes cannot serve one shard index; stop"
+            + " that one or start this one with another --shard-index", me.index(),
+            address.name(), holder.describe()));
+      }
+      boolean won = Etcd.await(client.getKVClient().txn().If(unchanged)
+          .Then(Op.put(key, ByteSequence.from(me.encode()),
+              PutOption.builder().withLeaseId(l).build()))
+          .commit(), address, "claiming shard index " + me.index()).isSucceeded();
+      if (won) {
+        break;
+      }
+    }
+    // two shards with different counts may have registered at once: the older one stays
+    Etcd.Shards after = Etcd.readShards(client, address);
+    ClusterMember mine = after.members().get(me.index());
+    if (mine != null && mine.lease() == l) {
+      try {
+        checkLayout(after, mine.createRevision());
+      } catch (ClusterException e) {
+        Etcd.await(client.getKVClient().txn()
+            .If(new Cmp(key, Cmp.Op.EQUAL, CmpTarget.modRevision(mine.modRevision())))
+            .Then(Op.delete(key, DeleteOption.DEFAULT)).commit(), address,
+            "withdrawing shard index " + me.index());
+        throw e;
+      }
+    }
+  }
+
+  /**
+   * Refuses a layout that differs from a live shard's, one registered before {@code
+   * beforeRevision} (MAX_VALUE: any).
+   */
+  private void checkLayout(Etcd.Shards shards, long beforeRevision) {
+    for (ClusterMember m : shards.members().values()) {
+      if (m.numShards() != me.numShards() && m.createRevision() < beforeRevision) {
+        throw new ClusterException(String.format("cluster %s has %d shards (shard %d at %s"
+            + " says so), but this shard was started with --num-shards %d: every shard of a"
+            + " cluster must be started with the same count (a new count takes a new cluster"
+            + " name, or stopping every shard, then a restore)", address.name(), m.numShards(),
+            m.index(), m.describe(), me.numShards()));
+      }
+      if (m.index() >= me.numShards()) {
+        throw new ClusterException(String.format("cluster %s has a shard %d at %s, which a"
+            + " cluster of %d shards cannot have", address.name(), m.index(), m.describe(),
+            me.numShards()));
+      }
+    }
+  }
+
+  /** The watchdog: the entry is still ours, else claim it again (etcd lost the lease). */
+  private void check() {
+    if (closed) {
+      return;
+    }
+    try {
+      ClusterMember now = Etcd.readShards(client, address).members().get(me.index());
+      if (now != null && now.lease() == lease) {
+        return;
+      }
+      log.accept(String.format("shard %d is no longer in the map of cluster %s (%s); registering"
+          + " again", me.index(), address.name(), now == null ? "its lease expired while etcd"
+          + " did not answer" : "now held by " + now.describe()));
+      CloseableClient old = keepAlive;
+      if (old != null) {
+        old.close();
+      }
+      long oldLease = lease;
+      client.getLeaseClient().revoke(oldLease); // if etcd still has it; not waited for
+      claim();
+      log.accept(String.format("shard %d registered again in cluster %s", me.index(),
+          address.name()));
+    } catch (RuntimeException e) {
+      log.accept("cluster " + address.name() + ": " + e.getMessage() + " (trying again)");
+    }
+  }
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new ClusterException("interrupted while waiting for a shard index", e);
+    }
+  }
+
+  /** Leaves the map at once (the lease is revoked, so the entry goes with it). */
+  @Override
+  public void close() {
+    closed = true;
+    watchdog.shutdownNow();
+    CloseableClient k = keepAlive;
+    if (k != null) {
+      k.close();
+    }
+    if (lease != 0) {
+      try {
+        client.getLeaseClient().revoke(lease).get(5, TimeUnit.SECONDS);
+      } catch (Exception ignored) {
+        // the lease expires by itself
+      }
+    }
+    client.close();
+  }
+
+  /** The keep-alive stream's end is not an error by itself: the watchdog checks the entry. */
+  private static final class KeepAliveLog implements StreamObserver<LeaseKeepAliveResponse> {
+    @Override
+    public void onNext(LeaseKeepAliveResponse r) {}
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onCompleted() {}
+  }
+}
