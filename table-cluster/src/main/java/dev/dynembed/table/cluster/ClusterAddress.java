@@ -61,6 +61,21 @@ public record ClusterAddress(List<String> etcd, String name) {
     return ROOT + name + "/shards/";
   }
 
+  /** The prefix of shard {@code index}'s processes (primary and followers) of a replicated group. */
+  String replicasPrefix(int index) {
+    return ROOT + name + "/replicas/" + index + "/";
+  }
+
+  /** The group record of shard {@code index} (epoch, primary, in-sync followers): no lease. */
+  String groupKey(int index) {
+    return ROOT + name + "/groups/" + index;
+  }
+
+  /** The prefix of every group record. */
+  String groupsPrefix() {
+    return ROOT + name + "/groups/";
+  }
+
   /** The key of shard {@code index}. */
   String shardKey(int index) {
     return shardsPrefix() + index;

@@ -13,12 +13,13 @@ import java.util.Map;
  * @param member the process's identity across restarts: kept in its state directory, so a
  *     restarted shard takes its index back at once instead of waiting for its old lease to expire
  * @param dataPort the native data plane's port, or -1 for none
+ * @param lsn a follower's last log record (its progress; 0 for a primary's entry)
  * @param lease the etcd lease holding the key (0 before it is stored); {@code createRevision}
  *     orders registrations (the older of two conflicting ones wins)
  */
 public record ClusterMember(int index, int numShards, String endpoint, int dataPort,
     String member, long pid, String host, Instant since, long lease, long createRevision,
-    long modRevision) {
+    long modRevision, long lsn) {
 
   /** A member about to register (no lease or revisions yet). */
   public static ClusterMember of(int index, int numShards, String endpoint, int dataPort,
@@ -31,7 +32,7 @@ public record ClusterMember(int index, int numShards, String endpoint, int dataP
     }
     return new ClusterMember(index, numShards, endpoint, dataPort, member,
         ProcessHandle.current().pid(), host, Instant.now().truncatedTo(
-            java.time.temporal.ChronoUnit.SECONDS), 0, 0, 0);
+            java.time.temporal.ChronoUnit.SECONDS), 0, 0, 0, 0);
   }
 
   byte[] encode() {
@@ -40,6 +41,9 @@ public record ClusterMember(int index, int numShards, String endpoint, int dataP
     m.put("endpoint", endpoint);
     m.put("host", host);
     m.put("index", String.valueOf(index));
+    if (lsn > 0) {
+      m.put("lsn", String.valueOf(lsn));
+    }
     m.put("member", member);
     m.put("num_shards", String.valueOf(numShards));
     m.put("pid", String.valueOf(pid));
@@ -65,7 +69,7 @@ public record ClusterMember(int index, int numShards, String endpoint, int dataP
           Integer.parseInt(m.getOrDefault("data_port", "-1")), require(m, "member"),
           Long.parseLong(m.getOrDefault("pid", "0")), m.getOrDefault("host", "?"),
           Instant.parse(m.getOrDefault("since", "1970-01-01T00:00:00Z")), lease, createRevision,
-          modRevision);
+          modRevision, Long.parseLong(m.getOrDefault("lsn", "0")));
     } catch (RuntimeException e) {
       throw new ClusterException("the etcd key " + key + " does not hold a shard's registration"
           + " (" + e.getMessage() + "): was it written by something else?", e);
@@ -87,6 +91,12 @@ public record ClusterMember(int index, int numShards, String endpoint, int dataP
 
   ClusterMember withLease(long lease) {
     return new ClusterMember(index, numShards, endpoint, dataPort, member, pid, host, since,
-        lease, createRevision, modRevision);
+        lease, createRevision, modRevision, lsn);
+  }
+
+  /** This entry with the last log record its process holds (a follower's progress). */
+  public ClusterMember withLsn(long lsn) {
+    return new ClusterMember(index, numShards, endpoint, dataPort, member, pid, host, since,
+        lease, createRevision, modRevision, lsn);
   }
 }

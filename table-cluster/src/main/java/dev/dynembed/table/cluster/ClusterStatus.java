@@ -6,7 +6,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /** What a cluster's map holds now, for operators ({@code table-cli cluster}). */
-public record ClusterStatus(ClusterAddress address, List<Entry> shards) {
+public record ClusterStatus(ClusterAddress address, List<Entry> shards,
+    java.util.Map<Integer, ShardGroup.Record> groups, List<ClusterMember> replicas) {
   /**
    * A registered shard and the seconds left on its lease (-1 if etcd would not say): a dead
    * process's entry is still listed until that reaches 0.
@@ -27,7 +28,8 @@ public record ClusterStatus(ClusterAddress address, List<Entry> shards) {
         }
         out.add(new Entry(m, ttl));
       }
-      return new ClusterStatus(address, out);
+      return new ClusterStatus(address, out, ShardGroup.records(client, address),
+          ShardGroup.allReplicas(client, address));
     }
   }
 
@@ -65,6 +67,35 @@ public record ClusterStatus(ClusterAddress address, List<Entry> shards) {
           m.dataPort() < 0 ? "-" : String.valueOf(m.dataPort()), m.member(), m.pid(), m.host(),
           m.since(), e.leaseSecondsLeft() < 0 ? "?" : e.leaseSecondsLeft() + " s",
           m.numShards() != n ? "  (registered as one of " + m.numShards() + " shards!)" : ""));
+    }
+    if (!groups.isEmpty() || !replicas.isEmpty()) {
+      b.append(String.format("%nreplicated groups:%n%-6s %-6s %-8s %-22s %-36s %s%n", "shard",
+          "epoch", "role", "endpoint", "member", "log"));
+      java.util.Map<Integer, List<ClusterMember>> byShard = new java.util.TreeMap<>();
+      for (ClusterMember m : replicas) {
+        byShard.computeIfAbsent(m.index(), k -> new ArrayList<>()).add(m);
+      }
+      java.util.Set<Integer> all = new java.util.TreeSet<>(byShard.keySet());
+      all.addAll(groups.keySet());
+      for (int i : all) {
+        ShardGroup.Record g = groups.get(i);
+        for (ClusterMember m : byShard.getOrDefault(i, List.of())) {
+          String role = g == null ? "joining" : m.member().equals(g.primary()) ? "primary"
+              : g.inSync().contains(m.member()) ? "in-sync" : "behind";
+          b.append(String.format("%-6d %-6s %-8s %-22s %-36s %s%n", i,
+              g == null ? "-" : String.valueOf(g.epoch()), role, m.endpoint(), m.member(),
+              role.equals("primary") ? "-" : "record " + m.lsn()));
+        }
+        if (g != null) {
+          for (String s : g.inSync()) {
+            if (byShard.getOrDefault(i, List.of()).stream().noneMatch(
+                m -> m.member().equals(s))) {
+              b.append(String.format("%-6d %-6d %-8s %-22s %-36s %s%n", i, g.epoch(), "in-sync",
+                  "(not running)", s, "-"));
+            }
+          }
+        }
+      }
     }
     return b.toString();
   }

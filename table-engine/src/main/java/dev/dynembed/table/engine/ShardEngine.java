@@ -43,6 +43,7 @@ public final class ShardEngine {
   private final ShardIndexes indexes = new ShardIndexes(this);
   private volatile ShardJournal journal;
   private volatile boolean ready = true;
+  private volatile String refusal;
   private volatile long memoryBudget; // 0: none
   private volatile int maxTables = 1024;
 
@@ -628,20 +629,60 @@ public final class ShardEngine {
     }
   }
 
-  /** Whether calls are taken: false while the shard recovers. */
+  /**
+   * Whether calls are taken: false while the shard recovers, and while its role says no (a
+   * follower of a replicated shard, a primary deposed: {@link #refuse}).
+   */
   public boolean ready() {
-    return ready;
+    return ready && refusal == null;
   }
 
   public void setReady(boolean r) {
     this.ready = r;
   }
 
-  void checkReady() {
-    if (!ready) {
-      throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
-          "shard " + shardIndex + " is recovering its tables; resend later");
+  /**
+   * Refuses every call with UNAVAILABLE and {@code reason} (null: takes calls again), whatever
+   * the recovery does: the role of a replicated shard's process (docs/design/0019).
+   */
+  public void refuse(String reason) {
+    this.refusal = reason;
+  }
+
+  /** Why calls are refused now (UNAVAILABLE's description), or null when they are taken. */
+  public String notReadyMessage() {
+    String r = refusal;
+    if (r != null) {
+      return r;
     }
+    return ready ? null : "shard " + shardIndex + " is recovering its tables; resend later";
+  }
+
+  void checkReady() {
+    String why = notReadyMessage();
+    if (why != null) {
+      throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE, why);
+    }
+  }
+
+  /**
+   * Forgets every table and applied call (a follower about to load its primary's snapshot); the
+   * disk state is the caller's to replace.
+   */
+  public void clearForResync() {
+    synchronized (catalogue) {
+      for (String name : new ArrayList<>(tables.keySet())) {
+        TableStore old = tables.get(name);
+        old.quiesce.writeLock().lock();
+        try {
+          old.retired = true;
+          install(name, null);
+        } finally {
+          old.quiesce.writeLock().unlock();
+        }
+      }
+    }
+    ledger.clear();
   }
 
   long log(LogRecord r) {

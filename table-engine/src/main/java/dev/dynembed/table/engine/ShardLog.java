@@ -71,6 +71,8 @@ public final class ShardLog implements AutoCloseable {
   private final Thread everySec;
 
   private ByteBuffer out; // guarded by lock
+  /** Told of every appended record, in LSN order, under the append lock (replication). */
+  private volatile java.util.function.ObjLongConsumer<com.google.protobuf.MessageLite> tail;
   private final CRC32C crc = new CRC32C();
 
   /**
@@ -152,6 +154,10 @@ public final class ShardLog implements AutoCloseable {
       }
       nextLsn = lsn + 1;
       bytesSinceRotate += 16L + size;
+      java.util.function.ObjLongConsumer<com.google.protobuf.MessageLite> t = tail;
+      if (t != null) {
+        t.accept(record, lsn); // in LSN order: appends are serialized here
+      }
       return lsn;
     }
   }
@@ -164,6 +170,16 @@ public final class ShardLog implements AutoCloseable {
     }
     out.clear();
     return out;
+  }
+
+  /**
+   * Tells {@code t} of every record appended from now on, in LSN order, while the append lock is
+   * held (so it must only queue); null stops.
+   */
+  void tail(java.util.function.ObjLongConsumer<com.google.protobuf.MessageLite> t) {
+    synchronized (lock) {
+      this.tail = t;
+    }
   }
 
   /** Returns once record {@code lsn} is on the disk if the policy is ALWAYS (group commit). */

@@ -64,6 +64,10 @@ public final class ShardState implements AutoCloseable, ShardJournal {
   private final AtomicBoolean snapshotQueued = new AtomicBoolean();
   private final Object snapshotMutex = new Object();
   private volatile Recovery recovery;
+  /** Per table, the first LSN not in the recovered snapshot; records before it are skipped. */
+  private Map<String, Long> thresholds = Map.of();
+  private long startLsn = 1;
+  private volatile ReplicationHook replication;
   private volatile long lastSnapshotBytes;
   private volatile long lastSnapshotMillis;
 
@@ -173,6 +177,8 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     });
     ShardLog wal = new ShardLog(walDir, policy, next, onLogFailure);
     ShardState s = new ShardState(engine, root, wal, snapshotBytes);
+    s.thresholds = thresholds;
+    s.startLsn = start;
     s.lastSnapshotMillis = snapshotTime;
     s.lockChannel = lockChannel;
     s.lock = lock;
@@ -275,6 +281,11 @@ public final class ShardState implements AutoCloseable, ShardJournal {
   @Override
   public long append(LogRecord r) {
     long lsn = wal.append(r);
+    maybeSnapshot();
+    return lsn;
+  }
+
+  private void maybeSnapshot() {
     // like Redis's AOF rewrite: once the log holds the configured bytes and at least as many as
     // the last snapshot wrote, so snapshots never write more than the log does
     if (wal.bytesSinceRotate() >= Math.max(snapshotBytes, lastSnapshotBytes)
@@ -290,12 +301,162 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         }
       });
     }
-    return lsn;
   }
 
   @Override
   public void awaitDurable(long lsn) {
     wal.awaitDurable(lsn);
+    ReplicationHook r = replication;
+    if (r != null && lsn > 0) {
+      r.awaitReplicated(lsn);
+    }
+  }
+
+  // ---------------------------------------------------------------- replication (design 0019)
+
+  /**
+   * Makes this shard a primary whose records {@code hook} ships to followers (null: none). Every
+   * record appended from now on is handed to it in LSN order, and every mutating call waits for
+   * {@link ReplicationHook#awaitReplicated} before it is answered.
+   */
+  public void replicateTo(ReplicationHook hook) {
+    this.replication = hook;
+    wal.tail(hook == null ? null : (m, lsn) -> hook.appended(lsn, (LogRecord) m));
+  }
+
+  /** The log directory: a follower writes a restored table's files there before its record. */
+  public Path walDirectory() {
+    return walDir;
+  }
+
+  /**
+   * A follower's step: applies its primary's record {@code lsn} as recovery would and appends it
+   * to this shard's own log under the same LSN, so that this process can take over as primary
+   * with every table and the call ledger. Records come one at a time, in order; a gap is
+   * DATA_LOSS (the follower must load a snapshot again).
+   */
+  public synchronized void applyReplicated(long lsn, LogRecord r) throws IOException {
+    long expected = wal.lastLsn() + 1;
+    if (lsn != expected) {
+      throw TableException.dataLoss("replicated record %d arrived where record %d was expected",
+          lsn, expected);
+    }
+    switch (r.getOpCase()) {
+      case WRITE, INSERT -> {
+        // under the tables' shared locks, as the live path: a snapshot's copy of a table sees
+        // the record applied and logged, or neither
+        List<String> names = new java.util.ArrayList<>();
+        if (r.hasWrite()) {
+          r.getWrite().getItemsList().forEach(i -> names.add(i.getTable()));
+        } else {
+          r.getInsert().getItemsList().forEach(i -> names.add(i.getFindOrInsert().getTable()));
+        }
+        List<TableStore> stores = new java.util.ArrayList<>();
+        for (String n : new java.util.TreeSet<>(names)) {
+          TableStore t = engine.lookup(n);
+          if (t != null) {
+            stores.add(t);
+          }
+        }
+        List<TableStore> locked = ShardEngine.lockShared(stores);
+        try {
+          replay(engine, walDir, r, lsn, thresholds, startLsn);
+          wal.append(r);
+        } finally {
+          ShardEngine.unlockShared(locked);
+        }
+      }
+      default -> {
+        // a store replaced or removed: as the live path does, under the snapshot cut's mutex and
+        // the catalogue, the old store retired under its exclusive lock
+        synchronized (snapshotMutex) {
+          synchronized (engine.catalogue()) {
+            String name = switch (r.getOpCase()) {
+              case CREATE -> r.getCreate().getName();
+              case DROP -> r.getDrop();
+              case RESTORE -> r.getRestore().getTable();
+              case EVICT -> r.getEvict().getTable();
+              default -> null;
+            };
+            TableStore old = name == null ? null : engine.lookup(name);
+            if (old != null) {
+              old.quiesce.writeLock().lock();
+            }
+            try {
+              replay(engine, walDir, r, lsn, thresholds, startLsn);
+              wal.append(r);
+              if (old != null && engine.lookup(name) != old) {
+                old.retired = true;
+              }
+            } finally {
+              if (old != null) {
+                old.quiesce.writeLock().unlock();
+              }
+            }
+          }
+        }
+      }
+    }
+    maybeSnapshot();
+  }
+
+  /**
+   * Hard-links the files of the current snapshot into {@code into} (which must not exist) and
+   * returns its start LSN: the links survive the snapshot's deletion by a later one, so a
+   * follower can be sent them while this shard keeps snapshotting.
+   */
+  public long linkCurrentSnapshot(Path into) throws IOException {
+    synchronized (snapshotMutex) { // no snapshot deletes it while the links are made
+      SnapshotManifest m = readCurrent(snapDir);
+      if (m == null) {
+        throw new IOException("no snapshot in " + snapDir);
+      }
+      Path dir = snapDir.resolve(snapshotName(m.getStartLsn()));
+      Files.createDirectories(into);
+      try (Stream<Path> files = Files.list(dir)) {
+        for (Path f : files.toList()) {
+          Files.createLink(into.resolve(f.getFileName()), f);
+        }
+      }
+      return m.getStartLsn();
+    }
+  }
+
+  /**
+   * Replaces the state under {@code stateDir}'s directory of shard {@code index} by a snapshot
+   * received from a primary (its files in {@code received}, which is moved): the log and older
+   * snapshots are deleted, the received one becomes current. The caller has closed the {@link
+   * ShardState} of that directory; {@link #recover} then loads the snapshot.
+   */
+  public static void installReceived(Path stateDir, int index, Path received, long start)
+      throws IOException {
+    Path root = root(stateDir, index);
+    Path snaps = root.resolve("snapshots");
+    deleteTree(root.resolve("wal"));
+    deleteTree(snaps);
+    Files.createDirectories(snaps);
+    for (Path f : listFiles(received)) {
+      try (java.nio.channels.FileChannel c = java.nio.channels.FileChannel.open(f,
+          java.nio.file.StandardOpenOption.WRITE)) {
+        c.force(true);
+      }
+    }
+    Durable.fsyncDirectory(received);
+    Files.move(received, snaps.resolve(snapshotName(start)), StandardCopyOption.ATOMIC_MOVE);
+    Durable.fsyncDirectory(snaps);
+    Durable.writeAtomically(snaps.resolve(CURRENT),
+        snapshotName(start).getBytes(StandardCharsets.UTF_8));
+  }
+
+  private static List<Path> listFiles(Path dir) throws IOException {
+    try (Stream<Path> s = Files.list(dir)) {
+      return s.toList();
+    }
+  }
+
+  /** The log's last LSN (a follower acknowledges up to it). */
+  public long lastAppliedLsn() {
+    return wal.lastLsn();
   }
 
   @Override
@@ -320,9 +481,10 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     return wal.policy();
   }
 
+  /** Whether a mutating call may wait before it answers: for the disk, or for followers. */
   @Override
   public boolean waitsForDisk() {
-    return wal.policy() == ShardLog.Fsync.ALWAYS;
+    return wal.policy() == ShardLog.Fsync.ALWAYS || replication != null;
   }
 
   /**

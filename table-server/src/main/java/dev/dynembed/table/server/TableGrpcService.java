@@ -329,9 +329,9 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
    */
   <T> T execute(String table, Callable<T> call) {
     try {
-      if (!engine.ready()) {
-        throw new TableException(ErrorCode.UNAVAILABLE, "shard " + engine.shardIndex()
-            + " is recovering its tables; resend later");
+      String notReady = engine.notReadyMessage();
+      if (notReady != null) {
+        throw new TableException(ErrorCode.UNAVAILABLE, notReady);
       }
       return call.call();
     } catch (TableException e) {

@@ -59,6 +59,16 @@ public final class TableServer implements AutoCloseable {
   public TableServer(ShardEngine engine, String host, int port, int threads,
       List<ServerInterceptor> interceptors, io.grpc.ServerCredentials credentials, int dataPort)
       throws IOException {
+    this(engine, host, port, threads, interceptors, credentials, dataPort, List.of());
+  }
+
+  /**
+   * @param more further services on the same port (the replication stream between the
+   *     processes of a replicated shard), behind the same interceptors
+   */
+  public TableServer(ShardEngine engine, String host, int port, int threads,
+      List<ServerInterceptor> interceptors, io.grpc.ServerCredentials credentials, int dataPort,
+      List<io.grpc.BindableService> more) throws IOException {
     this.engine = engine;
     this.executor = Executors.newFixedThreadPool(threads, r -> {
       Thread t = new Thread(r, "table-shard-" + engine.shardIndex());
@@ -104,6 +114,8 @@ public final class TableServer implements AutoCloseable {
         .addService(ServerInterceptors.intercept(service,
             interceptors.toArray(new ServerInterceptor[0])))
         .addService(health.getHealthService())
+        .addServices(more.stream().map(m -> ServerInterceptors.intercept(m,
+            interceptors.toArray(new ServerInterceptor[0]))).toList())
         .directExecutor()
         .callExecutor(perCall)
         .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)

@@ -153,6 +153,25 @@ public final class TableServerMain implements Callable<Integer> {
       + " live process is refused after waiting this long (default ${DEFAULT-VALUE})")
   long clusterLeaseS;
 
+  @Option(names = "--replication", description = "replicate this shard (needs --cluster): the"
+      + " processes started with the same --cluster and --shard-index form a group, one primary"
+      + " that takes the calls and ships its log, followers that apply it and take over when the"
+      + " primary's lease expires. sync: a call is answered once every follower in sync holds"
+      + " it (and at least --min-sync-replicas do); async: once the primary's log does (a"
+      + " failover loses what the followers had not received)")
+  String replication;
+
+  @Option(names = "--min-sync-replicas", description = "with --replication sync, followers"
+      + " that must hold a write before it is answered (default 1: losing the primary's disk"
+      + " loses nothing answered; calls wait while no follower is in sync; 0: the primary"
+      + " alone may answer)")
+  Integer minSyncReplicas;
+
+  @Option(names = "--replication-timeout-ms", defaultValue = "5000", description = "a follower"
+      + " in sync that acknowledges nothing new for this long is cut off (it reconnects and"
+      + " reloads); default ${DEFAULT-VALUE}")
+  long replicationTimeoutMs;
+
   @Option(names = "--metrics-port", description = "serve /metrics (Prometheus), /live and /ready"
       + " over HTTP on this port of --host (0 = any free port; omitted = no HTTP)")
   Integer metricsPort;
@@ -241,6 +260,34 @@ public final class TableServerMain implements Callable<Integer> {
       System.err.println("table-server: --advertise is what --cluster registers; give --cluster");
       return 2;
     }
+    ShardReplicas.Mode replicationMode = null;
+    if (replication != null) {
+      try {
+        replicationMode = ShardReplicas.Mode.valueOf(
+            replication.toUpperCase(java.util.Locale.ROOT));
+      } catch (IllegalArgumentException e) {
+        System.err.printf("table-server: --replication must be sync or async; got '%s'%n",
+            replication);
+        return 2;
+      }
+      String refusal = cluster == null ? "--replication needs --cluster (the group agrees on its"
+          + " primary in etcd)"
+          : !wal.equals("on") ? "--replication ships the write-ahead log: it needs --wal on"
+          : redisTier != null ? "--replication and --redis-tier do not go together yet (every"
+              + " process of a group would write the same rows behind)"
+          : tlsCert != null || tokensFile != null ? "--replication streams run in plaintext"
+              + " without tokens for now: not with --tls-cert or --tokens"
+          : minSyncReplicas != null && minSyncReplicas < 0 ? "--min-sync-replicas must be >= 0"
+          : replicationTimeoutMs < 100 ? "--replication-timeout-ms must be >= 100"
+          : null;
+      if (refusal != null) {
+        System.err.println("table-server: " + refusal);
+        return 2;
+      }
+    } else if (minSyncReplicas != null) {
+      System.err.println("table-server: --min-sync-replicas is for --replication sync");
+      return 2;
+    }
     java.util.Map<String, AccessControl.Role> tokens = java.util.Map.of();
     if (tokensFile != null) {
       try {
@@ -281,19 +328,45 @@ public final class TableServerMain implements Callable<Integer> {
     }
     ServerTls tls = tlsCert == null ? null
         : ServerTls.load(tlsCert, tlsKey, tlsClientCa, tlsReloadSeconds);
+    java.util.concurrent.atomic.AtomicReference<ShardState> state =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    Path states = stateDir != null ? stateDir : dataDir.resolve("state");
+    java.util.function.Consumer<java.io.IOException> onLogFailure = e -> {
+      // crash-only: a log that cannot be written cannot promise anything; the restart replays
+      // what the disk holds
+      System.err.println("table-server: write-ahead log failed, exiting: " + e);
+      Runtime.getRuntime().halt(70);
+    };
+    ShardReplicas replicas = null;
+    String member = null;
+    if (replicationMode != null) {
+      member = memberId(ShardState.root(states, shardIndex));
+      ShardReplicas.cleanUp(ShardState.root(states, shardIndex));
+      engine.refuse("shard " + shardIndex + ": joining its replicated group; resend later");
+      replicas = new ShardReplicas(engine, state, () -> ShardState.recover(engine, states,
+          policy, snapshotEveryMb << 20, onLogFailure), states, member, replicationMode,
+          minSyncReplicas != null ? minSyncReplicas
+              : replicationMode == ShardReplicas.Mode.SYNC ? 1 : 0,
+          java.time.Duration.ofMillis(replicationTimeoutMs), () -> {
+            Runtime.getRuntime().halt(ShardReplicas.DEPOSED_EXIT_CODE);
+          });
+    }
     TableServer server = new TableServer(engine, host, port, n, interceptors,
-        tls == null ? null : tls.credentials(), dataPort);
+        tls == null ? null : tls.credentials(), dataPort,
+        replicas == null ? java.util.List.of() : java.util.List.of(replicas));
     if (metrics != null) {
       metrics.serve(host, metricsPort, server::serving);
     }
-    java.util.concurrent.atomic.AtomicReference<ShardState> state =
+    java.util.concurrent.atomic.AtomicReference<AutoCloseable> registration =
         new java.util.concurrent.atomic.AtomicReference<>();
-    java.util.concurrent.atomic.AtomicReference<dev.dynembed.table.cluster.ShardRegistration>
-        registration = new java.util.concurrent.atomic.AtomicReference<>();
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      dev.dynembed.table.cluster.ShardRegistration reg = registration.get();
+      AutoCloseable reg = registration.get();
       if (reg != null) {
-        reg.close(); // out of the map first: clients stop choosing this process
+        try {
+          reg.close(); // out of the map first: clients stop choosing this process
+        } catch (Exception e) {
+          System.err.println("table-server: leaving the cluster map failed: " + e);
+        }
       }
       server.close(); // running calls finish first; then the log is flushed
       ShardState s = state.get();
@@ -323,13 +396,8 @@ public final class TableServerMain implements Callable<Integer> {
     }
     System.out.flush();
     if (wal.equals("on")) {
-      Path states = stateDir != null ? stateDir : dataDir.resolve("state");
-      ShardState s = ShardState.recover(engine, states, policy, snapshotEveryMb << 20, e -> {
-        // crash-only: a log that cannot be written cannot promise anything; the restart replays
-        // what the disk holds
-        System.err.println("table-server: write-ahead log failed, exiting: " + e);
-        Runtime.getRuntime().halt(70);
-      });
+      ShardState s = ShardState.recover(engine, states, policy, snapshotEveryMb << 20,
+          onLogFailure);
       state.set(s);
       ShardState.Recovery r = s.recovery();
       System.out.printf("table-server shard %d ready: %d tables from snapshot at log record %d"
@@ -349,15 +417,33 @@ public final class TableServerMain implements Callable<Integer> {
           + " ms%n", shardIndex, engine.redisTier().address(), engine.redisTier().prefix(),
           redisTierFlushMs);
     }
-    if (clusterAddress != null) {
+    if (replicas != null) {
       String ep = advertisedEndpoint(server.port());
-      String member = memberId(wal.equals("on")
-          ? ShardState.root(stateDir != null ? stateDir : dataDir.resolve("state"), shardIndex)
-          : null);
+      try {
+        dev.dynembed.table.cluster.ShardGroup group = dev.dynembed.table.cluster.ShardGroup.join(
+            clusterAddress, dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards,
+                ep, server.dataPort(), member), java.time.Duration.ofSeconds(clusterLeaseS),
+            replicas, () -> {
+              ShardState s = state.get();
+              return s == null ? 0 : s.lastAppliedLsn();
+            }, m -> System.err.println("table-server: " + m));
+        registration.set(group);
+        replicas.joined(group);
+        group.start();
+      } catch (dev.dynembed.table.cluster.ClusterException e) {
+        System.err.println("table-server: --cluster: " + e.getMessage());
+        return 2;
+      }
+      System.out.printf("table-server shard %d joined the replicated group of cluster %s as %s"
+          + " (member %s, lease %d s, replication %s)%n", shardIndex, clusterAddress, ep, member,
+          clusterLeaseS, replication);
+    } else if (clusterAddress != null) {
+      String ep = advertisedEndpoint(server.port());
+      String id = memberId(wal.equals("on") ? ShardState.root(states, shardIndex) : null);
       try {
         registration.set(dev.dynembed.table.cluster.ShardRegistration.register(clusterAddress,
             dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards, ep,
-                server.dataPort(), member),
+                server.dataPort(), id),
             java.time.Duration.ofSeconds(clusterLeaseS),
             m -> System.err.println("table-server: " + m)));
       } catch (dev.dynembed.table.cluster.ClusterException e) {
@@ -365,7 +451,7 @@ public final class TableServerMain implements Callable<Integer> {
         return 2;
       }
       System.out.printf("table-server shard %d registered in cluster %s as %s (member %s, lease"
-          + " %d s)%n", shardIndex, clusterAddress, ep, member, clusterLeaseS);
+          + " %d s)%n", shardIndex, clusterAddress, ep, id, clusterLeaseS);
     }
     System.out.flush();
     server.markServing();
@@ -396,6 +482,7 @@ public final class TableServerMain implements Callable<Integer> {
     if (stateRoot == null) {
       return java.util.UUID.randomUUID().toString();
     }
+    Files.createDirectories(stateRoot);
     Path f = stateRoot.resolve("cluster-member");
     if (Files.exists(f)) {
       String id = Files.readString(f).strip();

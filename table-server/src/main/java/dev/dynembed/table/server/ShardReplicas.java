@@ -1,0 +1,825 @@
+package dev.dynembed.table.server;
+
+import com.google.protobuf.ByteString;
+import dev.dynembed.table.cluster.ClusterException;
+import dev.dynembed.table.cluster.ClusterMember;
+import dev.dynembed.table.cluster.ShardGroup;
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.Limits;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.engine.ReplicationHook;
+import dev.dynembed.table.engine.ShardEngine;
+import dev.dynembed.table.engine.ShardState;
+import dev.dynembed.table.v1.FileChunk;
+import dev.dynembed.table.v1.FollowRequest;
+import dev.dynembed.table.v1.FollowerMessage;
+import dev.dynembed.table.v1.LogRecord;
+import dev.dynembed.table.v1.ReplicatedRecord;
+import dev.dynembed.table.v1.ReplicationMessage;
+import dev.dynembed.table.v1.ShardReplicationGrpc;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.LinkedHashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import java.util.stream.Stream;
+
+/**
+ * The processes of one replicated shard (docs/design/0019-cluster-map.md): a primary that takes
+ * calls and ships its write-ahead log, and followers that apply it to their own engine and log.
+ * {@link ShardGroup} (etcd) decides the roles; this class plays them.
+ *
+ * <p>As primary ({@link #lead}): every record appended is queued for each follower; a follower
+ * that subscribes first gets a fresh snapshot's files (hard links, so later snapshots may delete
+ * it meanwhile), then the records from the snapshot's start on. A follower that has acknowledged
+ * the log up to the record last appended when its snapshot was sent is recorded in etcd as in
+ * sync, and from then on, with {@code sync}, every mutating call waits until every follower in
+ * sync holds its record (and at least {@code --min-sync-replicas} do); a follower that falls
+ * behind by {@code --replication-timeout-ms} or whose stream ends is removed from the record in
+ * etcd before any call is answered without it. Every answer also needs the lease: a primary
+ * that has not renewed it within half its TTL answers nothing (a paused or cut-off primary may
+ * have been replaced).
+ *
+ * <p>As follower ({@link #follow}): the engine refuses every call; the primary's snapshot
+ * replaces this process's state, then its records are applied and logged in order and each is
+ * acknowledged once in this process's log. Deposed ({@link #deposed}), the process exits (code
+ * 75): its state may hold records no follower got, so it comes back as a follower and loads the
+ * new primary's snapshot (crash-only, as for a failed log).
+ */
+final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
+    implements ShardGroup.Roles, ReplicationHook {
+  private static final Logger log = Logger.getLogger(ShardReplicas.class.getName());
+  /** A follower queue past this many bytes is cut off (it reconnects and loads a snapshot). */
+  static final long MAX_QUEUED_BYTES = 512L << 20;
+  private static final int CHUNK = 1 << 20;
+  static final int DEPOSED_EXIT_CODE = 75;
+
+  enum Mode { SYNC, ASYNC }
+
+  /** Re-opens the shard's state after its files were replaced (a follower's snapshot). */
+  interface StateOpener {
+    ShardState open() throws IOException;
+  }
+
+  private final ShardEngine engine;
+  private final AtomicReference<ShardState> state;
+  private final StateOpener reopen;
+  private final Path stateDir;
+  private final Mode mode;
+  private final int minInSync;
+  private final Duration timeout;
+  private final Runnable exit;
+  private final String member;
+  private volatile ShardGroup group;
+
+  // primary
+  private final Object monitor = new Object();
+  /** By stream: a member's old stream stays (closed) until etcd no longer lists it in sync. */
+  private final Map<Long, Follower> followers = new ConcurrentHashMap<>();
+  private final AtomicLong streams = new AtomicLong();
+  private final ExecutorService isr = Executors.newSingleThreadExecutor(r -> daemon(r, "isr"));
+  private volatile boolean leading;
+  private volatile long epoch;
+
+  // follower
+  private final Object sessionLock = new Object();
+  private FollowSession session; // under sessionLock
+
+  ShardReplicas(ShardEngine engine, AtomicReference<ShardState> state, StateOpener reopen,
+      Path stateDir, String member, Mode mode, int minInSync, Duration timeout, Runnable exit) {
+    this.engine = engine;
+    this.member = member;
+    this.state = state;
+    this.reopen = reopen;
+    this.stateDir = stateDir;
+    this.mode = mode;
+    this.minInSync = minInSync;
+    this.timeout = timeout;
+    this.exit = exit;
+    Thread lag = new Thread(this::watchLag, "replication-lag-" + engine.shardIndex());
+    lag.setDaemon(true);
+    lag.start();
+  }
+
+  void joined(ShardGroup g) {
+    this.group = g;
+  }
+
+  private static Thread daemon(Runnable r, String name) {
+    Thread t = new Thread(r, name);
+    t.setDaemon(true);
+    return t;
+  }
+
+  /** This shard's state directory, STATE_DIR/shard-I. */
+  private Path root() {
+    return ShardState.root(stateDir, engine.shardIndex());
+  }
+
+  private String name() {
+    return "shard " + engine.shardIndex();
+  }
+
+  // ------------------------------------------------------------------ roles
+
+  @Override
+  public void lead(long e) {
+    stopFollowing();
+    epoch = e;
+    state.get().replicateTo(this);
+    leading = true;
+    engine.refuse(null);
+    System.out.printf("table-server shard %d leads its replicated group (epoch %d, replication"
+        + " %s, at least %d follower(s) in sync per answer)%n", engine.shardIndex(), e,
+        mode.name().toLowerCase(java.util.Locale.ROOT), mode == Mode.SYNC ? minInSync : 0);
+    System.out.flush();
+  }
+
+  @Override
+  public void follow(ClusterMember primary, long e) {
+    engine.refuse(name() + ": this process is a follower; the primary is at "
+        + primary.endpoint() + " (epoch " + e + "): resend there");
+    synchronized (sessionLock) {
+      if (session != null) {
+        session.stop();
+      }
+      session = new FollowSession(primary, e);
+      session.start();
+    }
+  }
+
+  @Override
+  public void deposed(String why) {
+    leading = false;
+    engine.refuse(name() + ": this process no longer leads (" + why + ")");
+    synchronized (monitor) {
+      monitor.notifyAll();
+    }
+    System.err.printf("table-server shard %d: deposed (%s); exiting: restarted, it joins as a"
+        + " follower%n", engine.shardIndex(), why);
+    System.err.flush();
+    exit.run();
+  }
+
+  private void stopFollowing() {
+    synchronized (sessionLock) {
+      if (session != null) {
+        session.stop();
+        session = null;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ primary: the write path
+
+  @Override
+  public void appended(long lsn, LogRecord record) {
+    for (Follower f : followers.values()) {
+      f.offer(lsn, record);
+    }
+  }
+
+  @Override
+  public void awaitReplicated(long lsn) {
+    ShardGroup g = group;
+    if (!leading) {
+      throw unavailable("this process does not lead; resend to the primary");
+    }
+    if (g != null && !g.leaseValid()) {
+      throw unavailable("the lease of this primary was not renewed in time (etcd unreachable,"
+          + " or the process was paused): it answers nothing until etcd confirms it still leads");
+    }
+    if (mode == Mode.ASYNC) {
+      return;
+    }
+    long deadline = System.nanoTime() + timeout.toNanos() * 2;
+    synchronized (monitor) {
+      while (true) {
+        if (!leading) {
+          throw unavailable("this process no longer leads; resend to the new primary");
+        }
+        int holding = 0;
+        boolean everyInSync = true;
+        for (Follower f : followers.values()) {
+          if (f.inSync) {
+            if (f.acked >= lsn) {
+              holding++;
+            } else {
+              everyInSync = false;
+            }
+          }
+        }
+        if (everyInSync && holding >= minInSync) {
+          return;
+        }
+        if (System.nanoTime() > deadline) {
+          throw unavailable(String.format("%d follower(s) in sync hold this write, %d are"
+              + " required (--min-sync-replicas): it is applied here and will be answered once"
+              + " enough followers hold it; resend", holding, minInSync));
+        }
+        try {
+          monitor.wait(20);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw unavailable("interrupted while waiting for the followers");
+        }
+      }
+    }
+  }
+
+  private TableException unavailable(String what) {
+    return new TableException(ErrorCode.UNAVAILABLE, name() + ": " + what);
+  }
+
+  /** Followers in sync that stopped acknowledging for longer than the timeout are cut off. */
+  private void watchLag() {
+    while (true) {
+      try {
+        Thread.sleep(Math.max(20, timeout.toMillis() / 10));
+      } catch (InterruptedException e) {
+        return;
+      }
+      long now = System.nanoTime();
+      for (Follower f : followers.values()) {
+        long behindSince = f.behindSince.get();
+        if (f.inSync && !f.closed && f.acked < f.sent && behindSince != 0
+            && now - behindSince > timeout.toNanos()) {
+          f.fail("acknowledged nothing new for " + timeout.toMillis() + " ms");
+        }
+      }
+    }
+  }
+
+  /** Records in etcd the followers now in sync, then wakes the waiting calls. */
+  private void updateInSync(Follower joining) {
+    isr.execute(() -> {
+      ShardGroup g = group;
+      if (g == null || !leading) {
+        return;
+      }
+      Set<String> members = new LinkedHashSet<>();
+      for (Follower f : followers.values()) {
+        if (!f.closed && (f.inSync || f == joining)) {
+          members.add(f.member);
+        }
+      }
+      try {
+        g.inSync(members); // etcd first: a write answered without a follower is never lost to it
+      } catch (ClusterException e) {
+        log.warning(name() + ": recording the followers in sync failed: " + e.getMessage());
+        if (joining != null) {
+          joining.fail("could not be recorded in sync");
+        }
+        return;
+      }
+      for (Follower f : followers.values()) {
+        f.inSync = members.contains(f.member) && !f.closed;
+        if (f.closed) {
+          followers.remove(f.id, f); // etcd no longer counts it: the calls need not either
+        }
+      }
+      if (joining != null && joining.inSync) {
+        System.out.printf("table-server shard %d: follower %s is in sync at record %d%n",
+            engine.shardIndex(), joining.member, joining.acked);
+        System.out.flush();
+      }
+      synchronized (monitor) {
+        monitor.notifyAll();
+      }
+    });
+  }
+
+  // ------------------------------------------------------------------ primary: the stream
+
+  @Override
+  public StreamObserver<FollowerMessage> follow(StreamObserver<ReplicationMessage> out) {
+    ServerCallStreamObserver<ReplicationMessage> call =
+        (ServerCallStreamObserver<ReplicationMessage>) out;
+    // the handlers must be set before this method returns
+    Object ready = new Object();
+    AtomicReference<Follower> current = new AtomicReference<>();
+    call.setOnReadyHandler(() -> {
+      synchronized (ready) {
+        ready.notifyAll();
+      }
+    });
+    call.setOnCancelHandler(() -> {
+      Follower f = current.get();
+      if (f != null) {
+        f.fail("it went away");
+      }
+    });
+    return new StreamObserver<>() {
+      private Follower f;
+
+      @Override
+      public void onNext(FollowerMessage m) {
+        if (m.hasFollow()) {
+          FollowRequest r = m.getFollow();
+          String refusal = !leading ? "this process does not lead"
+              : r.getEpoch() != epoch ? "the follower read epoch " + r.getEpoch()
+                  + " but this primary leads epoch " + epoch
+              : r.getShardIndex() != engine.shardIndex() || r.getNumShards() != engine.numShards()
+                  ? "the follower is shard " + r.getShardIndex() + " of " + r.getNumShards()
+                  : null;
+          if (refusal != null) {
+            call.onError(Status.FAILED_PRECONDITION.withDescription(name() + ": " + refusal)
+                .asRuntimeException());
+            return;
+          }
+          f = new Follower(streams.incrementAndGet(), r.getMember(), call, ready);
+          current.set(f);
+          for (Follower old : followers.values()) {
+            if (old.member.equals(f.member)) {
+              old.fail("replaced by a new stream of the same member");
+            }
+          }
+          followers.put(f.id, f);
+          f.start();
+        } else if (f != null) {
+          f.ack(m.getAckedLsn());
+        }
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        if (f != null) {
+          f.fail("its stream broke (" + Status.fromThrowable(t).getCode() + ")");
+        }
+      }
+
+      @Override
+      public void onCompleted() {
+        if (f != null) {
+          f.fail("it closed its stream");
+        }
+      }
+    };
+  }
+
+  private record Pending(long lsn, LogRecord record) {}
+
+  /** The primary's end of one follower's stream. */
+  private final class Follower {
+    final long id;
+    final String member;
+    final ServerCallStreamObserver<ReplicationMessage> out;
+    final LinkedBlockingQueue<Pending> queue = new LinkedBlockingQueue<>();
+    final AtomicLong queuedBytes = new AtomicLong();
+    /** When the follower first lagged behind what was sent to it (0: caught up). */
+    final AtomicLong behindSince = new AtomicLong();
+    final Object ready;
+    volatile long acked;
+    volatile long sent;
+    volatile long catchUp = Long.MAX_VALUE; // in sync once acked reaches it
+    volatile boolean inSync;
+    volatile boolean closed;
+    volatile String why;
+    Thread sender;
+
+    Follower(long id, String member, ServerCallStreamObserver<ReplicationMessage> out,
+        Object ready) {
+      this.id = id;
+      this.member = member;
+      this.out = out;
+      this.ready = ready;
+    }
+
+    void start() {
+      sender = new Thread(this::send, "replicate-to-" + member);
+      sender.setDaemon(true);
+      sender.start();
+    }
+
+    void offer(long lsn, LogRecord r) {
+      if (closed) {
+        return;
+      }
+      if (queuedBytes.addAndGet(r.getSerializedSize()) > MAX_QUEUED_BYTES) {
+        fail("fell behind by more than " + (MAX_QUEUED_BYTES >> 20) + " MiB of log");
+        return;
+      }
+      queue.add(new Pending(lsn, r));
+    }
+
+    void ack(long lsn) {
+      if (lsn <= acked) {
+        return;
+      }
+      acked = lsn;
+      if (lsn >= sent) {
+        behindSince.set(0);
+      }
+      maybeInSync();
+      synchronized (monitor) {
+        monitor.notifyAll();
+      }
+    }
+
+    private synchronized void maybeInSync() {
+      if (!inSync && acked >= catchUp && !closed) {
+        catchUp = Long.MAX_VALUE; // asked once
+        updateInSync(this);
+      }
+    }
+
+    void fail(String reason) {
+      if (closed) {
+        return;
+      }
+      why = reason;
+      closed = true;
+      if (!inSync) {
+        followers.remove(id, this);
+      }
+      log.info(String.format("%s: follower %s dropped: %s", name(), member, reason));
+      if (sender != null) {
+        sender.interrupt();
+      }
+      if (inSync) {
+        updateInSync(null); // etcd first; the waiting calls wait for it
+      }
+    }
+
+    private void send() {
+      Path links = null;
+      try {
+        ShardState s = state.get();
+        // the snapshot starts after this follower's queue did: every record from its start on
+        // is queued
+        s.snapshot();
+        links = root().resolve("replication-" + member + "-" + System.nanoTime());
+        long start = s.linkCurrentSnapshot(links);
+        try (Stream<Path> files = Files.list(links)) {
+          for (Path p : files.sorted().toList()) {
+            sendFile(p, p.getFileName().toString(), true);
+          }
+        }
+        emit(ReplicationMessage.newBuilder().setSnapshotDone(start).build());
+        sent = start - 1;
+        catchUp = s.lastAppliedLsn();
+        log.info(String.format("%s: follower %s gets the log from record %d (in sync once it"
+            + " holds record %d)", name(), member, start, catchUp));
+        maybeInSync();
+        while (!closed) {
+          Pending p = queue.poll(200, TimeUnit.MILLISECONDS);
+          if (p == null) {
+            continue;
+          }
+          queuedBytes.addAndGet(-p.record.getSerializedSize());
+          if (p.lsn < start) {
+            continue; // in the snapshot
+          }
+          if (p.record.hasRestore()) {
+            Path dir = state.get().walDirectory().resolve(p.record.getRestore().getDirectory());
+            try (Stream<Path> files = Files.list(dir)) {
+              for (Path f : files.sorted().toList()) {
+                sendFile(f, dir.getFileName() + "/" + f.getFileName(), false);
+              }
+            }
+          }
+          if (acked >= sent) {
+            behindSince.set(System.nanoTime()); // from now on it owes an answer
+          }
+          sent = p.lsn;
+          emit(ReplicationMessage.newBuilder().setRecord(ReplicatedRecord.newBuilder()
+              .setLsn(p.lsn).setEpoch(epoch).setRecord(p.record)).build());
+        }
+      } catch (InterruptedException e) {
+        // cut off
+      } catch (IOException | RuntimeException e) {
+        if (!closed) {
+          fail("sending failed: " + e);
+        }
+      } finally {
+        if (links != null) {
+          try {
+            deleteTree(links);
+          } catch (IOException ignored) {
+            // left for the next start's clean-up
+          }
+        }
+        try {
+          out.onError(Status.UNAVAILABLE.withDescription(name() + ": replication stopped: "
+              + why).asRuntimeException());
+        } catch (RuntimeException ignored) {
+          // already closed
+        }
+      }
+    }
+
+    private void sendFile(Path p, String path, boolean snapshot) throws IOException,
+        InterruptedException {
+      try (InputStream in = Files.newInputStream(p)) {
+        long offset = 0;
+        byte[] buf = new byte[CHUNK];
+        boolean first = true;
+        while (true) {
+          int n = in.readNBytes(buf, 0, buf.length);
+          if (n == 0 && !first) {
+            break;
+          }
+          FileChunk c = FileChunk.newBuilder().setPath(path).setOffset(offset)
+              .setData(ByteString.copyFrom(buf, 0, n)).build();
+          emit(snapshot ? ReplicationMessage.newBuilder().setSnapshotFile(c).build()
+              : ReplicationMessage.newBuilder().setRestoreFile(c).build());
+          offset += n;
+          first = false;
+          if (n < buf.length) {
+            break;
+          }
+        }
+      }
+    }
+
+    /** Sends one message once the stream can take it (HTTP/2 flow control). */
+    private void emit(ReplicationMessage m) throws InterruptedException {
+      synchronized (ready) {
+        while (!out.isReady()) {
+          if (closed) {
+            throw new InterruptedException();
+          }
+          ready.wait(100);
+        }
+      }
+      if (closed) {
+        throw new InterruptedException();
+      }
+      out.onNext(m);
+    }
+  }
+
+  // ------------------------------------------------------------------ follower
+
+  /** This process's stream from its primary; it reconnects (and reloads) until stopped. */
+  private final class FollowSession {
+    final ClusterMember primary;
+    final long epoch;
+    final ExecutorService apply;
+    volatile boolean stopped;
+    volatile ManagedChannel channel;
+    volatile ClientCallStreamObserver<FollowerMessage> requests;
+    Path incoming;
+    FileChannel file;
+    String fileName;
+    boolean loaded;
+
+    FollowSession(ClusterMember primary, long epoch) {
+      this.primary = primary;
+      this.epoch = epoch;
+      this.apply = Executors.newSingleThreadExecutor(r -> daemon(r, "follow-" + primary.member()));
+    }
+
+    void start() {
+      apply.execute(this::connect);
+    }
+
+    void stop() {
+      stopped = true;
+      ClientCallStreamObserver<FollowerMessage> r = requests;
+      if (r != null) {
+        r.cancel("stopped following", null);
+      }
+      apply.shutdown();
+      try {
+        apply.awaitTermination(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      ManagedChannel c = channel;
+      if (c != null) {
+        c.shutdownNow();
+      }
+      closeFile();
+    }
+
+    /** Opens the stream (on the apply thread; its messages are applied there, in order). */
+    private void connect() {
+      if (stopped) {
+        return;
+      }
+      loaded = false;
+      try {
+        incoming = root().resolve("incoming-" + System.nanoTime());
+        Files.createDirectories(incoming);
+      } catch (IOException e) {
+        failed(e);
+        return;
+      }
+      channel = NettyChannelBuilder.forTarget(primary.endpoint()).usePlaintext()
+          .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES).executor(apply).build();
+      ShardReplicationGrpc.newStub(channel).follow(new ClientResponseObserver<FollowerMessage,
+          ReplicationMessage>() {
+        @Override
+        public void beforeStart(ClientCallStreamObserver<FollowerMessage> r) {
+          requests = r;
+        }
+
+        @Override
+        public void onNext(ReplicationMessage m) {
+          if (stopped) {
+            return;
+          }
+          try {
+            handle(m);
+          } catch (IOException | RuntimeException e) {
+            requests.cancel("applying failed: " + e.getMessage(), e);
+            failed(e);
+          }
+        }
+
+        @Override
+        public void onError(Throwable t) {
+          failed(t);
+        }
+
+        @Override
+        public void onCompleted() {
+          failed(new IOException("the primary ended the stream"));
+        }
+      });
+      requests.onNext(FollowerMessage.newBuilder().setFollow(FollowRequest.newBuilder()
+          .setMember(member).setShardIndex(engine.shardIndex())
+          .setNumShards(engine.numShards()).setEpoch(epoch)).build());
+    }
+
+    private void handle(ReplicationMessage m) throws IOException {
+      switch (m.getMsgCase()) {
+        case SNAPSHOT_FILE -> write(incoming, m.getSnapshotFile());
+        case SNAPSHOT_DONE -> {
+          closeFile();
+          long start = m.getSnapshotDone();
+          ShardState old = state.getAndSet(null);
+          if (old != null) {
+            old.close(false);
+          }
+          engine.clearForResync();
+          ShardState.installReceived(stateDir, engine.shardIndex(), incoming, start);
+          ShardState fresh = reopen.open();
+          state.set(fresh);
+          loaded = true;
+          System.out.printf("table-server shard %d follows %s (epoch %d): loaded its snapshot"
+              + " at record %d (%d tables)%n", engine.shardIndex(), primary.endpoint(), epoch,
+              start, engine.tables().size());
+          System.out.flush();
+          ack(fresh.lastAppliedLsn());
+        }
+        case RESTORE_FILE -> {
+          if (!loaded) {
+            throw new IOException("a restored table's file came before the snapshot");
+          }
+          write(state.get().walDirectory(), m.getRestoreFile());
+        }
+        case RECORD -> {
+          if (!loaded) {
+            throw new IOException("a log record came before the snapshot");
+          }
+          closeFile();
+          ReplicatedRecord r = m.getRecord();
+          if (r.getEpoch() != epoch) {
+            throw new IOException("a record of epoch " + r.getEpoch() + " in a stream of epoch "
+                + epoch);
+          }
+          ShardState s = state.get();
+          s.applyReplicated(r.getLsn(), r.getRecord());
+          s.awaitDurable(r.getLsn()); // as durable as this process's --fsync promises
+          ack(r.getLsn());
+        }
+        default -> throw new IOException("unknown replication message " + m.getMsgCase());
+      }
+    }
+
+    private void ack(long lsn) {
+      requests.onNext(FollowerMessage.newBuilder().setAckedLsn(lsn).build());
+    }
+
+    private void write(Path base, FileChunk c) throws IOException {
+      Path p = base.resolve(c.getPath()).normalize();
+      if (!p.startsWith(base)) {
+        throw new IOException("file " + c.getPath() + " escapes " + base);
+      }
+      if (!c.getPath().equals(fileName)) {
+        closeFile();
+        Files.createDirectories(p.getParent());
+        file = FileChannel.open(p, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+            StandardOpenOption.TRUNCATE_EXISTING);
+        fileName = c.getPath();
+      }
+      ByteBuffer b = c.getData().asReadOnlyByteBuffer();
+      long pos = c.getOffset();
+      while (b.hasRemaining()) {
+        pos += file.write(b, pos);
+      }
+    }
+
+    private void closeFile() {
+      if (file != null) {
+        try {
+          file.force(true);
+          file.close();
+        } catch (IOException ignored) {
+          // the snapshot install fsyncs what it moves
+        }
+        file = null;
+        fileName = null;
+      }
+    }
+
+    /** The stream ended: drop what half arrived and connect again (a full load) in a second. */
+    private void failed(Throwable t) {
+      if (stopped) {
+        return;
+      }
+      log.log(Level.INFO, String.format("%s: the stream from %s ended (%s); connecting again",
+          name(), primary.endpoint(), Status.fromThrowable(t).getDescription() != null
+              ? Status.fromThrowable(t).getDescription() : t.toString()));
+      closeFile();
+      ManagedChannel c = channel;
+      if (c != null) {
+        c.shutdownNow();
+      }
+      try {
+        if (incoming != null) {
+          deleteTree(incoming);
+        }
+      } catch (IOException ignored) {
+        // cleaned at the next start
+      }
+      if (!stopped) {
+        new Thread(() -> {
+          try {
+            Thread.sleep(1000);
+            if (!stopped) {
+              apply.execute(this::connect);
+            }
+          } catch (InterruptedException | java.util.concurrent.RejectedExecutionException e) {
+            // stopped
+          }
+        }, "follow-retry").start();
+      }
+    }
+  }
+
+  /** Leftovers of an earlier process: half-received snapshots, links of snapshots sent. */
+  static void cleanUp(Path stateDir) throws IOException {
+    if (!Files.isDirectory(stateDir)) {
+      return;
+    }
+    try (Stream<Path> s = Files.list(stateDir)) {
+      for (Path p : s.toList()) {
+        String n = p.getFileName().toString();
+        if (n.startsWith("incoming-") || n.startsWith("replication-")) {
+          deleteTree(p);
+        }
+      }
+    }
+  }
+
+  private static void deleteTree(Path p) throws IOException {
+    if (!Files.exists(p)) {
+      return;
+    }
+    try (Stream<Path> s = Files.walk(p)) {
+      for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(q);
+      }
+    }
+  }
+
+  /** Followers connected now and their progress (metrics). */
+  Map<String, Long> followerAcks() {
+    Map<String, Long> out = new java.util.TreeMap<>();
+    followers.values().forEach(f -> out.merge(f.member, f.acked, Math::max));
+    return out;
+  }
+
+  boolean leading() {
+    return leading;
+  }
+
+  long epoch() {
+    return epoch;
+  }
+}
