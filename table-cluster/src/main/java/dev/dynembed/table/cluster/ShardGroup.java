@@ -240,6 +240,19 @@ public final class ShardGroup implements AutoCloseable {
           sleep(Math.max(200, ttl.toMillis() / 6));
           continue;
         }
+        if (System.nanoTime() - keptAliveAt > ttl.toNanos()) {
+          // not renewed for a whole TTL (this process was paused, or etcd unreachable): the
+          // lease may be gone, and with it this process's entry; a new one
+          log.accept("shard " + me.index() + ": the lease was not renewed for "
+              + ttl.toSeconds() + " s; taking a new one");
+          CloseableClient k = keepAlive;
+          if (k != null) {
+            k.close();
+          }
+          client.getLeaseClient().revoke(lease);
+          grant();
+          lastPublish = 0;
+        }
         if (System.nanoTime() - lastPublish > 2_000_000_000L) {
           publish(); // progress for operators and for elections
           lastPublish = System.nanoTime();

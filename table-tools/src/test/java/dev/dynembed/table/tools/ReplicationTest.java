@@ -275,4 +275,59 @@ class ReplicationTest {
       }
     }
   }
+
+  @Test
+  void aSyncWrite_isAnsweredOnlyOnceAFollowerHoldsIt() throws Exception {
+    try (LocalEtcd etcd = new LocalEtcd()) {
+      String cluster = "etcd://" + etcd.endpoint() + "/strict";
+      for (String slot : List.of("a", "b")) {
+        start("0" + slot, dir.resolve("0" + slot), args(cluster, 0, 1, "--replication", "sync"));
+      }
+      ClusterStatus before = awaitRedundant(cluster, 1, 90);
+      String primary = primaryOf(before, 0);
+      String follower = primary.equals("0a") ? "0b" : "0a";
+      long followerPid = running.get(follower).pid();
+      String[] key = {"k"};
+      try (TableClient impatient = TableClients.open(cluster, ClientOptions.builder()
+              .retryFor(Duration.ofSeconds(3)).deadline(Duration.ofSeconds(2)).build());
+          TableClient patient = TableClients.open(cluster, ClientOptions.builder()
+              .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(10)).build())) {
+        EmbeddingTable t = patient.createTable(ExactOracle.config("strict", 1).build());
+        t.applyGradients(key, new float[] {1f}, 0f, 0); // answered: the follower holds it
+        new ProcessBuilder("kill", "-STOP", String.valueOf(followerPid)).start().waitFor();
+        try {
+          EmbeddingTable slow = impatient.openTable("strict");
+          long t0 = System.nanoTime();
+          dev.dynembed.table.common.TableException e = org.junit.jupiter.api.Assertions
+              .assertThrows(dev.dynembed.table.common.TableException.class,
+                  () -> slow.applyGradients(key, new float[] {2f}, 0f, 1));
+          assertTrue(e.code() == dev.dynembed.table.common.ErrorCode.UNAVAILABLE
+              || e.code() == dev.dynembed.table.common.ErrorCode.DEADLINE_EXCEEDED, e.toString());
+          assertTrue((System.nanoTime() - t0) / 1e9 >= 2.5, "answered too early: " + e);
+          // cut off after --replication-timeout-ms: etcd no longer lists it in sync
+          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+          while (!ClusterStatus.read(ClusterAddress.parse(cluster)).groups().get(0).inSync()
+              .isEmpty()) {
+            assertTrue(System.nanoTime() < deadline, "the paused follower stayed in sync");
+            Thread.sleep(100);
+          }
+        } finally {
+          new ProcessBuilder("kill", "-CONT", String.valueOf(followerPid)).start().waitFor();
+        }
+        // back, the follower loads a snapshot again (which holds the unanswered write: the
+        // primary applied and logged it) and the next write is answered
+        t.applyGradients(key, new float[] {4f}, 0f, 2);
+        awaitRedundant(cluster, 1, 90);
+        // the primary and its disk go: the follower answers with all three
+        Path old = stateOf.get(primary);
+        synchronized (this) {
+          stateOf.put(primary, dir.resolve(primary + "-new"));
+          running.get(primary).destroyForcibly().waitFor();
+        }
+        deleteTree(old);
+        assertArrayEquals(new float[] {-7f}, t.find(key).rows(), 0f);
+        assertEquals(follower, primaryOf(ClusterStatus.read(ClusterAddress.parse(cluster)), 0));
+      }
+    }
+  }
 }
