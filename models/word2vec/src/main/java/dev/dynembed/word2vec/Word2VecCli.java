@@ -247,7 +247,7 @@ public final class Word2VecCli {
       } else {
         client = TableClients.inProcess(modelDir);
       }
-      String where = shards > 0 ? shards + " local shard processes"
+      String where = shards > 0 ? shards + " local shard processes" + (procs.spec().startsWith("etcd:") ? " (replicated, " + procs.spec() + ")" : "")
           : table != null ? (service.redis() ? table : "shards " + table)
           : "the in-process table";
       System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
@@ -330,12 +330,12 @@ public final class Word2VecCli {
         o.printf(Locale.ROOT, "final loss       %.4f per pair%n",
             r.lossCurve().isEmpty() ? Double.NaN : r.lossCurve().get(r.lossCurve().size() - 1)[1]);
         o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,
-            procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%d shards)",
-                procs.peakRssBytes() >> 20, shards));
+            procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%s)",
+                procs.peakRssBytes() >> 20, procs.describe()));
         double cpu = LocalShardProcesses.cpuSeconds(ProcessHandle.current().pid());
         o.printf(Locale.ROOT, "cpu              %.1f s (this process, whole run)%s%n", cpu,
-            procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%d shards)",
-                procs.cpuSeconds(), shards));
+            procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%s)",
+                procs.cpuSeconds(), procs.describe()));
         if (r.skippedLongWords() > 0) {
           o.printf(Locale.ROOT, "skipped          %,d words longer than %d bytes%n",
               r.skippedLongWords(), Word2Vec.MAX_WORD_BYTES);

@@ -104,6 +104,46 @@ class StorageTiersBrownTest {
     assertTrue(viaRedisTier > 0.2, "learned: " + viaRedisTier);
   }
 
+  /**
+   * Issue 30: word2vec on 2 replicated shards (one follower each, sync replication) loses the
+   * primary of shard 0 with its state directory about a third of the way through; the follower
+   * takes over, the trainer's calls are resent to it (no --resume), the lost process comes back
+   * as a follower, and the run reaches the in-memory run's quality.
+   */
+  @Test
+  void twoReplicatedShards_loseAPrimaryAndItsDiskMidRun_reachInMemoryQuality()
+      throws Exception {
+    Path model = dir.resolve("replicated");
+    long trainedAt;
+    long killedAt;
+    try (dev.dynembed.table.tools.LocalShardProcesses procs =
+            dev.dynembed.table.tools.LocalShardProcesses.replicated(2, 1, "sync", model, "1g",
+                "", List.of(), List.of());
+        TableClient c = TableClients.open(procs.spec(), ClientOptions.builder()
+            .retryFor(java.time.Duration.ofMinutes(3)).build())) {
+      java.util.concurrent.ExecutorService pool =
+          java.util.concurrent.Executors.newSingleThreadExecutor();
+      java.util.concurrent.Future<Long> killer = pool.submit(() -> {
+        Thread.sleep(45_000);
+        return procs.killPrimary(0, true);
+      });
+      train(config(0, false), c, model);
+      trainedAt = System.nanoTime();
+      killedAt = killer.get();
+      pool.shutdown();
+      System.err.printf("replicated shards on Brown: primary of shard 0 killed with its disk"
+          + " %.0f s before the end; cluster now:%n%s", (trainedAt - killedAt) / 1e9,
+          procs.status().format());
+    }
+    assertTrue(killedAt < trainedAt - 10_000_000_000L, "the kill came after training ended");
+    double replicated = MultiWorkerBrownTest.wordSim(model);
+    System.err.printf("replicated shards on Brown: WordSim-353 %.3f vs %.3f in memory%n",
+        replicated, inMemory);
+    assertTrue(replicated > inMemory - 0.1, "replicated " + replicated + " vs in memory "
+        + inMemory);
+    assertTrue(replicated > 0.2, "learned: " + replicated);
+  }
+
   @Test
   void tablesInRedis_reachInMemoryQuality() {
     Path model = dir.resolve("redis");

@@ -10,8 +10,6 @@ import io.etcd.jetcd.op.CmpTarget;
 import io.etcd.jetcd.op.Op;
 import io.etcd.jetcd.options.GetOption;
 import io.etcd.jetcd.options.PutOption;
-import io.etcd.jetcd.support.CloseableClient;
-import io.grpc.stub.StreamObserver;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -42,7 +40,8 @@ import java.util.function.LongSupplier;
  * missed acknowledged writes never leads), and only if no other such live process has more of the
  * log; it takes it in one transaction that also raises the epoch, so two never both win. A new
  * group (no record yet) goes to its process with the longest log. A primary that finds its entry
- * gone or taken, or cannot renew its lease within half its TTL, is deposed: {@link Roles#deposed}.
+ * gone or taken, or whose last successful lease renewal was sent 90% of a TTL ago, is deposed:
+ * {@link Roles#deposed}.
  */
 public final class ShardGroup implements AutoCloseable {
   /** What the process does in each role; called on the group's thread. */
@@ -92,9 +91,13 @@ public final class ShardGroup implements AutoCloseable {
   private final Consumer<String> log;
   private final Thread thread;
   private final Object lock = new Object();
-  private long lease;
-  private CloseableClient keepAlive;
-  private volatile long keptAliveAt; // System.nanoTime of the last lease renewal
+  private volatile long lease;
+  /**
+   * System.nanoTime when the last successful renewal was sent: etcd's expiry is at least a TTL
+   * after it, so until then (less a margin for clock rates) no other process can lead.
+   */
+  private volatile long keptAliveAt;
+  private final Thread renewer;
   private volatile boolean closed;
   // under lock
   private boolean leading;
@@ -113,6 +116,8 @@ public final class ShardGroup implements AutoCloseable {
     this.log = log;
     this.thread = new Thread(this::run, "shard-group-" + me.index());
     this.thread.setDaemon(true);
+    this.renewer = new Thread(this::renew, "lease-" + me.index());
+    this.renewer.setDaemon(true);
   }
 
   /**
@@ -140,30 +145,46 @@ public final class ShardGroup implements AutoCloseable {
     return g;
   }
 
-  /** Starts the group's thread: elections, and watching the primary. */
+  /** Starts the group's threads: elections and watching the primary; renewing the lease. */
   public void start() {
+    renewer.start();
     thread.start();
   }
 
   private void grant() {
+    long sent = System.nanoTime();
     long l = Etcd.await(client.getLeaseClient().grant(ttl.toSeconds()), address,
         "granting a lease").getID();
-    keptAliveAt = System.nanoTime();
+    keptAliveAt = sent;
     lease = l;
-    keepAlive = client.getLeaseClient().keepAlive(l, new StreamObserver<>() {
-      @Override
-      public void onNext(LeaseKeepAliveResponse r) {
-        if (r.getTTL() > 0) {
-          keptAliveAt = System.nanoTime();
+  }
+
+  /**
+   * Renews the lease every quarter TTL, one call at a time, noting when each successful call
+   * was sent (jetcd's keep-alive stream does not say, and its answers arrive late on a loaded
+   * machine: a primary must count from the send).
+   */
+  private void renew() {
+    while (!closed) {
+      long l = lease;
+      long sent = System.nanoTime();
+      try {
+        LeaseKeepAliveResponse r = client.getLeaseClient().keepAliveOnce(l)
+            .get(ttl.toMillis(), TimeUnit.MILLISECONDS);
+        if (r.getTTL() > 0 && l == lease) {
+          keptAliveAt = Math.max(keptAliveAt, sent);
         }
+      } catch (InterruptedException e) {
+        return;
+      } catch (Exception e) {
+        // etcd unreachable or the lease gone: the validity runs out by itself
       }
-
-      @Override
-      public void onError(Throwable t) {}
-
-      @Override
-      public void onCompleted() {}
-    });
+      try {
+        Thread.sleep(Math.max(100, ttl.toMillis() / 4));
+      } catch (InterruptedException e) {
+        return;
+      }
+    }
   }
 
   /** Every live entry of the cluster must be of this process's shard count. */
@@ -234,7 +255,7 @@ public final class ShardGroup implements AutoCloseable {
             return;
           }
           if (!leaseValid()) {
-            depose("its lease was not renewed for " + ttl.toMillis() / 2 + " ms");
+            depose("its lease was not renewed within " + ttl.toMillis() * 9 / 10 + " ms");
             return;
           }
           sleep(Math.max(200, ttl.toMillis() / 6));
@@ -245,10 +266,6 @@ public final class ShardGroup implements AutoCloseable {
           // lease may be gone, and with it this process's entry; a new one
           log.accept("shard " + me.index() + ": the lease was not renewed for "
               + ttl.toSeconds() + " s; taking a new one");
-          CloseableClient k = keepAlive;
-          if (k != null) {
-            k.close();
-          }
           client.getLeaseClient().revoke(lease);
           grant();
           lastPublish = 0;
@@ -396,11 +413,12 @@ public final class ShardGroup implements AutoCloseable {
   }
 
   /**
-   * Whether this process may still act as primary: it leads, and it renewed its lease within
-   * half the TTL (etcd cannot have let it expire and given the lead away).
+   * Whether this process may still act as primary: a renewal of its lease sent less than 90% of
+   * the TTL ago succeeded, so etcd has not let it expire and given the lead away (the 10% cover
+   * clocks that run at different rates).
    */
   public boolean leaseValid() {
-    return System.nanoTime() - keptAliveAt < ttl.toNanos() / 2;
+    return System.nanoTime() - keptAliveAt < ttl.toNanos() * 9 / 10;
   }
 
   public boolean leading() {
@@ -470,9 +488,7 @@ public final class ShardGroup implements AutoCloseable {
   public void close() {
     closed = true;
     thread.interrupt();
-    if (keepAlive != null) {
-      keepAlive.close();
-    }
+    renewer.interrupt();
     if (lease != 0) {
       try {
         client.getLeaseClient().revoke(lease).get(5, TimeUnit.SECONDS);

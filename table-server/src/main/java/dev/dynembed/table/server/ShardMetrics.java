@@ -105,6 +105,24 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
     new UptimeMetrics().bindTo(registry);
   }
 
+  /**
+   * The replication gauges of a replicated shard (docs/design/0019-cluster-map.md): its role,
+   * the group's epoch, the followers in sync and, on a primary, how far the slowest follower is
+   * behind (log records appended but not acknowledged).
+   */
+  void replication(ShardReplicas r) {
+    Gauge.builder("dynembed.replication.primary", r, x -> x.leading() ? 1 : 0)
+        .description("1 while this process leads its replicated group").register(registry);
+    Gauge.builder("dynembed.replication.epoch", r, ShardReplicas::epoch)
+        .description("the group's epoch this process leads (0: it follows)").register(registry);
+    Gauge.builder("dynembed.replication.followers.in.sync", r, ShardReplicas::followersInSync)
+        .description("followers that hold every answered write (a primary's view)")
+        .register(registry);
+    Gauge.builder("dynembed.replication.lag", r, x -> x.lagRecords(engine))
+        .description("log records the slowest connected follower has not acknowledged")
+        .register(registry);
+  }
+
   /** The Prometheus text of every metric, table gauges refreshed first. */
   public String scrape() {
     List<MultiGauge.Row<?>> k = new ArrayList<>();

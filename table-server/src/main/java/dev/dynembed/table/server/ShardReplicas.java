@@ -78,6 +78,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
   enum Mode { SYNC, ASYNC }
 
+  /**
+   * How a follower reaches its primary: TLS (the CA of the peers' certificates, and this
+   * process's certificate as its client certificate) and a bearer token, each null for none.
+   */
+  record Peers(Path ca, Path cert, Path key, String token) {}
+
   /** Re-opens the shard's state after its files were replaced (a follower's snapshot). */
   interface StateOpener {
     ShardState open() throws IOException;
@@ -92,6 +98,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   private final Duration timeout;
   private final Runnable exit;
   private final String member;
+  private final Peers peers;
   private volatile ShardGroup group;
 
   // primary
@@ -108,9 +115,11 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   private FollowSession session; // under sessionLock
 
   ShardReplicas(ShardEngine engine, AtomicReference<ShardState> state, StateOpener reopen,
-      Path stateDir, String member, Mode mode, int minInSync, Duration timeout, Runnable exit) {
+      Path stateDir, String member, Peers peers, Mode mode, int minInSync, Duration timeout,
+      Runnable exit) {
     this.engine = engine;
     this.member = member;
+    this.peers = peers;
     this.state = state;
     this.reopen = reopen;
     this.stateDir = stateDir;
@@ -628,8 +637,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         failed(e);
         return;
       }
-      channel = NettyChannelBuilder.forTarget(primary.endpoint()).usePlaintext()
-          .maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES).executor(apply).build();
+      try {
+        channel = channel(primary.endpoint());
+      } catch (IOException e) {
+        failed(e);
+        return;
+      }
       ShardReplicationGrpc.newStub(channel).follow(new ClientResponseObserver<FollowerMessage,
           ReplicationMessage>() {
         @Override
@@ -663,6 +676,29 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       requests.onNext(FollowerMessage.newBuilder().setFollow(FollowRequest.newBuilder()
           .setMember(member).setShardIndex(engine.shardIndex())
           .setNumShards(engine.numShards()).setEpoch(epoch)).build());
+    }
+
+    private ManagedChannel channel(String endpoint) throws IOException {
+      NettyChannelBuilder b;
+      if (peers.ca() == null) {
+        b = NettyChannelBuilder.forTarget(endpoint).usePlaintext();
+      } else {
+        io.grpc.TlsChannelCredentials.Builder t = io.grpc.TlsChannelCredentials.newBuilder()
+            .trustManager(peers.ca().toFile());
+        if (peers.cert() != null) {
+          t.keyManager(peers.cert().toFile(), peers.key().toFile());
+        }
+        b = NettyChannelBuilder.forTarget(endpoint, t.build());
+      }
+      if (peers.token() != null) {
+        io.grpc.Metadata md = new io.grpc.Metadata();
+        md.put(io.grpc.Metadata.Key.of("authorization", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
+            "Bearer " + peers.token());
+        b.intercept(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(md));
+      }
+      // a record is a step's gradients (megabytes): a window that holds one, as the clients'
+      return b.maxInboundMessageSize(Limits.MAX_MESSAGE_BYTES)
+          .flowControlWindow(Limits.FLOW_CONTROL_WINDOW).executor(apply).build();
     }
 
     private void handle(ReplicationMessage m) throws IOException {
@@ -752,9 +788,14 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       if (stopped) {
         return;
       }
-      log.log(Level.INFO, String.format("%s: the stream from %s ended (%s); connecting again",
+      Throwable root = t;
+      while (root.getCause() != null) {
+        root = root.getCause();
+      }
+      log.log(Level.INFO, String.format("%s: the stream from %s ended (%s%s); connecting again",
           name(), primary.endpoint(), Status.fromThrowable(t).getDescription() != null
-              ? Status.fromThrowable(t).getDescription() : t.toString()));
+              ? Status.fromThrowable(t).getDescription() : t.toString(),
+          root == t ? "" : ": " + root));
       closeFile();
       ManagedChannel c = channel;
       if (c != null) {
@@ -806,6 +847,21 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         Files.deleteIfExists(q);
       }
     }
+  }
+
+  /** Followers in sync now (metrics). */
+  int followersInSync() {
+    return (int) followers.values().stream().filter(f -> f.inSync && !f.closed).count();
+  }
+
+  /** Records the slowest connected follower lacks (metrics; 0 on a follower). */
+  long lagRecords(ShardEngine e) {
+    if (!leading || e.journal() == null) {
+      return 0;
+    }
+    long last = e.journal().lastLsn();
+    return followers.values().stream().filter(f -> !f.closed)
+        .mapToLong(f -> Math.max(0, last - f.acked)).max().orElse(0);
   }
 
   /** Followers connected now and their progress (metrics). */

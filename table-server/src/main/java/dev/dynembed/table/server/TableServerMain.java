@@ -172,6 +172,17 @@ public final class TableServerMain implements Callable<Integer> {
       + " reloads); default ${DEFAULT-VALUE}")
   long replicationTimeoutMs;
 
+  @Option(names = "--peer-tls-ca", description = "with --replication and TLS: the PEM CA that"
+      + " signs the other processes' certificates (default --tls-client-ca); a follower presents"
+      + " --tls-cert as its client certificate, whose CN the primary must list in"
+      + " --admin-clients")
+  Path peerTlsCa;
+
+  @Option(names = "--peer-token-file", description = "with --replication and --tokens: a file"
+      + " holding a token with the admin role on the other processes of the group (a follower"
+      + " reads the whole log)")
+  Path peerTokenFile;
+
   @Option(names = "--metrics-port", description = "serve /metrics (Prometheus), /live and /ready"
       + " over HTTP on this port of --host (0 = any free port; omitted = no HTTP)")
   Integer metricsPort;
@@ -275,8 +286,11 @@ public final class TableServerMain implements Callable<Integer> {
           : !wal.equals("on") ? "--replication ships the write-ahead log: it needs --wal on"
           : redisTier != null ? "--replication and --redis-tier do not go together yet (every"
               + " process of a group would write the same rows behind)"
-          : tlsCert != null || tokensFile != null ? "--replication streams run in plaintext"
-              + " without tokens for now: not with --tls-cert or --tokens"
+          : tlsCert != null && peerTlsCa == null && tlsClientCa == null ? "--replication with"
+              + " TLS needs --peer-tls-ca (or --tls-client-ca): the CA a follower checks its"
+              + " primary's certificate with"
+          : tokensFile != null && peerTokenFile == null ? "--replication with --tokens needs"
+              + " --peer-token-file: a follower's admin token on its primary"
           : minSyncReplicas != null && minSyncReplicas < 0 ? "--min-sync-replicas must be >= 0"
           : replicationTimeoutMs < 100 ? "--replication-timeout-ms must be >= 100"
           : null;
@@ -339,12 +353,21 @@ public final class TableServerMain implements Callable<Integer> {
     };
     ShardReplicas replicas = null;
     String member = null;
+    ShardReplicas.Peers peers = null;
     if (replicationMode != null) {
+      try {
+        peers = new ShardReplicas.Peers(tlsCert == null ? null
+            : peerTlsCa != null ? peerTlsCa : tlsClientCa, tlsCert, tlsKey,
+            peerTokenFile == null ? null : Files.readString(peerTokenFile).strip());
+      } catch (java.io.IOException e) {
+        System.err.println("table-server: --peer-token-file: cannot read " + peerTokenFile);
+        return 2;
+      }
       member = memberId(ShardState.root(states, shardIndex));
       ShardReplicas.cleanUp(ShardState.root(states, shardIndex));
       engine.refuse("shard " + shardIndex + ": joining its replicated group; resend later");
       replicas = new ShardReplicas(engine, state, () -> ShardState.recover(engine, states,
-          policy, snapshotEveryMb << 20, onLogFailure), states, member, replicationMode,
+          policy, snapshotEveryMb << 20, onLogFailure), states, member, peers, replicationMode,
           minSyncReplicas != null ? minSyncReplicas
               : replicationMode == ShardReplicas.Mode.SYNC ? 1 : 0,
           java.time.Duration.ofMillis(replicationTimeoutMs), () -> {
@@ -355,6 +378,9 @@ public final class TableServerMain implements Callable<Integer> {
         tls == null ? null : tls.credentials(), dataPort,
         replicas == null ? java.util.List.of() : java.util.List.of(replicas));
     if (metrics != null) {
+      if (replicas != null) {
+        metrics.replication(replicas);
+      }
       metrics.serve(host, metricsPort, server::serving);
     }
     java.util.concurrent.atomic.AtomicReference<AutoCloseable> registration =

@@ -49,4 +49,41 @@ class TableServerMainTest {
     assertTrue(out.contains("plaintext"), out);
     assertTrue(!Files.exists(data.resolve("state")), "no state written: " + out);
   }
+
+  /** Issue 30: replication options that cannot work are refused by name, before any state. */
+  @Test
+  void replicationMisconfigurations_areRefusedByName() throws Exception {
+    Path data = dir.resolve("rep");
+    String cluster = "etcd://127.0.0.1:2379/c";
+    String[][] cases = {
+        {"--replication needs --cluster", "--replication", "sync"},
+        {"--replication must be sync or async", "--cluster", cluster, "--replication", "both"},
+        {"it needs --wal on", "--cluster", cluster, "--replication", "sync", "--wal", "off"},
+        {"--replication and --redis-tier do not go together", "--cluster", cluster,
+            "--replication", "async", "--redis-tier", "redis://127.0.0.1:1"},
+        {"--min-sync-replicas is for --replication sync", "--min-sync-replicas", "1"},
+        {"--min-sync-replicas must be >= 0", "--cluster", cluster, "--replication", "sync",
+            "--min-sync-replicas", "-1"},
+        {"--peer-token-file", "--cluster", cluster, "--replication", "sync", "--tokens",
+            write("tokens", "admin T\n").toString()},
+        {"--advertise is what --cluster registers", "--advertise", "h"},
+        {"names no cluster", "--cluster", "etcd://127.0.0.1:2379"},
+    };
+    for (String[] c : cases) {
+      String[] args = new String[c.length - 1 + 4];
+      System.arraycopy(c, 1, args, 0, c.length - 1);
+      System.arraycopy(new String[] {"--port", "0", "--data-dir", data.toString()}, 0, args,
+          c.length - 1, 4);
+      String out = run(args);
+      assertTrue(out.startsWith("2: ") && out.contains(c[0]), String.join(" ", args) + " -> "
+          + out);
+    }
+    assertTrue(!Files.exists(data.resolve("state")), "no state written");
+  }
+
+  private Path write(String name, String text) throws java.io.IOException {
+    Path p = dir.resolve(name);
+    Files.writeString(p, text);
+    return p;
+  }
 }

@@ -35,7 +35,10 @@ public final class DevCertificates {
         caPem.toString());
   }
 
-  /** A certificate signed by this CA: for a server (127.0.0.1, localhost) or a client. */
+  /**
+   * A certificate signed by this CA: for a server (127.0.0.1, localhost; also a client of the
+   * other processes of a replicated shard, which it follows with it) or a client.
+   */
   public Identity issue(String cn, boolean server) throws Exception {
     keytool("-genkeypair", "-alias", "leaf", "-keyalg", "RSA", "-keysize", "2048", "-dname",
         "CN=" + cn, "-validity", "3", "-keystore", p12(cn));
@@ -46,7 +49,8 @@ public final class DevCertificates {
         p12("ca"), "-infile", csr.toString(), "-outfile", leaf.toString(), "-rfc", "-validity",
         "3"));
     if (server) {
-      sign.addAll(List.of("-ext", "san=ip:127.0.0.1,dns:localhost", "-ext", "eku=serverAuth"));
+      sign.addAll(List.of("-ext", "san=ip:127.0.0.1,dns:localhost", "-ext",
+          "eku=serverAuth,clientAuth"));
     } else {
       sign.addAll(List.of("-ext", "eku=clientAuth"));
     }

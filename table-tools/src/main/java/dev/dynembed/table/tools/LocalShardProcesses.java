@@ -38,6 +38,14 @@ public final class LocalShardProcesses implements AutoCloseable {
       new java.util.concurrent.atomic.AtomicInteger();
   private final java.util.Map<Integer, java.util.Deque<Long>> recentExits =
       new java.util.HashMap<>();
+  /** Held while a process is killed and its disk wiped: its restart waits for both. */
+  private final Object restartLock = new Object();
+  /** Replicated shards: their etcd and cluster (null: plain shards, one process each). */
+  private final dev.dynembed.job.LocalEtcd etcd;
+  private final String cluster;
+  /** Processes per shard index: 1, or 1 + followers. */
+  private final int groupSize;
+  private final int numShards;
 
   /**
    * @param basePort port of shard 0 (shard i gets basePort + i), or 0 for any free ports
@@ -63,13 +71,50 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher, List<String> serverArgs) throws IOException {
+    this(n, 0, null, basePort, dataDir, heap, javaOpts, launcher, serverArgs);
+  }
+
+  /**
+   * Replicated shards (docs/design/0019-cluster-map.md): n shard indexes, each a group of one
+   * primary and {@code followers} followers (each process its own state directory, {@code
+   * DATA_DIR/state/rR}), agreeing through an etcd started here ({@link #spec} is the cluster's
+   * {@code etcd://} URI). Returns once every group has a primary and, with followers, one in sync.
+   *
+   * @param replication sync or async ({@code table-server --replication})
+   */
+  public static LocalShardProcesses replicated(int n, int followers, String replication,
+      Path dataDir, String heap, String javaOpts, List<String> launcher, List<String> serverArgs)
+      throws IOException {
+    if (followers < 0) {
+      throw new IllegalArgumentException("followers must be >= 0 but was " + followers);
+    }
+    LocalShardProcesses p = new LocalShardProcesses(n, followers, replication, 0, dataDir, heap,
+        javaOpts, launcher, serverArgs);
+    try {
+      p.awaitGroups(java.time.Duration.ofSeconds(120));
+    } catch (IOException | RuntimeException e) {
+      p.close();
+      throw e;
+    }
+    return p;
+  }
+
+  private LocalShardProcesses(int n, int followers, String replication, int basePort,
+      Path dataDir, String heap, String javaOpts, List<String> launcher, List<String> serverArgs)
+      throws IOException {
     this.dataDir = dataDir;
+    this.numShards = n;
+    this.groupSize = replication == null ? 1 : 1 + followers;
+    this.etcd = replication == null ? null : new dev.dynembed.job.LocalEtcd();
+    this.cluster = etcd == null ? null
+        : "etcd://" + etcd.endpoint() + "/local-" + ProcessHandle.current().pid();
     java.nio.file.Files.createDirectories(dataDir); // the shards' logs go there
     deleteTree(dataDir.resolve("state")); // a fresh cluster: no tables from an earlier run
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String cp = System.getProperty("java.class.path");
     // all processes start at once (each JVM takes ~1 s to come up), then their ports are read
-    for (int i = 0; i < n; i++) {
+    for (int k = 0; k < n * groupSize; k++) {
+      int i = k / groupSize;
       int port = basePort == 0 ? 0 : basePort + i;
       // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
       List<String> cmd = new ArrayList<>(launcher);
@@ -89,19 +134,24 @@ public final class LocalShardProcesses implements AutoCloseable {
           // shards die with this process, even when it is killed with SIGKILL
           "--exit-with", String.valueOf(ProcessHandle.current().pid())));
       cmd.addAll(serverArgs);
+      if (etcd != null) {
+        cmd.addAll(List.of("--cluster", cluster, "--replication", replication,
+            "--state-dir",
+            dataDir.resolve("state").resolve("r" + k % groupSize).toString()));
+      }
       commands.add(cmd);
       try {
-        processes.add(launch(cmd, logOf(dataDir, i), false));
+        processes.add(launch(cmd, log(k), false));
       } catch (IOException e) {
         close();
         throw e;
       }
     }
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n * groupSize; i++) {
       String port = null;
       while (port == null) {
-        String out = Files.readString(logOf(dataDir, i), StandardCharsets.UTF_8);
+        String out = Files.readString(log(i), StandardCharsets.UTF_8);
         Matcher m = LISTENING.matcher(out);
         if (m.find()) {
           port = m.group(1);
@@ -119,12 +169,86 @@ public final class LocalShardProcesses implements AutoCloseable {
         }
       }
       endpoints.add("127.0.0.1:" + port);
-      // a restart binds the port the clients know
-      List<String> cmd = commands.get(i);
-      cmd.set(cmd.indexOf("--port") + 1, port);
+      if (etcd == null) {
+        // a restart binds the port the clients know (replicated shards: clients follow the map)
+        List<String> cmd = commands.get(i);
+        cmd.set(cmd.indexOf("--port") + 1, port);
+      }
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n * groupSize; i++) {
       supervise(i, processes.get(i));
+    }
+  }
+
+  /**
+   * What clients open ({@code TableClients.open}): the shards' endpoints in shard order, or the
+   * cluster's {@code etcd://} URI for replicated shards.
+   */
+  public String spec() {
+    return etcd == null ? String.join(",", endpoints) : cluster;
+  }
+
+  /** Waits until every shard has a primary and (with followers) a follower in sync. */
+  public void awaitGroups(java.time.Duration timeout) throws IOException {
+    if (etcd == null) {
+      return;
+    }
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (true) {
+      dev.dynembed.table.cluster.ClusterStatus st = status();
+      boolean ok = st.shards().size() == numShards;
+      for (int i = 0; i < numShards && ok; i++) {
+        var g = st.groups().get(i);
+        ok = g != null && (groupSize == 1 || !g.inSync().isEmpty());
+      }
+      if (ok) {
+        return;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IOException("the replicated shards did not form within " + timeout.toSeconds()
+            + " s:\n" + st.format() + "(their output: " + dataDir + "/shard-*.log)");
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException("interrupted", e);
+      }
+    }
+  }
+
+  /** The cluster map of replicated shards. */
+  public dev.dynembed.table.cluster.ClusterStatus status() {
+    return dev.dynembed.table.cluster.ClusterStatus.read(
+        dev.dynembed.table.cluster.ClusterAddress.parse(cluster));
+  }
+
+  /**
+   * Replicated shards: SIGKILLs the primary of shard {@code index} and, with {@code wipe},
+   * deletes its state directory (a lost disk) before it is restarted (it comes back as a
+   * follower and loads the new primary's snapshot). Returns System.nanoTime of the kill.
+   */
+  public long killPrimary(int index, boolean wipe) throws IOException, InterruptedException {
+    long pid = status().shards().stream().filter(e -> e.member().index() == index).findFirst()
+        .orElseThrow(() -> new IOException("shard " + index + " has no primary")).member().pid();
+    int k = -1;
+    for (int j = 0; j < processes.size(); j++) {
+      if (processes.get(j).pid() == pid) {
+        k = j;
+      }
+    }
+    if (k < 0) {
+      throw new IOException("the primary of shard " + index + " (pid " + pid + ") is not ours");
+    }
+    synchronized (restartLock) {
+      Process p = processes.get(k);
+      long t = System.nanoTime();
+      p.destroyForcibly().waitFor();
+      if (wipe) {
+        deleteTree(dataDir.resolve("state").resolve("r" + k % groupSize)
+            .resolve("shard-" + index));
+      }
+      return t;
     }
   }
 
@@ -154,14 +278,18 @@ public final class LocalShardProcesses implements AutoCloseable {
         }
         if (exits.size() > MAX_RESTARTS) {
           System.err.printf("table shard %d exited (code %d); %d exits within a minute: left"
-              + " down (its output: %s)%n", i, p.exitValue(), exits.size(), logOf(dataDir, i));
+              + " down (its output: %s)%n", i, p.exitValue(), exits.size(), log(i));
           return;
         }
       }
       System.err.printf("table shard %d exited (code %d); restarting it on %s: it recovers its"
-          + " tables from its write-ahead log%n", i, p.exitValue(), endpoints.get(i));
+          + " tables from its write-ahead log%n", i / groupSize, p.exitValue(),
+          etcd == null ? endpoints.get(i) : "a free port (in the cluster map)");
       try {
-        Process q = launch(commands.get(i), logOf(dataDir, i), true);
+        Process q;
+        synchronized (restartLock) { // a wipe of its disk first
+          q = launch(commands.get(i), log(i), true);
+        }
         processes.set(i, q);
         restarts.incrementAndGet();
         if (closing) {
@@ -180,6 +308,12 @@ public final class LocalShardProcesses implements AutoCloseable {
     processes.get(i).destroyForcibly();
   }
 
+  /** Shard processes: the shards, times 1 + followers for replicated shards. */
+  public String describe() {
+    return groupSize == 1 ? numShards + " shards"
+        : numShards + " shards x " + groupSize + " processes";
+  }
+
   /** Shard restarts since start. */
   public int restarts() {
     return restarts.get();
@@ -194,6 +328,12 @@ public final class LocalShardProcesses implements AutoCloseable {
         Files.deleteIfExists(q);
       }
     }
+  }
+
+  /** The output log of process k: shard-I.log, or shard-I-rR.log for replicated shards. */
+  private Path log(int k) {
+    return groupSize == 1 ? logOf(dataDir, k)
+        : dataDir.resolve("shard-" + k / groupSize + "-r" + k % groupSize + ".log");
   }
 
   /** The output log of shard i. */
@@ -280,6 +420,16 @@ public final class LocalShardProcesses implements AutoCloseable {
     for (Process p : processes) {
       p.destroy();
     }
+    try {
+      closeProcesses();
+    } finally {
+      if (etcd != null) {
+        etcd.close();
+      }
+    }
+  }
+
+  private void closeProcesses() {
     for (Process p : processes) {
       try {
         if (!p.waitFor(5, TimeUnit.SECONDS)) {

@@ -330,4 +330,40 @@ class ReplicationTest {
       }
     }
   }
+
+  /**
+   * A group over mutual TLS: the follower streams the log with its shard certificate (CN
+   * "shard", an admin client of its primary); a trainer certificate may not follow.
+   */
+  @Test
+  void aGroupReplicatesOverMutualTls() throws Exception {
+    DevCertificates ca = new DevCertificates(dir.resolve("certs"));
+    DevCertificates.Identity shard = ca.issue("shard", true);
+    DevCertificates.Identity admin = ca.issue("admin", false);
+    try (LocalEtcd etcd = new LocalEtcd()) {
+      String cluster = "etcd://" + etcd.endpoint() + "/tls";
+      for (String slot : List.of("a", "b")) {
+        start("0" + slot, dir.resolve("0" + slot), args(cluster, 0, 1, "--replication", "sync",
+            "--tls-cert", shard.chain().toString(), "--tls-key", shard.key().toString(),
+            "--tls-client-ca", ca.caPem.toString(), "--admin-clients", "shard,admin"));
+      }
+      ClusterStatus st = awaitRedundant(cluster, 1, 90);
+      try (TableClient c = TableClients.open(cluster, ClientOptions.builder()
+          .tls(new ClientOptions.Tls(ca.caPem, admin.chain(), admin.key()))
+          .retryFor(Duration.ofSeconds(60)).build())) {
+        EmbeddingTable t = c.createTable(ExactOracle.config("tls", 2).build());
+        t.applyGradients(new String[] {"k"}, new float[] {1f, 2f}, 0f, 0);
+        String primary = primaryOf(st, 0);
+        Path old = stateOf.get(primary);
+        synchronized (this) {
+          stateOf.put(primary, dir.resolve(primary + "-new"));
+          running.get(primary).destroyForcibly().waitFor();
+        }
+        deleteTree(old);
+        assertArrayEquals(new float[] {-1f, -2f}, t.find(new String[] {"k"}).rows(), 0f);
+      }
+      String log = Files.readString(dir.resolve("0a.log")) + Files.readString(dir.resolve("0b.log"));
+      assertTrue(log.contains("follows") && log.contains("loaded its snapshot"), log);
+    }
+  }
 }

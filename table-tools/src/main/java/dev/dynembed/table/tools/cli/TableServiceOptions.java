@@ -17,8 +17,9 @@ import picocli.CommandLine.Option;
  */
 public final class TableServiceOptions {
   @Option(names = "--endpoints", description = "running table service: shards at"
-      + " host:port,host:port,... (in shard order), or tables in Redis at redis://host:port or"
-      + " redis-cluster://host:port,... (the optimizer then runs here)")
+      + " host:port,host:port,... (in shard order), a cluster of shards in etcd at"
+      + " etcd://host:port/CLUSTER (followed when shards move or fail over), or tables in Redis"
+      + " at redis://host:port or redis-cluster://host:port,... (the optimizer then runs here)")
   String endpoints;
 
   @Option(names = "--shards", defaultValue = "0", description = "start N shard processes on"
@@ -34,6 +35,17 @@ public final class TableServiceOptions {
       + " that loses its disk serves them): redis://host:port or redis-cluster://host:port,..."
       + " given to the shards --shards starts; with --endpoints, the shards were started with it")
   String redisTier;
+
+  @Option(names = "--replicas", defaultValue = "0", description = "with --shards N: each"
+      + " shard gets this many followers that take over when its primary dies (processes of"
+      + " their own, agreeing through an etcd started here; docs/design/0019-cluster-map.md;"
+      + " default 0)")
+  int replicas;
+
+  @Option(names = "--replication", defaultValue = "sync", description = "with --replicas:"
+      + " sync (a step is answered once a follower holds it: losing a primary with its disk"
+      + " loses nothing) or async (default ${DEFAULT-VALUE})")
+  String replication;
 
   /** Options whose started shards get {@code defaultHeap} unless --shard-heap says otherwise. */
   public TableServiceOptions(String defaultHeap) {
@@ -57,7 +69,7 @@ public final class TableServiceOptions {
 
   /** Whether --endpoints names Redis (redis:// or redis-cluster://). */
   public boolean redis() {
-    return endpoints != null && endpoints.contains("://");
+    return endpoints != null && endpoints.startsWith("redis");
   }
 
   /** The Redis under the shards (--redis-tier), or null. */
@@ -87,6 +99,20 @@ public final class TableServiceOptions {
     if (shards < 0 || shards > 64) {
       throw new IllegalArgumentException("--shards must be in [0, 64] but was " + shards);
     }
+    if (replicas < 0 || replicas > 4) {
+      throw new IllegalArgumentException("--replicas must be in [0, 4] but was " + replicas);
+    }
+    if (replicas > 0 && shards == 0) {
+      throw new IllegalArgumentException("--replicas is for the shards --shards N starts (shards"
+          + " started elsewhere were given --replication there)");
+    }
+    if (replicas > 0 && redisTier != null) {
+      throw new IllegalArgumentException("--replicas and --redis-tier do not go together yet");
+    }
+    if (!replication.equals("sync") && !replication.equals("async")) {
+      throw new IllegalArgumentException("--replication must be sync or async but was '"
+          + replication + "'");
+    }
     if (endpoints != null && endpoints.isBlank()) {
       throw new IllegalArgumentException("--endpoints is empty");
     }
@@ -99,6 +125,10 @@ public final class TableServiceOptions {
    */
   public LocalShardProcesses start(Path dataDir, String extraArgs) throws IOException {
     check();
+    if (shards > 0 && replicas > 0) {
+      return LocalShardProcesses.replicated(shards, replicas, replication, dataDir, shardHeap,
+          extraArgs, java.util.List.of(), java.util.List.of());
+    }
     return shards == 0 ? null
         : new LocalShardProcesses(shards, 0, dataDir, shardHeap, extraArgs, java.util.List.of(),
             redisTier == null ? java.util.List.of() : java.util.List.of("--redis-tier", redisTier));
@@ -110,7 +140,7 @@ public final class TableServiceOptions {
    */
   public TableClient open(LocalShardProcesses started, ClientOptions options) {
     if (started != null) {
-      return TableClients.connect(started.endpoints(), options);
+      return TableClients.open(started.spec(), options);
     }
     return endpoints == null ? null : TableClients.open(endpoints, options);
   }
