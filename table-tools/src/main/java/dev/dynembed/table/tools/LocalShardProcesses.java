@@ -201,6 +201,10 @@ public final class LocalShardProcesses implements AutoCloseable {
         var g = st.groups().get(i);
         ok = g != null && (groupSize == 1 || !g.inSync().isEmpty());
       }
+      // and every primary's entry is a live process's (a killed one's lingers for its lease)
+      for (dev.dynembed.table.cluster.ClusterStatus.Entry e : st.shards()) {
+        ok &= processes.stream().anyMatch(p -> p.pid() == e.member().pid() && p.isAlive());
+      }
       if (ok) {
         return;
       }

@@ -199,6 +199,16 @@ class ClusterMapTest {
       assertTrue(gone.getMessage().contains("etcd at 127.0.0.1:" + closedPort),
           gone.getMessage());
 
+      // a replicated process of another shard count than the cluster's live shards
+      Process replica = start("replica", List.of("--shard-index", "0", "--num-shards", "3",
+          "--data-dir", dir.toString(), "--state-dir", dir.resolve("r").toString(), "--cluster",
+          cluster, "--replication", "sync"));
+      assertTrue(replica.waitFor(30, TimeUnit.SECONDS));
+      assertEquals(2, replica.exitValue());
+      String replicaLog = Files.readString(dir.resolve("replica.log"));
+      assertTrue(replicaLog.contains("cluster strict has 2 shards")
+          && replicaLog.contains("--num-shards 3"), replicaLog);
+
       // the first shard is still the only one in the map
       ClusterStatus status = ClusterStatus.read(ClusterAddress.parse(cluster));
       assertEquals(1, status.shards().size());

@@ -109,6 +109,10 @@ class ReplicationTest {
         var g = s.groups().get(i);
         ok = g != null && !g.inSync().isEmpty();
       }
+      // and every primary's entry is a live process's (a killed one's lingers for its lease)
+      for (ClusterStatus.Entry e : s.shards()) {
+        ok &= running.values().stream().anyMatch(p -> p.pid() == e.member().pid() && p.isAlive());
+      }
       if (ok) {
         return s;
       }
