@@ -33,6 +33,31 @@ public record ClusterStatus(ClusterAddress address, List<Entry> shards,
     }
   }
 
+  /**
+   * Deletes the group record of shard {@code index} (operators, after losing every process that
+   * could lead it: the last primary and its followers in sync, with their disks). Its remaining
+   * processes then elect the one with the longest log, accepting that writes answered by the
+   * lost ones may be missing. Refused while the shard has a live primary.
+   *
+   * @return whether a record was deleted
+   */
+  public static boolean forgetGroup(ClusterAddress address, int index) {
+    try (Client client = Etcd.client(address)) {
+      io.etcd.jetcd.ByteSequence pk = Etcd.bytes(address.shardKey(index));
+      io.etcd.jetcd.ByteSequence gk = Etcd.bytes(address.groupKey(index));
+      io.etcd.jetcd.kv.TxnResponse r = Etcd.await(client.getKVClient().txn()
+          .If(new io.etcd.jetcd.op.Cmp(pk, io.etcd.jetcd.op.Cmp.Op.EQUAL,
+              io.etcd.jetcd.op.CmpTarget.createRevision(0)))
+          .Then(io.etcd.jetcd.op.Op.delete(gk, io.etcd.jetcd.options.DeleteOption.DEFAULT))
+          .commit(), address, "forgetting the group of shard " + index);
+      if (!r.isSucceeded()) {
+        throw new ClusterException("shard " + index + " of cluster " + address.name()
+            + " has a live primary: its group record is in use");
+      }
+      return r.getDeleteResponses().stream().anyMatch(d -> d.getDeleted() > 0);
+    }
+  }
+
   /** The cluster's shard count: that of its oldest registered shard (0: none registered). */
   public int numShards() {
     return shards.stream().min(java.util.Comparator.comparingLong(

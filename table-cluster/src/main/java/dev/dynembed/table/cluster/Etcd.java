@@ -65,4 +65,16 @@ final class Etcd {
     return ClusterMember.decode(kv.getKey().toString(StandardCharsets.UTF_8),
         kv.getValue().getBytes(), kv.getLease(), kv.getCreateRevision(), kv.getModRevision());
   }
+
+  /** Revokes {@code lease} (its keys go at once) and closes the client; etcd's failure ignored. */
+  static void leave(Client client, long lease) {
+    if (lease != 0) {
+      try {
+        client.getLeaseClient().revoke(lease).get(5, TimeUnit.SECONDS);
+      } catch (Exception ignored) {
+        // the lease expires by itself
+      }
+    }
+    client.close();
+  }
 }

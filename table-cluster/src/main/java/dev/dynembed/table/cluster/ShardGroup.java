@@ -489,14 +489,7 @@ public final class ShardGroup implements AutoCloseable {
     closed = true;
     thread.interrupt();
     renewer.interrupt();
-    if (lease != 0) {
-      try {
-        client.getLeaseClient().revoke(lease).get(5, TimeUnit.SECONDS);
-      } catch (Exception ignored) {
-        // the lease expires by itself
-      }
-    }
-    client.close();
+    Etcd.leave(client, lease);
   }
 
   static String describe(Set<String> s) {

@@ -213,14 +213,7 @@ public final class ShardRegistration implements AutoCloseable {
     if (k != null) {
       k.close();
     }
-    if (lease != 0) {
-      try {
-        client.getLeaseClient().revoke(lease).get(5, TimeUnit.SECONDS);
-      } catch (Exception ignored) {
-        // the lease expires by itself
-      }
-    }
-    client.close();
+    Etcd.leave(client, lease);
   }
 
   /** The keep-alive stream's end is not an error by itself: the watchdog checks the entry. */

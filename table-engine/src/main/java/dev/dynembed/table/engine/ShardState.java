@@ -687,7 +687,8 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     }
   }
 
-  static void deleteTree(Path p) throws IOException {
+  /** Deletes a directory tree (or a file); nothing if it does not exist. */
+  public static void deleteTree(Path p) throws IOException {
     if (!Files.exists(p)) {
       return;
     }

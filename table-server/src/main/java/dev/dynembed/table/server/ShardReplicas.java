@@ -157,7 +157,14 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   public void lead(long e) {
     stopFollowing();
     epoch = e;
-    state.get().replicateTo(this);
+    ShardState s = state.get();
+    if (s == null) {
+      // elected while its state was being replaced by a snapshot that did not load: it cannot
+      // serve; out (crash-only), so that the lease runs out and another process leads
+      deposed("elected without a loaded state");
+      return;
+    }
+    s.replicateTo(this);
     leading = true;
     engine.refuse(null);
     System.out.printf("table-server shard %d leads its replicated group (epoch %d, replication"
@@ -525,7 +532,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       } finally {
         if (links != null) {
           try {
-            deleteTree(links);
+            ShardState.deleteTree(links);
           } catch (IOException ignored) {
             // left for the next start's clean-up
           }
@@ -803,7 +810,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       }
       try {
         if (incoming != null) {
-          deleteTree(incoming);
+          ShardState.deleteTree(incoming);
         }
       } catch (IOException ignored) {
         // cleaned at the next start
@@ -832,22 +839,13 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       for (Path p : s.toList()) {
         String n = p.getFileName().toString();
         if (n.startsWith("incoming-") || n.startsWith("replication-")) {
-          deleteTree(p);
+          ShardState.deleteTree(p);
         }
       }
     }
   }
 
-  private static void deleteTree(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (Stream<Path> s = Files.walk(p)) {
-      for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(q);
-      }
-    }
-  }
+
 
   /** Followers in sync now (metrics). */
   int followersInSync() {

@@ -144,6 +144,20 @@ class ReplicationTest {
         Map.Entry::getKey).findFirst().orElseThrow(() -> new AssertionError("no process " + pid));
   }
 
+  /** The Prometheus text of process {@code name} (its --metrics-port from its log). */
+  private String metrics(String name) throws Exception {
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("metrics on (http://\\S+/metrics)")
+        .matcher(Files.readString(dir.resolve(name + ".log")));
+    String url = null;
+    while (m.find()) {
+      url = m.group(1);
+    }
+    assertTrue(url != null, "no metrics port in the log of " + name);
+    return java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(
+        java.net.URI.create(url)).build(), java.net.http.HttpResponse.BodyHandlers.ofString())
+        .body();
+  }
+
   private static void deleteTree(Path p) throws IOException {
     if (!Files.exists(p)) {
       return;
@@ -285,11 +299,19 @@ class ReplicationTest {
     try (LocalEtcd etcd = new LocalEtcd()) {
       String cluster = "etcd://" + etcd.endpoint() + "/strict";
       for (String slot : List.of("a", "b")) {
-        start("0" + slot, dir.resolve("0" + slot), args(cluster, 0, 1, "--replication", "sync"));
+        start("0" + slot, dir.resolve("0" + slot), args(cluster, 0, 1, "--replication", "sync",
+            "--metrics-port", "0"));
       }
       ClusterStatus before = awaitRedundant(cluster, 1, 90);
       String primary = primaryOf(before, 0);
       String follower = primary.equals("0a") ? "0b" : "0a";
+      // the replication gauges: the primary leads epoch 1 with one follower in sync
+      String metrics = metrics(primary);
+      assertTrue(metrics.contains("dynembed_replication_primary{shard=\"0\"} 1.0")
+          && metrics.contains("dynembed_replication_epoch{shard=\"0\"} 1.0")
+          && metrics.contains("dynembed_replication_followers_in_sync{shard=\"0\"} 1.0")
+          && metrics.contains("dynembed_replication_lag{shard=\"0\"}"), metrics);
+      assertTrue(metrics(follower).contains("dynembed_replication_primary{shard=\"0\"} 0.0"));
       long followerPid = running.get(follower).pid();
       String[] key = {"k"};
       try (TableClient impatient = TableClients.open(cluster, ClientOptions.builder()
@@ -368,6 +390,37 @@ class ReplicationTest {
       }
       String log = Files.readString(dir.resolve("0a.log")) + Files.readString(dir.resolve("0b.log"));
       assertTrue(log.contains("follows") && log.contains("loaded its snapshot"), log);
+    }
+  }
+
+  /**
+   * A group that lost both of its processes with their disks does not elect a fresh process
+   * (it lacks every answered write) until an operator forgets the group's record.
+   */
+  @Test
+  void aGroupThatLostEveryCopy_electsNobody_untilItsRecordIsForgotten() throws Exception {
+    try (LocalEtcd etcd = new LocalEtcd()) {
+      String cluster = "etcd://" + etcd.endpoint() + "/lost";
+      for (String slot : List.of("a", "b")) {
+        start("0" + slot, dir.resolve("0" + slot), args(cluster, 0, 1, "--replication", "sync"));
+      }
+      awaitRedundant(cluster, 1, 90);
+      synchronized (this) { // both processes and both disks go; fresh ones take their place
+        for (String slot : List.of("a", "b")) {
+          Path old = stateOf.get("0" + slot);
+          stateOf.put("0" + slot, dir.resolve("0" + slot + "-fresh"));
+          running.get("0" + slot).destroyForcibly().waitFor();
+          deleteTree(old);
+        }
+      }
+      ClusterAddress address = ClusterAddress.parse(cluster);
+      Thread.sleep(8000); // the dead primary's lease (2 s) and several elections
+      assertTrue(ClusterStatus.read(address).shards().isEmpty(), "a fresh process leads");
+      String logs = Files.readString(dir.resolve("0a.log")) + Files.readString(dir.resolve("0b.log"));
+      assertTrue(logs.contains("it is not in sync with the last primary"), logs);
+      assertTrue(ClusterStatus.forgetGroup(address, 0));
+      ClusterStatus after = awaitRedundant(cluster, 1, 60);
+      assertEquals(1, after.groups().get(0).epoch(), after.format()); // a new group
     }
   }
 }

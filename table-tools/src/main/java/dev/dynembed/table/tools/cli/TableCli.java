@@ -352,11 +352,23 @@ public final class TableCli {
     @Parameters(index = "0", paramLabel = "URI", description = "etcd://host:port[,...]/CLUSTER")
     String uri;
 
+    @Option(names = "--forget-group", paramLabel = "INDEX", description = "delete the record of"
+        + " a replicated shard's group that has lost its last primary and every follower in sync"
+        + " (with their disks): its other processes then elect the one with the longest log,"
+        + " accepting that answered writes may be missing; refused while it has a primary")
+    Integer forgetGroup;
+
     @Override
     public Integer call() {
       try {
-        System.out.print(dev.dynembed.table.cluster.ClusterStatus.read(
-            dev.dynembed.table.cluster.ClusterAddress.parse(uri)).format());
+        var address = dev.dynembed.table.cluster.ClusterAddress.parse(uri);
+        if (forgetGroup != null) {
+          boolean deleted = dev.dynembed.table.cluster.ClusterStatus.forgetGroup(address,
+              forgetGroup);
+          System.out.printf("shard %d: %s%n", forgetGroup, deleted ? "group record deleted;"
+              + " its processes elect a primary by log length" : "no group record");
+        }
+        System.out.print(dev.dynembed.table.cluster.ClusterStatus.read(address).format());
         return 0;
       } catch (IllegalArgumentException | dev.dynembed.table.cluster.ClusterException e) {
         System.err.println("table-cli: " + e.getMessage());
