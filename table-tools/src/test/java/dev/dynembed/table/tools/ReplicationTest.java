@@ -158,6 +158,19 @@ class ReplicationTest {
         .body();
   }
 
+  /**
+   * SIGKILLs process {@code name} and deletes its state directory; it is restarted on a new,
+   * empty one (a lost disk: a new member of the group).
+   */
+  private void killWithDisk(String name) throws IOException, InterruptedException {
+    Path old = stateOf.get(name);
+    synchronized (this) { // its restart waits for the new directory
+      stateOf.put(name, dir.resolve(name + "-" + (++generation)));
+      running.get(name).destroyForcibly().waitFor();
+    }
+    deleteTree(old);
+  }
+
   private static void deleteTree(Path p) throws IOException {
     if (!Files.exists(p)) {
       return;
@@ -197,13 +210,7 @@ class ReplicationTest {
             // loss of both copies is a double fault no replica count of 2 survives
             ClusterStatus st = awaitRedundant(cluster, 2, 90);
             int shard = r.nextInt(2);
-            String victim = primaryOf(st, shard);
-            Path old = stateOf.get(victim);
-            synchronized (this) {
-              stateOf.put(victim, dir.resolve(victim + "-" + (++generation))); // a new disk
-              running.get(victim).destroyForcibly().waitFor();
-            }
-            deleteTree(old);
+            killWithDisk(primaryOf(st, shard));
             kills++;
             Thread.sleep(1500 + r.nextInt(2000));
           }
@@ -223,13 +230,7 @@ class ReplicationTest {
             oracle.steps, st.format());
         // the followers hold it too: kill both primaries' processes and disks once more
         for (int s = 0; s < 2; s++) {
-          String victim = primaryOf(st, s);
-          Path old = stateOf.get(victim);
-          synchronized (this) {
-            stateOf.put(victim, dir.resolve(victim + "-" + (++generation)));
-            running.get(victim).destroyForcibly().waitFor();
-          }
-          deleteTree(old);
+          killWithDisk(primaryOf(st, s));
         }
         assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
         assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
@@ -345,12 +346,7 @@ class ReplicationTest {
         t.applyGradients(key, new float[] {4f}, 0f, 2);
         awaitRedundant(cluster, 1, 90);
         // the primary and its disk go: the follower answers with all three
-        Path old = stateOf.get(primary);
-        synchronized (this) {
-          stateOf.put(primary, dir.resolve(primary + "-new"));
-          running.get(primary).destroyForcibly().waitFor();
-        }
-        deleteTree(old);
+        killWithDisk(primary);
         assertArrayEquals(new float[] {-7f}, t.find(key).rows(), 0f);
         assertEquals(follower, primaryOf(ClusterStatus.read(ClusterAddress.parse(cluster)), 0));
       }
@@ -379,13 +375,7 @@ class ReplicationTest {
           .retryFor(Duration.ofSeconds(60)).build())) {
         EmbeddingTable t = c.createTable(ExactOracle.config("tls", 2).build());
         t.applyGradients(new String[] {"k"}, new float[] {1f, 2f}, 0f, 0);
-        String primary = primaryOf(st, 0);
-        Path old = stateOf.get(primary);
-        synchronized (this) {
-          stateOf.put(primary, dir.resolve(primary + "-new"));
-          running.get(primary).destroyForcibly().waitFor();
-        }
-        deleteTree(old);
+        killWithDisk(primaryOf(st, 0));
         assertArrayEquals(new float[] {-1f, -2f}, t.find(new String[] {"k"}).rows(), 0f);
       }
       String log = Files.readString(dir.resolve("0a.log")) + Files.readString(dir.resolve("0b.log"));
@@ -405,12 +395,9 @@ class ReplicationTest {
         start("0" + slot, dir.resolve("0" + slot), args(cluster, 0, 1, "--replication", "sync"));
       }
       awaitRedundant(cluster, 1, 90);
-      synchronized (this) { // both processes and both disks go; fresh ones take their place
+      synchronized (this) { // both processes and both disks go before either restarts
         for (String slot : List.of("a", "b")) {
-          Path old = stateOf.get("0" + slot);
-          stateOf.put("0" + slot, dir.resolve("0" + slot + "-fresh"));
-          running.get("0" + slot).destroyForcibly().waitFor();
-          deleteTree(old);
+          killWithDisk("0" + slot);
         }
       }
       ClusterAddress address = ClusterAddress.parse(cluster);
