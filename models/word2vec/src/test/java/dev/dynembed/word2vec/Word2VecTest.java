@@ -212,7 +212,7 @@ class Word2VecTest {
         Word2VecConfig.Optimizer.SGD, batch, 3, "t", Word2VecConfig.defaultPool(batch), implicit,
         false);
     try (TableClient c = TableClients.inProcess(model)) {
-      return new Word2Vec(cfg, c, 2).train(List.of(corpus),
+      return new Word2Vec(cfg, c, 1).train(List.of(corpus),
           new Word2Vec.TrainOptions(model, 0, false, false), s -> {});
     }
   }
