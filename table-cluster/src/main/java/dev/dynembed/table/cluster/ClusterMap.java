@@ -31,8 +31,6 @@ public final class ClusterMap implements AutoCloseable {
   private final Client client;
   private final int numShards;
   private final AtomicReferenceArray<ClusterMember> current;
-  /** Registered now (false: its entry went; its last address is kept in {@code current}). */
-  private final AtomicReferenceArray<Boolean> live;
   private final AtomicReferenceArray<String> refused;
   private final Map<Integer, List<Runnable>> listeners = new ConcurrentHashMap<>();
   private volatile Watch.Watcher watcher;
@@ -45,7 +43,6 @@ public final class ClusterMap implements AutoCloseable {
         .min(java.util.Comparator.comparingLong(ClusterMember::createRevision)).orElseThrow();
     this.numShards = oldest.numShards();
     this.current = new AtomicReferenceArray<>(numShards);
-    this.live = new AtomicReferenceArray<>(numShards);
     this.refused = new AtomicReferenceArray<>(numShards);
     for (ClusterMember m : shards.members().values()) {
       apply(m);
@@ -99,11 +96,6 @@ public final class ClusterMap implements AutoCloseable {
     return current.get(index);
   }
 
-  /** Whether shard {@code index} is registered now. */
-  public boolean live(int index) {
-    return Boolean.TRUE.equals(live.get(index));
-  }
-
   /** Why shard {@code index}'s entry is not followed (another layout), or null. */
   public String refusal(int index) {
     return refused.get(index);
@@ -142,7 +134,6 @@ public final class ClusterMap implements AutoCloseable {
       return;
     }
     ClusterMember before = current.getAndSet(m.index(), m);
-    live.set(m.index(), true);
     refused.set(m.index(), null);
     if (before != null && !before.endpoint().equals(m.endpoint())) {
       log.info(String.format("cluster %s: shard %d moved from %s to %s", address.name(),
@@ -167,23 +158,13 @@ public final class ClusterMap implements AutoCloseable {
   }
 
   private void onEvents(WatchResponse r) {
+    // a deleted entry (its process's lease expired) changes nothing: the last address stays
     for (WatchEvent e : r.getEvents()) {
-      String key = e.getKeyValue().getKey().toString(java.nio.charset.StandardCharsets.UTF_8);
       if (e.getEventType() == WatchEvent.EventType.PUT) {
         try {
           apply(Etcd.member(e.getKeyValue()));
         } catch (ClusterException bad) {
           log.warning(bad.getMessage());
-        }
-      } else if (e.getEventType() == WatchEvent.EventType.DELETE) {
-        try {
-          int index = Integer.parseInt(key.substring(address.shardsPrefix().length()));
-          if (index >= 0 && index < numShards) {
-            live.set(index, false); // the address stays: a restart there serves at once
-            notify(index);
-          }
-        } catch (NumberFormatException ignored) {
-          // not a shard's key
         }
       }
     }
@@ -204,12 +185,6 @@ public final class ClusterMap implements AutoCloseable {
             w.close();
           }
           Etcd.Shards s = Etcd.readShards(client, address);
-          for (int i = 0; i < numShards; i++) {
-            if (!s.members().containsKey(i) && live(i)) {
-              live.set(i, false);
-              notify(i);
-            }
-          }
           s.members().values().forEach(this::apply);
           watch(s.revision() + 1);
           return;

@@ -89,11 +89,6 @@ public record ClusterMember(int index, int numShards, String endpoint, int dataP
     return endpoint + " (member " + member + ", pid " + pid + " on " + host + ")";
   }
 
-  ClusterMember withLease(long lease) {
-    return new ClusterMember(index, numShards, endpoint, dataPort, member, pid, host, since,
-        lease, createRevision, modRevision, lsn);
-  }
-
   /** This entry with the last log record its process holds (a follower's progress). */
   public ClusterMember withLsn(long lsn) {
     return new ClusterMember(index, numShards, endpoint, dataPort, member, pid, host, since,

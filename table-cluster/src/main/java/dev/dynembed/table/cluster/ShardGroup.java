@@ -13,7 +13,6 @@ import io.etcd.jetcd.options.PutOption;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
@@ -237,7 +236,6 @@ public final class ShardGroup implements AutoCloseable {
 
   private void run() {
     long followingLease = 0;
-    long followingEpoch = -1;
     long vacantSince = 0;
     boolean toldWaiting = false;
     long lastPublish = 0;
@@ -274,17 +272,17 @@ public final class ShardGroup implements AutoCloseable {
           publish(); // progress for operators and for elections
           lastPublish = System.nanoTime();
         }
-        Record rec = record();
         boolean mineStale = primary != null && primary.member().equals(me.member())
             && primary.lease() != lease; // this member's earlier process: gone (state lock)
         if (primary != null && !mineStale) {
           vacantSince = 0;
           toldWaiting = false;
-          long e = rec == null ? 0 : rec.epoch();
-          if (primary.lease() != followingLease || e != followingEpoch) {
+          if (primary.lease() != followingLease) {
+            // a new primary: its claim wrote its entry and the group record in one transaction,
+            // so the record read now holds its epoch
+            Record rec = record();
             followingLease = primary.lease();
-            followingEpoch = e;
-            roles.follow(primary, e);
+            roles.follow(primary, rec == null ? 0 : rec.epoch());
           }
           sleep(250);
           continue;
@@ -297,10 +295,10 @@ public final class ShardGroup implements AutoCloseable {
           sleep(500); // the others publish theirs
           continue;
         }
+        Record rec = record();
         String why = mayLead(rec, System.nanoTime() - vacantSince > 3 * ttl.toNanos());
         if (why == null && claim(rec, mineStale ? primary.modRevision() : 0)) {
           followingLease = 0;
-          followingEpoch = -1;
           continue;
         }
         if (why != null && !toldWaiting) {
@@ -421,22 +419,6 @@ public final class ShardGroup implements AutoCloseable {
     return System.nanoTime() - keptAliveAt < ttl.toNanos() * 9 / 10;
   }
 
-  public boolean leading() {
-    synchronized (lock) {
-      return leading;
-    }
-  }
-
-  public long epoch() {
-    synchronized (lock) {
-      return epoch;
-    }
-  }
-
-  public ClusterMember me() {
-    return me;
-  }
-
   private void depose(String why) {
     synchronized (lock) {
       if (!leading) {
@@ -492,11 +474,4 @@ public final class ShardGroup implements AutoCloseable {
     Etcd.leave(client, lease);
   }
 
-  static String describe(Set<String> s) {
-    return s.isEmpty() ? "none" : String.join(", ", s);
-  }
-
-  static List<String> split(String csv) {
-    return Arrays.stream(csv.split(",")).filter(x -> !x.isBlank()).toList();
-  }
 }

@@ -83,11 +83,6 @@ public final class ShardRegistration implements AutoCloseable {
     return r;
   }
 
-  /** The stored entry (with its lease). */
-  public ClusterMember member() {
-    return me.withLease(lease);
-  }
-
   private void claim() {
     long l = Etcd.await(client.getLeaseClient().grant(ttl.toSeconds()), address,
         "granting a lease").getID();

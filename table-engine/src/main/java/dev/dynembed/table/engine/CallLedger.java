@@ -161,12 +161,12 @@ public final class CallLedger {
     return out;
   }
 
-  /** Loads a snapshot's entries (recovery, before the log is replayed). */
   /** Forgets every client (a follower about to load its primary's snapshot). */
   synchronized void clear() {
     clients.clear();
   }
 
+  /** Loads a snapshot's entries (recovery, before the log is replayed). */
   synchronized void restore(List<ClientCalls> list) {
     for (ClientCalls cc : list) {
       Client c = clients.computeIfAbsent(cc.getClient(), k -> new Client());

@@ -436,10 +436,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     deleteTree(snaps);
     Files.createDirectories(snaps);
     for (Path f : listFiles(received)) {
-      try (java.nio.channels.FileChannel c = java.nio.channels.FileChannel.open(f,
-          java.nio.file.StandardOpenOption.WRITE)) {
-        c.force(true);
-      }
+      Durable.fsync(f);
     }
     Durable.fsyncDirectory(received);
     Files.move(received, snaps.resolve(snapshotName(start)), StandardCopyOption.ATOMIC_MOVE);
@@ -454,10 +451,6 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     }
   }
 
-  /** The log's last LSN (a follower acknowledges up to it). */
-  public long lastAppliedLsn() {
-    return wal.lastLsn();
-  }
 
   @Override
   public long lastLsn() {

@@ -495,7 +495,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         }
         emit(ReplicationMessage.newBuilder().setSnapshotDone(start).build());
         sent = start - 1;
-        catchUp = s.lastAppliedLsn();
+        catchUp = s.lastLsn();
         log.info(String.format("%s: follower %s gets the log from record %d (in sync once it"
             + " holds record %d)", name(), member, start, catchUp));
         maybeInSync();
@@ -727,7 +727,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
               + " at record %d (%d tables)%n", engine.shardIndex(), primary.endpoint(), epoch,
               start, engine.tables().size());
           System.out.flush();
-          ack(fresh.lastAppliedLsn());
+          ack(fresh.lastLsn());
         }
         case RESTORE_FILE -> {
           if (!loaded) {
@@ -860,13 +860,6 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     long last = e.journal().lastLsn();
     return followers.values().stream().filter(f -> !f.closed)
         .mapToLong(f -> Math.max(0, last - f.acked)).max().orElse(0);
-  }
-
-  /** Followers connected now and their progress (metrics). */
-  Map<String, Long> followerAcks() {
-    Map<String, Long> out = new java.util.TreeMap<>();
-    followers.values().forEach(f -> out.merge(f.member, f.acked, Math::max));
-    return out;
   }
 
   boolean leading() {

@@ -451,7 +451,7 @@ public final class TableServerMain implements Callable<Integer> {
                 ep, server.dataPort(), member), java.time.Duration.ofSeconds(clusterLeaseS),
             replicas, () -> {
               ShardState s = state.get();
-              return s == null ? 0 : s.lastAppliedLsn();
+              return s == null ? 0 : s.lastLsn();
             }, m -> System.err.println("table-server: " + m));
         registration.set(group);
         replicas.joined(group);
