@@ -94,6 +94,9 @@ class ApproximateTopKTest {
         t.findOrInsert(java.util.Arrays.copyOfRange(keys, i, Math.min(ROWS, i + 4096)));
       }
       long bytesBefore = t.describe().getCounters().getBytesUsed();
+      for (ShardEngine e : engines(c, keep)) { // no index yet: a top-k scans, off the event loop
+        assertFalse(e.isShortSearch("ann", 1, Metric.COSINE, false, 100));
+      }
       // this build on Lucene's concurrent builder (2 threads), the other tests' on one
       System.setProperty("dynembed.indexBuildThreads", "2");
       List<IndexInfo> built;
@@ -114,6 +117,18 @@ class ApproximateTopKTest {
       assertTrue(counters.getBytesUsed() >= bytesBefore + counters.getIndexBytes(),
           counters.toString());
 
+      // servers answer a short search of the index on the thread that read it, a scan in their
+      // pool: only a search of the index, of at most SHORT_SEARCH_CANDIDATES candidates, is short
+      for (ShardEngine e : engines(c, keep)) {
+        assertTrue(e.isShortSearch("ann", 1, Metric.COSINE, false, 100));
+        assertTrue(e.isShortSearch("ann", 40, Metric.COSINE, false, 100));
+        assertFalse(e.isShortSearch("ann", 41, Metric.COSINE, false, 100), "4,100 candidates");
+        assertFalse(e.isShortSearch("ann", 1, Metric.COSINE, false, 0), "exact");
+        assertFalse(e.isShortSearch("ann", 1, Metric.DOT, false, 100), "not the index's metric");
+        assertFalse(e.isShortSearch("ann", 1, Metric.COSINE, true, 100), "bias option");
+        assertFalse(e.isShortSearch("ann", 1, Metric.COSINE, false, ROWS), "as broad as it");
+        assertFalse(e.isShortSearch("nope", 1, Metric.COSINE, false, 100), "no such table");
+      }
       int q = 50;
       float[] qs = queries(q, DIM, 11);
       TopKResult exact = t.topK(qs, q, 10, TopKOptions.COSINE);

@@ -409,6 +409,22 @@ public final class ShardEngine {
     }
   }
 
+  /**
+   * Whether a top-k of {@code q} queries at this breadth is a short search of the table's index
+   * (at most {@value #SHORT_SEARCH_CANDIDATES} candidates in all) rather than a scan: servers
+   * answer those on the thread that read the call, as they answer reads.
+   */
+  public boolean isShortSearch(String table, int q, Metric metric, boolean biasLastDim,
+      int breadth) {
+    TableStore t = lookup(table);
+    return t != null && t.cold() == null && q > 0
+        && (long) q * breadth <= SHORT_SEARCH_CANDIDATES
+        && indexes.searches(t, metric, biasLastDim, breadth);
+  }
+
+  /** Candidates of a top-k call answered on the thread that read it ({@link #isShortSearch}). */
+  public static final int SHORT_SEARCH_CANDIDATES = 4096;
+
   // ---------------------------------------------------------------- checkpoints, evictions
 
   /**

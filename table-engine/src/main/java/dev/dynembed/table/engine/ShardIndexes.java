@@ -155,6 +155,17 @@ final class ShardIndexes {
     return i.search(queries, q, k, breadth, exclude);
   }
 
+  /**
+   * Whether {@link #topK} would answer from the index now (a sub-millisecond graph search, not a
+   * scan of the table): the server answers those on the thread that read the call.
+   */
+  boolean searches(TableStore t, Metric metric, boolean bias, int breadth) {
+    Entry e = entries.get(t.name());
+    AnnIndex i = e == null ? null : e.index;
+    return i != null && breadth > 0 && breadth < t.size() && i.store == t
+        && i.serves(t, metric, bias);
+  }
+
   /** A table was dropped: its index goes. */
   void dropped(String table) {
     entries.remove(table);

@@ -25,9 +25,19 @@ import java.util.logging.Logger;
 final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableServiceImplBase {
   private static final Logger log = Logger.getLogger(TableGrpcService.class.getName());
   private final ShardEngine engine;
+  private final java.util.concurrent.Executor scans;
 
   TableGrpcService(ShardEngine engine) {
+    this(engine, Runnable::run);
+  }
+
+  /**
+   * @param scans where a top-k that scans the table runs (the server's pool: never an event
+   *     loop); a short search of an index answers on the calling thread
+   */
+  TableGrpcService(ShardEngine engine, java.util.concurrent.Executor scans) {
     this.engine = engine;
+    this.scans = scans;
   }
 
   @Override
@@ -251,6 +261,17 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void topK(TopKRequest req, StreamObserver<TopKResponse> out) {
+    // a graph search of a few thousand candidates costs less than the two thread hand-offs of
+    // the pool (measured: docs/benchmarks.md, issue 32); a scan must not hold an event loop
+    if (engine.isShortSearch(req.getTable(), req.getNumQueries(), req.getMetric(),
+        req.getBiasLastDim(), req.getSearchBreadth())) {
+      answerTopK(req, out);
+    } else {
+      scans.execute(() -> answerTopK(req, out));
+    }
+  }
+
+  private void answerTopK(TopKRequest req, StreamObserver<TopKResponse> out) {
     run(out, req.getTable(), () -> {
       TableStore t = engine.get(req.getTable());
       Rows.floatCount(req.getQueries(), "queries");

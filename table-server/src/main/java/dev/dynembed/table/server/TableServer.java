@@ -77,13 +77,13 @@ public final class TableServer implements AutoCloseable {
     });
     // Data calls are short and CPU-bound: they run on the Netty event loop that read them, which
     // saves two thread hand-offs per call (measured: docs/benchmarks.md). Save and Restore do
-    // file I/O for seconds and TopK scans the whole table, so they go to the pool and never
-    // block an event loop.
+    // file I/O for seconds, so they go to the pool and never block an event loop; TopK goes there
+    // from TableGrpcService when it scans the table (a short search of an index answers inline).
     ServerCallExecutorSupplier perCall = new ServerCallExecutorSupplier() {
       @Override
       public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata headers) {
         String method = call.getMethodDescriptor().getBareMethodName();
-        if ("Save".equals(method) || "Restore".equals(method) || "TopK".equals(method)
+        if ("Save".equals(method) || "Restore".equals(method)
             || "Sample".equals(method) || "BuildIndex".equals(method)) {
           return executor; // I/O, a scan of the table, or up to 4M draws: not on an event loop
         }
@@ -92,7 +92,7 @@ public final class TableServer implements AutoCloseable {
       }
     };
     InetSocketAddress address = new InetSocketAddress(host, port);
-    TableGrpcService service = new TableGrpcService(engine);
+    TableGrpcService service = new TableGrpcService(engine, executor);
     // the data plane listens before gRPC does, so DataPlane never answers "none" for a shard
     // that has one (a client told so keeps its Read and Write on gRPC)
     if (dataPort >= 0) {
