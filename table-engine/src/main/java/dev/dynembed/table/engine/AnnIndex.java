@@ -8,7 +8,6 @@ import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.List;
-import org.apache.lucene.codecs.hnsw.DefaultFlatVectorScorer;
 import org.apache.lucene.index.VectorSimilarityFunction;
 import org.apache.lucene.search.KnnCollector;
 import org.apache.lucene.search.ScoreDoc;
@@ -107,8 +106,8 @@ final class AnnIndex {
     }
     RandomAccessVectorValues.Floats values = RandomAccessVectorValues.fromFloats(vs, dim);
     try {
-      RandomVectorScorerSupplier scorers = DefaultFlatVectorScorer.INSTANCE
-          .getRandomVectorScorerSupplier(similarity(metric, bias), values);
+      RandomVectorScorerSupplier scorers = SimdVectorScorer.supplier(similarity(metric, bias),
+          values);
       OnHeapHnswGraph graph = n == 0 ? null : graph(scorers, maxConn, beamWidth, seed, n);
       return new AnnIndex(t, metric, bias, n, updates, (System.nanoTime() - t0) / 1e9, graph,
           values, missing);
@@ -244,9 +243,8 @@ final class AnnIndex {
       return new int[0];
     }
     try {
-      KnnCollector c = HnswGraphSearcher.search(DefaultFlatVectorScorer.INSTANCE
-          .getRandomVectorScorer(similarity(metric, bias), vectors.copy(), u), breadth, graph,
-          accept, Integer.MAX_VALUE);
+      KnnCollector c = HnswGraphSearcher.search(SimdVectorScorer.of(similarity(metric, bias),
+          vectors, u), breadth, graph, accept, Integer.MAX_VALUE);
       ScoreDoc[] docs = c.topDocs().scoreDocs;
       int[] out = new int[docs.length];
       for (int i = 0; i < docs.length; i++) {
