@@ -162,8 +162,7 @@ final class ShardIndexes {
   boolean searches(TableStore t, Metric metric, boolean bias, int breadth) {
     Entry e = entries.get(t.name());
     AnnIndex i = e == null ? null : e.index;
-    return i != null && breadth > 0 && breadth < t.size() && i.store == t
-        && i.serves(t, metric, bias);
+    return i != null && breadth > 0 && breadth < t.size() && i.serves(t, metric, bias);
   }
 
   /** A table was dropped: its index goes. */
