@@ -63,7 +63,9 @@ public final class TableBench implements Callable<Integer> {
           + " (fresh shard processes need their JIT warm)")
   double systemWarmup;
   @Option(names = "--shards", defaultValue = "1,2", split = ",", description = "loopback shard counts") int[] shardCounts;
-  @Option(names = "--redis", description = "host:port of a Redis server (omit to skip)") String redis;
+  @Option(names = "--redis", description = "host:port of a throw-away Redis server (omit to"
+      + " skip; flushed, and its append-only file turned on for the durable cases, then off)")
+  String redis;
   @Option(names = "--shards-over-redis", defaultValue = "2", description = "with --redis: this"
       + " many loopback shards whose table keeps its rows in that Redis too (redis_tier: written"
       + " behind every --redis-tier-flush-ms; 0 = skip)") int shardsOverRedis;
@@ -383,6 +385,37 @@ public final class TableBench implements Callable<Integer> {
     }
   }
 
+  /** Redis's MGET and get-compute-set (Adagrad in this client), measured as {@code system}. */
+  private void redisOps(Jedis j, String system) throws Exception {
+    float[] out = new float[batch * dim];
+    measure(system, "find (MGET)", k -> {
+      byte[][] ks = new byte[k.length][];
+      for (int i = 0; i < k.length; i++) {
+        ks[i] = ("w:" + k[i]).getBytes(StandardCharsets.UTF_8);
+      }
+      List<byte[]> vs = j.mget(ks);
+      for (int i = 0; i < k.length; i++) {
+        decodeInto(vs.get(i), out, i * dim, dim);
+      }
+    });
+    measure(system, "get-compute-set (Adagrad)", k -> {
+      Distinct d = distinct(k);
+      byte[][] ks = new byte[d.keys().length][];
+      for (int i = 0; i < ks.length; i++) {
+        ks[i] = ("ws:" + d.keys()[i]).getBytes(StandardCharsets.UTF_8);
+      }
+      List<byte[]> vs = j.mget(ks);
+      byte[][] kv = new byte[2 * ks.length][];
+      for (int i = 0; i < ks.length; i++) {
+        byte[] v = vs.get(i) != null ? vs.get(i) : initialValue(2 * dim);
+        adagrad(v, d.grads(), i * dim);
+        kv[2 * i] = ks[i];
+        kv[2 * i + 1] = v;
+      }
+      j.mset(kv);
+    });
+  }
+
   private void redis() throws Exception {
     String[] hp = redis.split(":");
     try (Jedis j = new Jedis(hp[0], Integer.parseInt(hp[1]), 60_000)) {
@@ -401,34 +434,23 @@ public final class TableBench implements Callable<Integer> {
         j.mset(kv.toArray(new byte[0][]));
         j.mset(kv2.toArray(new byte[0][]));
       }
-      float[] out = new float[batch * dim];
       warmupBaseline(() -> j.mget(("w:" + keys[0]).getBytes(StandardCharsets.UTF_8)));
-      measure("Redis", "find (MGET)", k -> {
-        byte[][] ks = new byte[k.length][];
-        for (int i = 0; i < k.length; i++) {
-          ks[i] = ("w:" + k[i]).getBytes(StandardCharsets.UTF_8);
+      redisOps(j, "Redis");
+      // the same with Redis as durable as the shards' default (--fsync everysec): an append-only
+      // file fsynced every second, as our write-ahead log is; turned on at run time, measured
+      // once its first rewrite is done, turned off again
+      j.configSet("appendfsync", "everysec");
+      j.configSet("appendonly", "yes");
+      long until = System.nanoTime() + 120_000_000_000L;
+      while (j.info("persistence").contains("aof_rewrite_in_progress:1")
+          || j.info("persistence").contains("aof_rewrite_scheduled:1")) {
+        if (System.nanoTime() > until) {
+          throw new IllegalStateException("Redis did not finish its AOF rewrite in 120 s");
         }
-        List<byte[]> vs = j.mget(ks);
-        for (int i = 0; i < k.length; i++) {
-          decodeInto(vs.get(i), out, i * dim, dim);
-        }
-      });
-      measure("Redis", "get-compute-set (Adagrad)", k -> {
-        Distinct d = distinct(k);
-        byte[][] ks = new byte[d.keys().length][];
-        for (int i = 0; i < ks.length; i++) {
-          ks[i] = ("ws:" + d.keys()[i]).getBytes(StandardCharsets.UTF_8);
-        }
-        List<byte[]> vs = j.mget(ks);
-        byte[][] kv = new byte[2 * ks.length][];
-        for (int i = 0; i < ks.length; i++) {
-          byte[] v = vs.get(i) != null ? vs.get(i) : initialValue(2 * dim);
-          adagrad(v, d.grads(), i * dim);
-          kv[2 * i] = ks[i];
-          kv[2 * i + 1] = v;
-        }
-        j.mset(kv);
-      });
+        Thread.sleep(100);
+      }
+      redisOps(j, "Redis (AOF everysec)");
+      j.configSet("appendonly", "no");
       String info = j.info("memory");
       for (String line : info.split("\r?\n")) {
         if (line.startsWith("used_memory:")) {

@@ -72,7 +72,7 @@ public final class ShardLog implements AutoCloseable {
 
   private ByteBuffer out; // guarded by lock
   /** Told of every appended record, in LSN order, under the append lock (replication). */
-  private volatile java.util.function.ObjLongConsumer<com.google.protobuf.MessageLite> tail;
+  private volatile java.util.function.ObjLongConsumer<byte[]> tail;
   private final CRC32C crc = new CRC32C();
 
   /**
@@ -154,9 +154,14 @@ public final class ShardLog implements AutoCloseable {
       }
       nextLsn = lsn + 1;
       bytesSinceRotate += 16L + size;
-      java.util.function.ObjLongConsumer<com.google.protobuf.MessageLite> t = tail;
+      java.util.function.ObjLongConsumer<byte[]> t = tail;
       if (t != null) {
-        t.accept(record, lsn); // in LSN order: appends are serialized here
+        // a copy of the serialized record, not the record: a record may alias the memory of the
+        // request it came from (a data-plane frame parsed in place), which is reused once the
+        // call is answered, while the tail keeps what it is given
+        byte[] copy = new byte[size];
+        b.get(16, copy);
+        t.accept(copy, lsn); // in LSN order: appends are serialized here
       }
       return lsn;
     }
@@ -173,10 +178,10 @@ public final class ShardLog implements AutoCloseable {
   }
 
   /**
-   * Tells {@code t} of every record appended from now on, in LSN order, while the append lock is
-   * held (so it must only queue); null stops.
+   * Tells {@code t} of every record appended from now on (a copy of its serialized bytes), in LSN
+   * order, while the append lock is held (so it must only queue); null stops.
    */
-  void tail(java.util.function.ObjLongConsumer<com.google.protobuf.MessageLite> t) {
+  void tail(java.util.function.ObjLongConsumer<byte[]> t) {
     synchronized (lock) {
       this.tail = t;
     }

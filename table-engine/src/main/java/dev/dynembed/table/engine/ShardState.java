@@ -321,7 +321,15 @@ public final class ShardState implements AutoCloseable, ShardJournal {
    */
   public void replicateTo(ReplicationHook hook) {
     this.replication = hook;
-    wal.tail(hook == null ? null : (m, lsn) -> hook.appended(lsn, (LogRecord) m));
+    wal.tail(hook == null ? null : (bytes, lsn) -> hook.appended(lsn, parseRecord(bytes)));
+  }
+
+  private static LogRecord parseRecord(byte[] bytes) {
+    try {
+      return LogRecord.parseFrom(bytes);
+    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+      throw new IllegalStateException("a log record just serialized does not parse", e);
+    }
   }
 
   /** The log directory: a follower writes a restored table's files there before its record. */

@@ -4,6 +4,7 @@ import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.CodedOutputStream;
 import com.google.protobuf.MessageLite;
 import com.google.protobuf.Parser;
+import com.google.protobuf.UnsafeByteOperations;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.TableException;
@@ -214,8 +215,11 @@ public final class DataPlaneFrames {
    * into float arrays, log records into the log's buffer, all during the call).
    */
   public static <M> M parseInPlace(ByteBuf body, Parser<M> parser, String what) {
+    // a decoder over a buffer it may treat as immutable: CodedInputStream.newInstance(ByteBuffer)
+    // copies every bytes field into a fresh array even with aliasing enabled (protobuf aliases
+    // only input it was told will not change), which was 8-12% of a shard's data-plane CPU
     return body.nioBufferCount() == 1
-        ? parse(CodedInputStream.newInstance(body.nioBuffer()), parser, what)
+        ? parse(UnsafeByteOperations.unsafeWrap(body.nioBuffer()).newCodedInput(), parser, what)
         : parse(body, parser, what);
   }
 
