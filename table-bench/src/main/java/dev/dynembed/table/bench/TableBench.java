@@ -609,6 +609,8 @@ public final class TableBench implements Callable<Integer> {
     System.out.println();
     Double redisFind = results.get("Redis|find (MGET)");
     Double redisGcs = results.get("Redis|get-compute-set (Adagrad)");
+    Double aofFind = results.get("Redis (AOF everysec)|find (MGET)");
+    Double aofGcs = results.get("Redis (AOF everysec)|get-compute-set (Adagrad)");
     Double mcFind = results.get("memcached|find (multi-get)");
     Double mcGcs = results.get("memcached|get-compute-set (Adagrad)");
     Double backendLu = results.get("Redis backend (redis-table)|lookup+update");
@@ -619,12 +621,15 @@ public final class TableBench implements Callable<Integer> {
       }
       if (p[1].startsWith("find") && !p[1].startsWith("findOrInsert")) {
         ratio(p[0] + " " + p[1] + " vs Redis MGET", e.getValue(), redisFind, 3);
+        ratio(p[0] + " " + p[1] + " vs Redis (AOF everysec) MGET", e.getValue(), aofFind, 3);
         ratio(p[0] + " " + p[1] + " vs memcached multi-get", e.getValue(), mcFind, 3);
         ratio(p[0] + " " + p[1] + " vs in-process find", e.getValue(),
             results.get("in-process|find"), 0.8);
       }
       if (p[1].equals("lookup+update")) {
         ratio(p[0] + " lookup+update vs Redis get-compute-set", e.getValue(), redisGcs, 10);
+        ratio(p[0] + " lookup+update vs Redis (AOF everysec) get-compute-set", e.getValue(),
+            aofGcs, 10);
         ratio(p[0] + " lookup+update vs memcached get-compute-set", e.getValue(), mcGcs, 10);
         ratio(p[0] + " lookup+update vs the Redis backend's", e.getValue(), backendLu, 1);
       }
