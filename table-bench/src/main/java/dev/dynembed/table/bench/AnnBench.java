@@ -105,7 +105,13 @@ public final class AnnBench implements Callable<Integer> {
           System.out.printf(Locale.ROOT, "| breadth %d | %.3f | %.1f | %.3f | %.3f | %d |%n", b,
               ms, exactMs / ms, recall(approx, exact), scoreRecall(approx, exact),
               lost(approx, exact));
+          misses.add(String.format(Locale.ROOT, "breadth %d: %s", b, misses(approx, exact)));
         }
+        System.out.println("misses (" + from + " queries), by the missed key's rank in the"
+            + " Zipf draws (key i is the i-th most drawn), and the k-th answer's score below"
+            + " the exact k-th (relative; median / 90th percentile / max over queries):");
+        misses.forEach(m -> System.out.println("  " + m));
+        misses.clear();
       }
       if (shards == 0) {
         scanLimit(exactMs);
@@ -236,6 +242,43 @@ public final class AnnBench implements Callable<Integer> {
       total += truth.size();
     }
     return (double) hit / total;
+  }
+
+  private final List<String> misses = new java.util.ArrayList<>();
+
+  /**
+   * Where the missed rows are: counts of missed exact top-k keys by decade of their key number
+   * (with --data zipf, key i is the i-th most drawn, so low numbers are the most trained rows),
+   * and how far below the exact k-th score the search's k-th answer scores (relative).
+   */
+  private static String misses(TopKResult[] approx, TopKResult[] exact) {
+    int[] decades = new int[8];
+    double[] gaps = new double[exact.length];
+    for (int a = 0; a < exact.length; a++) {
+      Set<String> got = new HashSet<>(List.of(approx[a].keys()[0]));
+      for (String key : exact[a].keys()[0]) {
+        if (!got.contains(key) && key.startsWith("key")) {
+          int n = Integer.parseInt(key.substring(3));
+          decades[Math.min(7, n == 0 ? 0 : (int) Math.log10(n) + 1)]++;
+        }
+      }
+      float[] e = exact[a].scores()[0];
+      float[] s = approx[a].scores()[0];
+      if (e.length > 0) {
+        float ek = e[e.length - 1];
+        float sk = s.length >= e.length ? s[e.length - 1] : Float.NEGATIVE_INFINITY;
+        gaps[a] = Math.max(0, (ek - sk) / Math.max(1e-9, Math.abs(ek)));
+      }
+    }
+    java.util.Arrays.sort(gaps);
+    StringBuilder b = new StringBuilder("missed keys by number: ");
+    String[] names = {"0", "1-9", "10-99", "100-999", "1e3-1e4", "1e4-1e5", "1e5-1e6", "1e6+"};
+    for (int d = 0; d < decades.length; d++) {
+      b.append(names[d]).append(':').append(decades[d]).append(d + 1 < decades.length ? " " : "");
+    }
+    return b.append(String.format(Locale.ROOT, "; k-th score gap %.2e / %.2e / %.2e",
+        gaps[gaps.length / 2], gaps[(int) (gaps.length * 0.9)], gaps[gaps.length - 1]))
+        .toString();
   }
 
   /** Queries none of whose exact top k the search found: it ended in another part of the graph. */
