@@ -99,6 +99,7 @@ public final class AnnBench implements Callable<Integer> {
         System.out.println("|---|---:|---:|---:|---:|---:|");
         System.out.printf(Locale.ROOT, "| exact scan | %.2f | 1.0 | 1.000 | 1.000 | 0 |%n",
             exactMs);
+        List<String> misses = new java.util.ArrayList<>();
         for (int b : breadths) {
           TopKResult[] approx = new TopKResult[queries];
           double ms = time(t, qs, TopKOptions.COSINE.approximate(b), approx);
@@ -111,7 +112,6 @@ public final class AnnBench implements Callable<Integer> {
             + " Zipf draws (key i is the i-th most drawn), and the k-th answer's score below"
             + " the exact k-th (relative; median / 90th percentile / max over queries):");
         misses.forEach(m -> System.out.println("  " + m));
-        misses.clear();
       }
       if (shards == 0) {
         scanLimit(exactMs);
@@ -243,8 +243,6 @@ public final class AnnBench implements Callable<Integer> {
     }
     return (double) hit / total;
   }
-
-  private final List<String> misses = new java.util.ArrayList<>();
 
   /**
    * Where the missed rows are: counts of missed exact top-k keys by decade of their key number

@@ -442,8 +442,8 @@ public final class TableBench implements Callable<Integer> {
       j.configSet("appendfsync", "everysec");
       j.configSet("appendonly", "yes");
       long until = System.nanoTime() + 120_000_000_000L;
-      while (j.info("persistence").contains("aof_rewrite_in_progress:1")
-          || j.info("persistence").contains("aof_rewrite_scheduled:1")) {
+      for (String p = j.info("persistence"); p.contains("aof_rewrite_in_progress:1")
+          || p.contains("aof_rewrite_scheduled:1"); p = j.info("persistence")) {
         if (System.nanoTime() > until) {
           throw new IllegalStateException("Redis did not finish its AOF rewrite in 120 s");
         }

@@ -324,10 +324,14 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     wal.tail(hook == null ? null : (bytes, lsn) -> hook.appended(lsn, parseRecord(bytes)));
   }
 
+  /** Parses a copy the log made for the tail; its bytes fields alias it (no second copy). */
   private static LogRecord parseRecord(byte[] bytes) {
+    com.google.protobuf.CodedInputStream in =
+        com.google.protobuf.CodedInputStream.newInstance(bytes);
+    in.enableAliasing(true);
     try {
-      return LogRecord.parseFrom(bytes);
-    } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+      return LogRecord.parseFrom(in);
+    } catch (java.io.IOException e) {
       throw new IllegalStateException("a log record just serialized does not parse", e);
     }
   }
