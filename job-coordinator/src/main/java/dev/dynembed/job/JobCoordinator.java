@@ -50,12 +50,18 @@ public final class JobCoordinator implements AutoCloseable {
    * @param joinTimeout how long {@link #join} waits for all W workers
    * @param barrierTimeout how long a barrier waits for its last worker
    */
-  public record Options(Duration leaseTtl, Duration joinTimeout, Duration barrierTimeout) {
+  public record Options(Duration leaseTtl, Duration joinTimeout, Duration barrierTimeout,
+      boolean elastic) {
     public Options {
       if (leaseTtl.getSeconds() < 1) {
         throw new IllegalArgumentException("the lease TTL must be at least 1 s but was "
             + leaseTtl);
       }
+    }
+
+    /** A job that stops when a worker leaves (not elastic). */
+    public Options(Duration leaseTtl, Duration joinTimeout, Duration barrierTimeout) {
+      this(leaseTtl, joinTimeout, barrierTimeout, false);
     }
   }
 
@@ -72,6 +78,20 @@ public final class JobCoordinator implements AutoCloseable {
   private final CloseableClient keepAlive;
   private final Options options;
   private volatile Map<Integer, Long> memberRevisions = Map.of();
+  /**
+   * The workers expected at the next barrier: all W in a job that is not elastic; in an elastic
+   * one, those that arrived at the previous barrier (the same set for every worker: see {@link
+   * #elasticBarrier}).
+   */
+  private volatile java.util.SortedSet<Integer> participants;
+  /** Elastic: the workers that left since the job started, by index, with why. */
+  private final Map<Integer, String> departed = new TreeMap<>();
+  /** Elastic: this worker's own lease ran out and the others went on without it. */
+  private volatile boolean dropped;
+  /** Elastic: this worker joined a running job and waits to be admitted ({@link #awaitAdmission}). */
+  private volatile boolean joining;
+  /** The most worker indices a job hands out (its W, then those of workers that join it). */
+  static final int MAX_INDEX = 4096;
   private volatile String failure;
   private volatile boolean closed;
   private String previousBarrier;
@@ -88,6 +108,11 @@ public final class JobCoordinator implements AutoCloseable {
     this.lease = lease;
     this.keepAlive = keepAlive;
     this.options = options;
+    java.util.TreeSet<Integer> all = new java.util.TreeSet<>();
+    for (int i = 0; i < workers; i++) {
+      all.add(i);
+    }
+    this.participants = java.util.Collections.unmodifiableSortedSet(all);
   }
 
   /**
@@ -133,6 +158,7 @@ public final class JobCoordinator implements AutoCloseable {
       keepAlive = client.getLeaseClient().keepAlive(lease, new KeepAliveLog());
       Map<String, String> wanted = new TreeMap<>(settings);
       wanted.put("workers", String.valueOf(workers));
+      wanted.put("elastic", String.valueOf(options.elastic()));
       long deadline = System.nanoTime() + options.joinTimeout().toNanos();
       String root = ROOT + job + "/";
       long runningSince = 0;
@@ -152,6 +178,35 @@ public final class JobCoordinator implements AutoCloseable {
               .commit(), "opening the job's next generation");
           continue;
         }
+        if (started && options.elastic() && live > 0) {
+          // a running elastic job takes new workers at the end of a round: claim an index past
+          // the W it started with, then wait to be admitted (awaitAdmission)
+          Cmp current = new Cmp(bytes(root + "gen"), Cmp.Op.EQUAL,
+              CmpTarget.value(bytes(String.valueOf(gen))));
+          if (!checkSettings(kv, prefix, job, wanted, current)) {
+            continue;
+          }
+          int claimed = claimJoiner(kv, prefix, workers, lease, current);
+          if (claimed == GENERATION_MOVED) {
+            continue;
+          }
+          if (claimed < 0) {
+            throw new JobException("job " + job + " has taken " + MAX_INDEX + " worker indices;"
+                + " it takes no more");
+          }
+          JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
+              keepAlive, options);
+          List<KeyValue> me = await(kv.get(bytes(prefix + "members/" + claimed)),
+              "reading this worker's membership").getKvs();
+          if (me.isEmpty()) {
+            continue; // its lease ran out already: try again
+          }
+          c.memberRevisions = Map.of(claimed, me.get(0).getCreateRevision());
+          c.participants = java.util.Collections.emptySortedSet();
+          c.joining = true;
+          c.startMonitor();
+          return c;
+        }
         if (started) {
           // a worker may have died without the survivors noticing yet (they stop the
           // generation within a lease TTL); otherwise the job is running with its workers
@@ -159,8 +214,10 @@ public final class JobCoordinator implements AutoCloseable {
             runningSince = System.nanoTime();
           }
           if (System.nanoTime() - runningSince > options.leaseTtl().toNanos() + 3_000_000_000L) {
-            throw new JobException("job " + job + " is running with all of its " + workers
-                + " workers; wait for it to end or stop it, or choose another job name (--job)");
+            throw new JobException("job " + job + (options.elastic()
+                ? " is running (elastic: it goes on with the workers still in it and takes no"
+                + " new one)" : " is running with all of its " + workers + " workers")
+                + "; wait for it to end or stop it, or choose another job name (--job)");
           }
           sleep(200);
           continue;
@@ -175,6 +232,11 @@ public final class JobCoordinator implements AutoCloseable {
         }
         int claimed = claimIndex(kv, prefix, workers, index, lease, current);
         if (claimed == GENERATION_MOVED) {
+          continue;
+        }
+        if (claimed < 0 && options.elastic() && index < 0
+            && System.nanoTime() < deadline) {
+          sleep(200); // its W workers are starting it: join once it runs
           continue;
         }
         if (claimed < 0) {
@@ -218,12 +280,94 @@ public final class JobCoordinator implements AutoCloseable {
     return index;
   }
 
+  /** The workers the job started with. */
   public int workers() {
     return workers;
   }
 
+  /** Whether a worker that leaves has its share re-planned over the others (else it stops the job). */
+  public boolean elastic() {
+    return options.elastic();
+  }
+
+  /**
+   * The workers of the next round, in index order: all of them, or in an elastic job those that
+   * arrived at the last barrier. Every worker of the job sees the same list between barriers.
+   */
+  public List<Integer> participants() {
+    return List.copyOf(participants);
+  }
+
+  /** Elastic: the workers that left the job so far, with why. */
+  public Map<Integer, String> departed() {
+    synchronized (departed) {
+      return new TreeMap<>(departed);
+    }
+  }
+
+  /**
+   * Whether this worker leads: checkpoints and restores. Worker 0, or in an elastic job that lost
+   * worker 0, the lowest index still in it.
+   */
   public boolean leader() {
-    return index == 0;
+    return !participants.isEmpty() && participants.first() == index;
+  }
+
+  /**
+   * Whether this worker joined an elastic job that was already running: it must {@link
+   * #awaitAdmission} before it trains, and it neither restores nor counts.
+   */
+  public boolean joining() {
+    return joining;
+  }
+
+  /**
+   * Waits until the job's leader admits this joining worker at the end of a round, and returns
+   * the state the leader handed it (the trainer's position and counters). From then on this
+   * worker is a participant like the others. Throws if the job stops or no round ends within the
+   * barrier timeout.
+   */
+  public Map<String, String> awaitAdmission() {
+    if (!joining) {
+      throw new IllegalStateException("worker " + index + " did not join a running job");
+    }
+    String key = prefix + "admitted/" + index;
+    long start = System.nanoTime();
+    long sleep = 5;
+    while (true) {
+      check();
+      Optional<String> v = value(kv, key);
+      if (v.isPresent()) {
+        Map<String, String> state = decode(v.get());
+        String name = state.get("barrier");
+        Map<Integer, Long> before = parseRevisions(state.get("participants"));
+        // the barrier at which the leader admits it, seen as its participants see it: the
+        // admission holds only if the leader arrived there with it (else it left first)
+        java.util.TreeSet<Integer> was = new java.util.TreeSet<>(before.keySet());
+        Map<Integer, Long> revs = new HashMap<>(before);
+        revs.putAll(memberRevisions);
+        Map<Integer, String> in = awaitArrivals(name, was, revs, start, true);
+        Map<Integer, Long> admitted = admittedIn(in);
+        await(kv.delete(bytes(key)), "reading this worker's admission");
+        if (admitted.containsKey(index)) {
+          revs.putAll(admitted);
+          memberRevisions = Map.copyOf(revs);
+          java.util.TreeSet<Integer> next = new java.util.TreeSet<>(in.keySet());
+          next.addAll(admitted.keySet());
+          participants = java.util.Collections.unmodifiableSortedSet(next);
+          previousBarrier = name;
+          joining = false;
+          return state;
+        }
+        continue; // the leader left before it arrived: wait for the next round's
+      }
+      if (System.nanoTime() - start > options.barrierTimeout().toNanos()) {
+        throw new JobException("job " + job + " did not admit worker " + index + " within "
+            + options.barrierTimeout().toSeconds() + " s (no round ended)");
+      }
+      sleep(sleep);
+      sleep = Math.min(100, sleep * 2);
+    }
   }
 
   /** Why the job stopped, if it did (a worker left, a barrier timed out, a worker failed). */
@@ -235,7 +379,7 @@ public final class JobCoordinator implements AutoCloseable {
   public void check() {
     String f = failure;
     if (f != null) {
-      throw new JobException("job " + job + " stopped: " + f);
+      throw new JobException(dropped ? f : "job " + job + " stopped: " + f);
     }
   }
 
@@ -245,8 +389,22 @@ public final class JobCoordinator implements AutoCloseable {
    * arrive within the barrier timeout. Names must be unique within a job's run.
    */
   public Map<Integer, String> barrier(String name, String payload) {
-    Map<Integer, String> all = barrierUntil(name, payload, options.barrierTimeout().toNanos(),
-        false);
+    return barrier(name, payload, null);
+  }
+
+  /**
+   * As above; in an elastic job, also the barrier where workers that joined the running job are
+   * admitted: the leader hands each of them {@code admission}'s state (the position after the
+   * barrier) and names them in its payload, and every worker counts them as participants from
+   * the next barrier on. Payloads of such a barrier carry an {@code admit} entry (encoded maps).
+   */
+  public Map<Integer, String> barrier(String name, String payload,
+      java.util.function.Supplier<Map<String, String>> admission) {
+    if (joining) {
+      throw new IllegalStateException("worker " + index + " must await its admission first");
+    }
+    Map<Integer, String> all = options.elastic() ? elasticBarrier(name, payload, admission)
+        : barrierUntil(name, payload, options.barrierTimeout().toNanos(), false);
     if (leader() && previousBarrier != null) {
       // every worker arrived here, so every worker has passed the previous barrier
       try {
@@ -307,8 +465,184 @@ public final class JobCoordinator implements AutoCloseable {
     }
   }
 
+  /**
+   * An elastic job's barrier: waits until every participant has arrived or left the job (its
+   * lease expired before it arrived), and returns the payloads of those that arrived, which are
+   * the participants of the next barrier. Every worker computes the same set: each poll reads the
+   * members and the arrivals in one etcd transaction (one revision), a worker still a member is
+   * waited for, and one that is not can no longer arrive (an arrival is written only while its
+   * writer's member key is the one it created), so a worker missing from a complete poll is
+   * missing from every worker's. Throws if this worker itself was dropped (its lease ran out):
+   * the others have re-planned its share.
+   */
+  private Map<Integer, String> elasticBarrier(String name, String payload,
+      java.util.function.Supplier<Map<String, String>> admission) {
+    if (name.isEmpty() || name.contains("/")) {
+      throw new IllegalArgumentException("barrier name must be non-empty and free of '/': " + name);
+    }
+    check();
+    String dir = prefix + "barriers/" + name + "/";
+    if (admission != null && leader()) {
+      Map<Integer, Long> joiners = waitingJoiners();
+      if (!joiners.isEmpty()) {
+        Map<String, String> state = new TreeMap<>(admission.get());
+        state.put("barrier", name);
+        state.put("participants", revisions(participants, memberRevisions));
+        state.put("admit", revisions(joiners.keySet(), joiners));
+        for (int j : joiners.keySet()) {
+          await(kv.put(bytes(prefix + "admitted/" + j), bytes(encode(state))), "admitting a worker");
+        }
+        Map<String, String> p = new TreeMap<>(decode(payload));
+        p.put("admit", state.get("admit"));
+        payload = encode(p);
+      }
+    }
+    ByteSequence me = bytes(prefix + "members/" + index);
+    boolean arrived = await(kv.txn().If(new Cmp(me, Cmp.Op.EQUAL,
+            CmpTarget.createRevision(memberRevisions.getOrDefault(index, -1L))))
+        .Then(Op.put(bytes(dir + index), bytes(payload), PutOption.DEFAULT)).commit(),
+        "arriving at barrier " + name).isSucceeded();
+    if (!arrived) {
+      throw droppedNow();
+    }
+    Map<Integer, String> in = awaitArrivals(name, participants, memberRevisions,
+        System.nanoTime(), false);
+    Map<Integer, String> result = new TreeMap<>();
+    java.util.TreeSet<Integer> next = new java.util.TreeSet<>();
+    for (int p : participants) {
+      if (in.containsKey(p)) {
+        result.put(p, in.get(p));
+        next.add(p);
+      } else {
+        synchronized (departed) {
+          departed.put(p, "its lease expired before barrier " + name + " (killed, crashed"
+              + " or cut off from etcd for more than " + options.leaseTtl().toSeconds()
+              + " s)");
+        }
+      }
+    }
+    if (admission != null) {
+      Map<Integer, Long> admitted = admittedIn(in);
+      Map<Integer, Long> revs = new HashMap<>(memberRevisions);
+      revs.putAll(admitted);
+      memberRevisions = Map.copyOf(revs);
+      next.addAll(admitted.keySet());
+    }
+    participants = java.util.Collections.unmodifiableSortedSet(next);
+    return result;
+  }
+
+  /**
+   * Polls barrier {@code name} until each of {@code expected} has arrived or left (its member key
+   * gone or re-created: no longer the revision in {@code revisions}), and returns the arrivals
+   * among them. Each poll reads members and arrivals in one transaction (one revision): a
+   * worker still a member is waited for, and one that is not can no longer arrive (an arrival is
+   * written only while its writer's member key is the one it created), so every worker that
+   * completes the poll sees the same arrivals.
+   */
+  private Map<Integer, String> awaitArrivals(String name, java.util.SortedSet<Integer> expected,
+      Map<Integer, Long> revisions, long start, boolean observer) {
+    String dir = prefix + "barriers/" + name + "/";
+    long sleep = 5;
+    GetOption all = GetOption.builder().isPrefix(true).build();
+    while (true) {
+      io.etcd.jetcd.kv.TxnResponse t = await(kv.txn().Then(
+          Op.get(bytes(prefix + "members/"), all), Op.get(bytes(dir), all)).commit(),
+          "waiting at barrier " + name);
+      Map<Integer, Long> live = new HashMap<>();
+      for (KeyValue m : t.getGetResponses().get(0).getKvs()) {
+        live.put(memberIndex(m, prefix), m.getCreateRevision());
+      }
+      Map<Integer, String> in = new TreeMap<>();
+      for (KeyValue k : t.getGetResponses().get(1).getKvs()) {
+        int i = Integer.parseInt(k.getKey().toString(StandardCharsets.UTF_8)
+            .substring(dir.length()));
+        if (expected.contains(i)) {
+          in.put(i, k.getValue().toString(StandardCharsets.UTF_8));
+        }
+      }
+      List<Integer> waiting = new ArrayList<>();
+      for (int p : expected) {
+        if (!in.containsKey(p) && revisions.get(p).equals(live.get(p))) {
+          waiting.add(p);
+        }
+      }
+      if (waiting.isEmpty()) {
+        return in;
+      }
+      check();
+      if (System.nanoTime() - start > options.barrierTimeout().toNanos()) {
+        String why = "workers " + waiting + " did not reach barrier " + name + " within "
+            + options.barrierTimeout().toSeconds() + " s (and are still members)";
+        if (observer) { // a joiner watching the barrier that admits it: not its job to stop
+          throw new JobException("worker " + index + " could not join job " + job + ": " + why);
+        }
+        stop(why);
+        throw new JobException("job " + job + " stopped: " + why);
+      }
+      sleep(sleep);
+      sleep = Math.min(100, sleep * 2);
+    }
+  }
+
+  /** Members that joined the running job and are not participants yet, with their revisions. */
+  private Map<Integer, Long> waitingJoiners() {
+    GetResponse members = await(kv.get(bytes(prefix + "members/"),
+        GetOption.builder().isPrefix(true).build()), "reading the job's members");
+    Map<Integer, Long> joiners = new TreeMap<>();
+    for (KeyValue m : members.getKvs()) {
+      int i = memberIndex(m, prefix);
+      if (i >= workers && !participants.contains(i) && !departed().containsKey(i)) {
+        joiners.put(i, m.getCreateRevision());
+      }
+    }
+    return joiners;
+  }
+
+  /** The workers admitted at a barrier: the {@code admit} entries of its payloads. */
+  private static Map<Integer, Long> admittedIn(Map<Integer, String> payloads) {
+    Map<Integer, Long> admitted = new TreeMap<>();
+    for (String p : payloads.values()) {
+      String a = p.contains("admit=") ? decode(p).get("admit") : null;
+      if (a != null) {
+        admitted.putAll(parseRevisions(a));
+      }
+    }
+    return admitted;
+  }
+
+  /** {@code index:revision,...} of these workers. */
+  private static String revisions(java.util.Set<Integer> indices, Map<Integer, Long> revs) {
+    StringBuilder b = new StringBuilder();
+    for (int i : indices) {
+      b.append(b.length() == 0 ? "" : ",").append(i).append(':').append(revs.get(i));
+    }
+    return b.toString();
+  }
+
+  private static Map<Integer, Long> parseRevisions(String s) {
+    Map<Integer, Long> m = new TreeMap<>();
+    for (String e : s == null || s.isEmpty() ? new String[0] : s.split(",")) {
+      int c = e.indexOf(':');
+      m.put(Integer.parseInt(e.substring(0, c)), Long.parseLong(e.substring(c + 1)));
+    }
+    return m;
+  }
+
+  /** Marks this worker as dropped from its elastic job and says so. */
+  private JobException droppedNow() {
+    dropped = true;
+    failure = "worker " + index + " was dropped from job " + job + ": its lease expired (paused"
+        + " or cut off from etcd for more than " + options.leaseTtl().toSeconds() + " s) and the"
+        + " other workers took over its share";
+    return new JobException(failure);
+  }
+
   /** Stops the job for every worker, with a reason they will report (the first reason wins). */
   public void stop(String reason) {
+    if (dropped) {
+      return; // the job goes on without this worker: nothing of it to stop
+    }
     if (failure == null) {
       failure = reason;
     }
@@ -332,7 +666,9 @@ public final class JobCoordinator implements AutoCloseable {
   /** Leaves a job whose work is done: after the last worker leaves, the generation is cleared. */
   public void finish() {
     await(kv.put(bytes(prefix + "left/" + index), bytes("1")), "leaving the job");
-    if (count(kv, prefix + "left/") >= workers) {
+    // every worker still in the job finishes (the last barrier's participants: the same set for
+    // all of them); workers that left an elastic job never write left/
+    if (count(kv, prefix + "left/") >= participants.size()) {
       await(kv.delete(bytes(prefix), DeleteOption.builder().isPrefix(true).build()),
           "clearing the finished job");
     }
@@ -355,6 +691,15 @@ public final class JobCoordinator implements AutoCloseable {
       // it expires by itself
     }
     client.close();
+  }
+
+  /**
+   * Tests: lose this worker's lease while the process lives on (as a long pause or a partition
+   * from etcd would), keeping its etcd client.
+   */
+  void loseLease() {
+    keepAlive.close();
+    await(client.getLeaseClient().revoke(lease), "revoking the lease");
   }
 
   /** Tests: vanish as a killed process would (no revoke, no leaving; the lease runs out). */
@@ -396,6 +741,13 @@ public final class JobCoordinator implements AutoCloseable {
     Map<Integer, Long> now = new HashMap<>();
     for (KeyValue m : members.getKvs()) {
       now.put(memberIndex(m, prefix), m.getCreateRevision());
+    }
+    if (options.elastic()) {
+      // the others are counted at the barriers; only this worker's own expiry matters here
+      if (!memberRevisions.get(index).equals(now.get(index))) {
+        droppedNow();
+      }
+      return;
     }
     for (Map.Entry<Integer, Long> e : memberRevisions.entrySet()) {
       if (!e.getValue().equals(now.get(e.getKey()))
@@ -477,6 +829,32 @@ public final class JobCoordinator implements AutoCloseable {
     boolean stillCurrent = await(kv.txn().If(current).commit(), "reading the generation")
         .isSucceeded();
     return stillCurrent ? -1 : GENERATION_MOVED;
+  }
+
+  /**
+   * Claims the first index from {@code workers} on that no worker of this generation has held
+   * (a permanent {@code claimed/I} key, so that a joiner never takes the index, and so the
+   * counters, of a worker that left), with its member key under {@code lease}.
+   */
+  static int claimJoiner(KV kv, String prefix, int workers, long lease, Cmp current) {
+    for (int i = workers; i < MAX_INDEX; i++) {
+      ByteSequence c = bytes(prefix + "claimed/" + i);
+      ByteSequence k = bytes(prefix + "members/" + i);
+      boolean won = await(kv.txn().If(new Cmp(c, Cmp.Op.EQUAL, CmpTarget.createRevision(0)),
+          current).Then(Op.put(c, bytes("1"), PutOption.DEFAULT),
+              Op.put(k, bytes(String.valueOf(ProcessHandle.current().pid())),
+                  PutOption.builder().withLeaseId(lease).build())).commit(),
+          "claiming a worker index").isSucceeded();
+      if (won) {
+        return i;
+      }
+      boolean stillCurrent = await(kv.txn().If(current).commit(), "reading the generation")
+          .isSucceeded();
+      if (!stillCurrent) {
+        return GENERATION_MOVED;
+      }
+    }
+    return -1;
   }
 
   private static int memberIndex(KeyValue m, String prefix) {

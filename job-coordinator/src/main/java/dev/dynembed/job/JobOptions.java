@@ -24,8 +24,13 @@ public final class JobOptions {
   @Option(names = "--job", description = "the job's name in etcd (default: --name)")
   String job;
   @Option(names = "--lease-seconds", defaultValue = "10", description = "a worker silent this"
-      + " long has left the job, which stops (default ${DEFAULT-VALUE})")
+      + " long has left the job, which stops (or, with --elastic, goes on without it; default"
+      + " ${DEFAULT-VALUE})")
   long leaseSeconds;
+  @Option(names = "--elastic", description = "a worker that leaves the job (killed, crashed, cut"
+      + " off for --lease-seconds) has its share re-planned over the others at the end of the"
+      + " round, and the job goes on; without it the job stops (every worker must agree)")
+  boolean elastic;
   @Option(names = "--barrier-timeout", defaultValue = "1800", description = "seconds a barrier"
       + " (the end of a round or an epoch, and so a checkpoint) waits for the slowest worker"
       + " before the job stops (default ${DEFAULT-VALUE})")
@@ -41,6 +46,9 @@ public final class JobOptions {
     if (coordinator == null && workers != 1) {
       throw new JobException("--workers needs --coordinator (the etcd that coordinates them)");
     }
+    if (coordinator == null && elastic) {
+      throw new JobException("--elastic needs --coordinator (a job of workers coordinated by etcd)");
+    }
   }
 
   /** The job's name: --job, else {@code defaultName} (the model's --name). */
@@ -52,6 +60,10 @@ public final class JobOptions {
     return workers;
   }
 
+  public boolean elastic() {
+    return elastic;
+  }
+
   public String coordinator() {
     return coordinator;
   }
@@ -60,6 +72,6 @@ public final class JobOptions {
   public JobCoordinator join(String defaultName, Map<String, String> settings) {
     return JobCoordinator.join(coordinator, name(defaultName), workers, workerIndex, settings,
         new JobCoordinator.Options(Duration.ofSeconds(leaseSeconds), Duration.ofMinutes(10),
-            Duration.ofSeconds(barrierTimeout)));
+            Duration.ofSeconds(barrierTimeout), elastic));
   }
 }

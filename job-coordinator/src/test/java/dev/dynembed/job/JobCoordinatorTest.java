@@ -80,6 +80,11 @@ class JobCoordinatorTest {
 
   /** Waits (up to 10 s) until a worker of {@code job} is a member in etcd. */
   private static void awaitMember(String job) throws Exception {
+    awaitKey(job, "/members/");
+  }
+
+  /** Waits (up to 10 s) until a key of {@code job} contains {@code part}. */
+  private static void awaitKey(String job, String part) throws Exception {
     try (io.etcd.jetcd.Client c = io.etcd.jetcd.Client.builder().endpoints(
         "http://" + etcd.endpoint()).build()) {
       io.etcd.jetcd.ByteSequence prefix = io.etcd.jetcd.ByteSequence.from("/dynembed/jobs/" + job
@@ -88,12 +93,12 @@ class JobCoordinatorTest {
       while (System.nanoTime() < deadline) {
         var keys = c.getKVClient().get(prefix, io.etcd.jetcd.options.GetOption.builder()
             .isPrefix(true).withKeysOnly(true).build()).get().getKvs();
-        if (keys.stream().anyMatch(kv -> kv.getKey().toString().contains("/members/"))) {
+        if (keys.stream().anyMatch(kv -> kv.getKey().toString().contains(part))) {
           return;
         }
         Thread.sleep(20);
       }
-      throw new AssertionError("no worker of job " + job + " became a member within 10 s");
+      throw new AssertionError("job " + job + " has no key with " + part + " after 10 s");
     }
   }
 
@@ -128,6 +133,128 @@ class JobCoordinatorTest {
     assertEquals(Map.of(0, "a", 1, "b"), again.get(0).barrier("x", "a"));
     assertEquals(Map.of(0, "a", 1, "b"), other.get());
     again.forEach(JobCoordinator::close);
+  }
+
+  static final JobCoordinator.Options ELASTIC = new JobCoordinator.Options(Duration.ofSeconds(2),
+      Duration.ofSeconds(20), Duration.ofSeconds(20), true);
+
+  /** Every worker of {@code w} at barrier {@code name} at once; their answers by index. */
+  private Map<Integer, Map<Integer, String>> all(List<JobCoordinator> w, String name)
+      throws Exception {
+    Map<Integer, Future<Map<Integer, String>>> f = new java.util.TreeMap<>();
+    for (JobCoordinator c : w) {
+      f.put(c.index(), pool.submit(() -> c.barrier(name, "w" + c.index())));
+    }
+    Map<Integer, Map<Integer, String>> got = new java.util.TreeMap<>();
+    for (Map.Entry<Integer, Future<Map<Integer, String>>> e : f.entrySet()) {
+      got.put(e.getKey(), e.getValue().get());
+    }
+    return got;
+  }
+
+  @Test
+  void anElasticJobGoesOnWithoutAWorkerThatLeftAndTheLowestRemainingIndexLeads()
+      throws Exception {
+    List<JobCoordinator> w = joinAll("elastic", 3, ELASTIC);
+    assertTrue(w.get(0).elastic());
+    all(w, "round-0");
+    assertEquals(List.of(0, 1, 2), w.get(1).participants());
+    w.get(0).abandon(); // the leader is killed: its lease runs out after 2 s
+    long t0 = System.nanoTime();
+    Map<Integer, Map<Integer, String>> got = all(w.subList(1, 3), "round-1");
+    double seconds = (System.nanoTime() - t0) / 1e9;
+    assertEquals(Map.of(1, "w1", 2, "w2"), got.get(1));
+    assertEquals(got.get(1), got.get(2));
+    assertTrue(seconds < 10, "went on after " + seconds + " s");
+    for (JobCoordinator c : w.subList(1, 3)) {
+      assertEquals(List.of(1, 2), c.participants());
+      assertEquals(Set.of(0), c.departed().keySet());
+      assertTrue(c.departed().get(0).contains("lease expired before barrier round-1"));
+      assertTrue(c.failure().isEmpty(), "the job did not stop");
+    }
+    assertTrue(w.get(1).leader() && !w.get(2).leader(), "worker 1 leads once 0 is gone");
+    // a worker that arrives and then dies is in that barrier, and out of the next
+    Future<Map<Integer, String>> early = pool.submit(() -> w.get(2).barrier("round-2-early",
+        "w2"));
+    awaitKey("elastic", "/barriers/round-2-early/2"); // it has arrived, and waits for worker 1
+    w.get(2).abandon();
+    assertThrows(java.util.concurrent.ExecutionException.class, early::get); // its client closed
+    assertEquals(Map.of(1, "w1", 2, "w2"), w.get(1).barrier("round-2-early", "w1"));
+    assertEquals(Map.of(1, "w1"), w.get(1).barrier("round-3", "w1"));
+    assertEquals(List.of(1), w.get(1).participants());
+    w.get(1).finish(); // the last worker in the job clears it: the name is free again
+    List<JobCoordinator> again = joinAll("elastic", 2, ELASTIC);
+    assertEquals(Map.of(0, "w0", 1, "w1"), all(again, "x").get(0));
+    again.forEach(JobCoordinator::finish);
+  }
+
+  @Test
+  void aWorkerDroppedFromAnElasticJobIsToldSoAndDoesNotStopTheOthers() throws Exception {
+    List<JobCoordinator> w = joinAll("dropped", 2, ELASTIC);
+    all(w, "round-0");
+    w.get(1).loseLease(); // paused or cut off past its TTL, then back
+    JobException e = assertThrows(JobException.class, () -> w.get(1).barrier("round-1", "w1"));
+    assertTrue(e.getMessage().contains("worker 1 was dropped from job dropped: its lease expired"),
+        e.getMessage());
+    w.get(1).fail(e); // what a trainer does with an exception: must not stop the job
+    assertEquals(Map.of(0, "w0"), w.get(0).barrier("round-1", "w0"));
+    assertTrue(w.get(0).failure().isEmpty(), "the job goes on");
+    w.get(1).close();
+    w.get(0).finish();
+  }
+
+  @Test
+  void aWorkerJoinsARunningElasticJobWhenTheLeaderAdmitsIt() throws Exception {
+    List<JobCoordinator> w = joinAll("grow", 2, ELASTIC);
+    all(w, "round-0");
+    JobCoordinator late = JobCoordinator.join(etcd.endpoint(), "grow", 2, Map.of("dim", "8"),
+        ELASTIC);
+    assertTrue(late.joining());
+    assertEquals(2, late.index(), "the first index past the job's 2");
+    assertThrows(IllegalStateException.class, () -> late.barrier("x", ""));
+    Future<Map<String, String>> admitted = pool.submit(late::awaitAdmission);
+    // the barrier after a round admits it; only the leader's supplier is asked
+    java.util.concurrent.atomic.AtomicInteger asked = new java.util.concurrent.atomic.AtomicInteger();
+    Map<Integer, Future<Map<Integer, String>>> f = new java.util.TreeMap<>();
+    for (JobCoordinator c : w) {
+      f.put(c.index(), pool.submit(() -> c.barrier("saved-0", "", () -> {
+        asked.incrementAndGet();
+        return Map.of("epoch", "1", "next_split", "4");
+      })));
+    }
+    awaitKey("grow", "/admitted/2");
+    for (Future<Map<Integer, String>> g : f.values()) {
+      assertEquals(Set.of(0, 1), g.get().keySet());
+    }
+    assertEquals(1, asked.get());
+    Map<String, String> state = admitted.get();
+    assertEquals("1", state.get("epoch"));
+    assertEquals("4", state.get("next_split"));
+    assertTrue(!late.joining());
+    List<JobCoordinator> three = List.of(w.get(0), w.get(1), late);
+    for (JobCoordinator c : three) {
+      assertEquals(List.of(0, 1, 2), c.participants());
+    }
+    assertEquals(Map.of(0, "w0", 1, "w1", 2, "w2"), all(three, "round-1").get(2));
+    // the joiner is a participant like the others: when it leaves, the others go on
+    late.abandon();
+    assertEquals(Map.of(0, "w0", 1, "w1"), all(w, "round-2").get(0));
+    w.forEach(JobCoordinator::finish);
+  }
+
+  @Test
+  void elasticOrNotIsASettingEveryWorkerMustShare() throws Exception {
+    Future<JobCoordinator> first = pool.submit(() -> JobCoordinator.join(etcd.endpoint(),
+        "mixed", 2, Map.of("dim", "8"), ELASTIC));
+    awaitMember("mixed");
+    JobException e = assertThrows(JobException.class, () -> JobCoordinator.join(etcd.endpoint(),
+        "mixed", 2, Map.of("dim", "8"), FAST));
+    assertTrue(e.getMessage().contains("elastic=job has true, this worker false"),
+        e.getMessage());
+    JobCoordinator second = JobCoordinator.join(etcd.endpoint(), "mixed", 2, Map.of("dim", "8"),
+        ELASTIC);
+    first.get().finish();
+    second.finish();
   }
 
   /**

@@ -147,6 +147,11 @@ public final class BowNetCli {
     @Override
     public Integer call() throws IOException {
       jobOpts.check();
+      if (jobOpts.elastic()) {
+        throw new dev.dynembed.job.JobException("--elastic: bow_net jobs are not elastic yet (its"
+            + " files are dealt out once and its dense layers averaged over a fixed set of"
+            + " workers); run without --elastic, or use word2vec's elastic jobs");
+      }
       FeedDescription desc = FeedDescription.read(data.resolve("feed.prototxt"));
       List<String> labels = Files.readAllLines(data.resolve("labels.txt")).stream()
           .map(String::trim).filter(s -> !s.isEmpty()).toList();

@@ -10,6 +10,11 @@ import java.util.concurrent.atomic.AtomicLong;
 final class TrainingState {
   volatile int epoch;
   volatile int nextSplit;
+  /**
+   * Byte ranges of this epoch (indices into the plan) that a round gave to a worker that left an
+   * elastic job before finishing it: the next rounds train them first.
+   */
+  volatile List<Integer> orphans = List.of();
   final AtomicLong progressBytes = new AtomicLong();
   final AtomicLong tokens = new AtomicLong();
   final AtomicLong words = new AtomicLong();
@@ -43,10 +48,44 @@ final class TrainingState {
     }
   }
 
+  /** Where the job is: epoch, next byte range and the ranges left by workers that left. */
+  Map<String, String> position() {
+    Map<String, String> m = new LinkedHashMap<>();
+    m.put("epoch", String.valueOf(epoch));
+    m.put("next_split", String.valueOf(nextSplit));
+    if (!orphans.isEmpty()) {
+      m.put("orphan_splits", toMap().get("orphan_splits"));
+    }
+    return m;
+  }
+
+  /** A position from {@link #position} (a worker admitted to a running job: its own counters 0). */
+  void loadPosition(Map<String, String> m) {
+    epoch = Integer.parseInt(m.get("epoch"));
+    nextSplit = Integer.parseInt(m.get("next_split"));
+    orphans = parseOrphans(m);
+  }
+
+  private static List<Integer> parseOrphans(Map<String, String> m) {
+    String o = m.getOrDefault("orphan_splits", "");
+    List<Integer> os = new ArrayList<>();
+    for (String x : o.isEmpty() ? new String[0] : o.split(",")) {
+      os.add(Integer.parseInt(x));
+    }
+    return List.copyOf(os);
+  }
+
   Map<String, String> toMap() {
     Map<String, String> m = new LinkedHashMap<>();
     m.put("epoch", String.valueOf(epoch));
     m.put("next_split", String.valueOf(nextSplit));
+    if (!orphans.isEmpty()) {
+      StringBuilder b = new StringBuilder();
+      for (int o : orphans) {
+        b.append(b.length() == 0 ? "" : ",").append(o);
+      }
+      m.put("orphan_splits", b.toString());
+    }
     m.put("progress_bytes", String.valueOf(progressBytes.get()));
     m.put("tokens", String.valueOf(tokens.get()));
     m.put("words", String.valueOf(words.get()));
@@ -59,6 +98,7 @@ final class TrainingState {
   void load(Map<String, String> m) {
     epoch = Integer.parseInt(m.get("epoch"));
     nextSplit = Integer.parseInt(m.get("next_split"));
+    orphans = parseOrphans(m);
     progressBytes.set(Long.parseLong(m.get("progress_bytes")));
     tokens.set(Long.parseLong(m.get("tokens")));
     words.set(Long.parseLong(m.get("words")));

@@ -259,39 +259,83 @@ public final class Word2Vec {
     long totalBytes = TextSplits.bytes(splits);
     String corpus = fingerprint(files);
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
-    TrainingState st;
-    try {
-      st = leader ? begin(opt, ckpt, corpus, workers) : new TrainingState();
-    } catch (CorpusException e) {
-      if (job != null && opt.resume() && !Trainer.hasCheckpoint(ckpt)) {
-        throw new CorpusException(e.getMessage() + "; in a job, worker 0 (the leader) resumes"
-            + " from its --model: give the worker whose model holds the checkpoint"
-            + " --worker-index 0", e);
+    TrainingState initial;
+    // each worker's counters at the last barrier it reached (a worker that left an elastic job
+    // keeps its last ones: they count the rounds it finished)
+    Map<Integer, String> counters = new java.util.TreeMap<>();
+    int rounds = 0;
+    boolean joining = job != null && job.joining();
+    if (joining) {
+      // joined a running elastic job: the leader admits it at the end of a round and hands it
+      // the position and the job's counters; the tables are the running job's
+      System.err.printf("word2vec: worker %d waits to be admitted at the end of a round%n", me);
+      Map<String, String> admitted = job.awaitAdmission();
+      initial = new TrainingState();
+      initial.loadPosition(admitted);
+      counters.putAll(workerCounters(admitted));
+      rounds = Integer.parseInt(admitted.get("rounds"));
+      System.err.printf("word2vec: worker %d admitted: epoch %d, byte range %d, with workers %s%n",
+          me, initial.epoch + 1, initial.nextSplit, job.participants());
+    } else {
+      try {
+        initial = leader ? begin(opt, ckpt, corpus, workers) : new TrainingState();
+      } catch (CorpusException e) {
+        if (job != null && opt.resume() && !Trainer.hasCheckpoint(ckpt)) {
+          throw new CorpusException(e.getMessage() + "; in a job, worker 0 (the leader) resumes"
+              + " from its --model: give the worker whose model holds the checkpoint"
+              + " --worker-index 0", e);
+        }
+        throw e;
       }
-      throw e;
     }
-    if (job != null) {
+    TrainingState st = initial;
+    if (job != null && !joining) {
       // the leader's position (and, on resume, every worker's counters) to all
       Map<Integer, String> begun = job.barrier("begin", leader
           ? JobCoordinator.encode(st.job == null ? Map.of() : st.job) : "");
+      if (!begun.containsKey(0)) {
+        throw new dev.dynembed.job.JobException("worker 0 (the leader, which restores or starts"
+            + " the tables) left the job before it began; start the job again");
+      }
       Map<String, String> saved = JobCoordinator.decode(begun.get(0));
       if (!leader && !saved.isEmpty()) {
         st.load(saved);
       }
       if (!saved.isEmpty()) {
         st.loadWorker(saved, me);
+        counters.putAll(workerCounters(saved)); // workers that left before the checkpoint too
       }
     }
-    if (cfg.countPass() && !opt.resume()) {
-      List<TextSplits.Split> mine = new ArrayList<>();
-      for (TextSplits.Split s : splits) {
-        if (s.index() % workers == me) {
-          mine.add(s);
-        }
+    if (cfg.countPass() && !opt.resume() && !joining) {
+      // range k goes to participant k mod P (worker k mod W while all are in the job); in an
+      // elastic job, the ranges of a worker that left before the barrier are dealt again over
+      // the others (what it counted before it left stays counted: those words' counts are
+      // higher than the corpus's, which admission and subsampling tolerate)
+      List<Integer> pending = new ArrayList<>();
+      for (int k = 0; k < splits.size(); k++) {
+        pending.add(k);
       }
-      countPass(mine);
-      if (job != null) {
-        job.barrier("counted", "");
+      for (int pass = 0; !pending.isEmpty(); pass++) {
+        List<Integer> counting = job == null ? List.of(0) : job.participants();
+        List<TextSplits.Split> mine = new ArrayList<>();
+        for (int k = 0; k < pending.size(); k++) {
+          if (counting.get(k % counting.size()) == me) {
+            mine.add(splits.get(pending.get(k)));
+          }
+        }
+        countPass(mine);
+        if (job == null) {
+          break;
+        }
+        java.util.Set<Integer> arrived = job.barrier(pass == 0 ? "counted" : "counted-" + pass,
+            "").keySet();
+        List<Integer> lost = new ArrayList<>();
+        for (int k = 0; k < pending.size(); k++) {
+          if (!arrived.contains(counting.get(k % counting.size()))) {
+            lost.add(pending.get(k));
+          }
+        }
+        pending = lost;
       }
     }
     long started = System.nanoTime() - (long) (st.elapsed * 1e9);
@@ -299,12 +343,19 @@ public final class Word2Vec {
     for (int i = 0; i < threads; i++) {
       executor.trainer(i).addListener(loss);
     }
-    // each worker's schedule runs over its own share of the bytes
+    // each worker's schedule runs over its own share of the bytes; in an elastic job, whose
+    // shares change when a worker leaves, over the job's bytes: those every worker had trained
+    // at the last barrier, plus this worker's since, times the workers now in the job
     double denom = (double) cfg.epochs() * totalBytes / workers;
+    boolean elastic = job != null && job.elastic();
+    long[] atBarrier = {0, 0, workers}; // job's bytes, this worker's bytes, participants
+    java.util.function.DoubleSupplier done = !elastic ? () -> st.progressBytes.get() / denom
+        : () -> (atBarrier[0] + (double) atBarrier[2] * (st.progressBytes.get() - atBarrier[1]))
+            / ((double) cfg.epochs() * totalBytes);
     java.util.function.DoubleSupplier alpha = () -> cfg.alpha()
-        * Math.max(1e-4, 1 - st.progressBytes.get() / denom);
+        * Math.max(1e-4, 1 - done.getAsDouble());
     java.util.function.Supplier<Status> status = () -> new Status(st.epoch, cfg.epochs(),
-        Math.min(1, st.progressBytes.get() / denom), st.tokens.get(), st.words.get(),
+        Math.min(1, done.getAsDouble()), st.tokens.get(), st.words.get(),
         st.pairs.get(), (System.nanoTime() - started) / 1e9, loss.last(), alpha.getAsDouble(),
         false);
     java.util.concurrent.ScheduledExecutorService timer =
@@ -318,29 +369,72 @@ public final class Word2Vec {
       progress.accept(status.get());
     }, 1, 1, java.util.concurrent.TimeUnit.SECONDS);
     long lastCheckpoint = System.nanoTime();
-    int rounds = 0;
     long[] epochStart = {System.nanoTime(), st.words.get(), st.nextSplit == 0 ? 1 : 0};
     double[] lastEpoch = {0, 0}; // seconds and words of the last whole epoch trained here
-    Map<Integer, String> counters = Map.of();
+    if (elastic) {
+      long jobBytes = 0;
+      for (String c : counters.values()) {
+        jobBytes += Long.parseLong(JobCoordinator.decode(c).get("progress_bytes"));
+      }
+      atBarrier[0] = jobBytes;
+      atBarrier[1] = st.progressBytes.get();
+      atBarrier[2] = job.participants().size();
+    }
     try {
       while (st.epoch < cfg.epochs()) {
         int epoch = st.epoch;
-        List<TextSplits.Split> round = splits.subList(st.nextSplit,
-            Math.min(splits.size(), st.nextSplit + workers * threads));
-        List<TextSplits.Split> mine = round.subList(Math.min(round.size(), me * threads),
-            Math.min(round.size(), (me + 1) * threads));
+        // a round: threads byte ranges per worker in the job, the ranges left by workers that
+        // left first (elastic), then the epoch's next ones; worker of rank j trains the j-th
+        List<Integer> inJob = job == null ? List.of(0) : job.participants();
+        int size = inJob.size() * threads;
+        List<Integer> round = new ArrayList<>(st.orphans.subList(0,
+            Math.min(size, st.orphans.size())));
+        int fresh = Math.min(splits.size() - st.nextSplit, size - round.size());
+        for (int k = 0; k < fresh; k++) {
+          round.add(st.nextSplit + k);
+        }
+        int rank = inJob.indexOf(me);
+        List<TextSplits.Split> mine = new ArrayList<>();
+        for (int k = rank * threads; k < Math.min(round.size(), (rank + 1) * threads); k++) {
+          mine.add(splits.get(round.get(k)));
+        }
         if (!mine.isEmpty()) {
           executor.run(mine, mine.size(), s -> () -> new PairBatches(cfg, out, s, epoch, st),
               List.of("loss_per_pair"), alpha);
         }
-        String roundName = epoch + "-" + st.nextSplit;
-        st.nextSplit += round.size();
+        String roundName = epoch + "-" + st.nextSplit
+            + (st.orphans.isEmpty() ? "" : "-o" + st.orphans.size());
+        List<Integer> orphans = new ArrayList<>(st.orphans.subList(
+            Math.min(size, st.orphans.size()), st.orphans.size()));
+        st.nextSplit += fresh;
         rounds++;
         if (job != null) {
           // every worker's writes of the round are done (run returns after its last write)
-          counters = job.barrier("round-" + roundName, JobCoordinator.encode(st.workerMap()));
+          Map<Integer, String> arrived = job.barrier("round-" + roundName,
+              JobCoordinator.encode(st.workerMap()));
+          counters.putAll(arrived);
+          for (int j = 0; j < inJob.size(); j++) {
+            if (!arrived.containsKey(inJob.get(j))) {
+              // it left during the round: what it wrote stays (Hogwild), its ranges are trained
+              // again by the others, and its counters stay those of its last finished round
+              List<Integer> lost = round.subList(Math.min(round.size(), j * threads),
+                  Math.min(round.size(), (j + 1) * threads));
+              orphans.addAll(lost);
+              System.err.printf("word2vec: worker %d left job during round %s; its %d byte"
+                  + " range(s) go to the %d worker(s) still in it%n", inJob.get(j), roundName,
+                  lost.size(), arrived.size());
+            }
+          }
+          long jobBytes = 0;
+          for (String c : counters.values()) {
+            jobBytes += Long.parseLong(JobCoordinator.decode(c).get("progress_bytes"));
+          }
+          atBarrier[0] = jobBytes;
+          atBarrier[1] = st.progressBytes.get();
+          atBarrier[2] = arrived.size();
         }
-        if (st.nextSplit == splits.size()) { // the epoch is over
+        st.orphans = List.copyOf(orphans);
+        if (st.nextSplit == splits.size() && st.orphans.isEmpty()) { // the epoch is over
           st.epoch++;
           st.nextSplit = 0;
           if (epochStart[2] == 1) { // it was trained from its start by this call
@@ -355,15 +449,29 @@ public final class Word2Vec {
           break; // the final checkpoint follows
         }
         boolean stop = opt.stopAfterRounds() > 0 && rounds >= opt.stopAfterRounds();
-        if (leader && (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime()
+        if ((job == null || job.leader()) && (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime()
             - lastCheckpoint >= opt.checkpointEverySeconds() * 1_000_000_000L)
             || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0))) {
           st.elapsed = (System.nanoTime() - started) / 1e9;
-          save(ckpt, st, corpus, loss.curve(), false, counters);
+          save(ckpt, st, corpus, loss.curve(), false, counters, workers);
           lastCheckpoint = System.nanoTime();
         }
         if (job != null) {
-          job.barrier("saved-" + roundName, ""); // nobody writes while the leader saves
+          // nobody writes while the leader saves; in an elastic job, workers that joined it
+          // are admitted here, with the position after this round and the job's counters
+          final int roundsDone = rounds;
+          java.util.function.Supplier<Map<String, String>> admission = stop ? null : () -> {
+            Map<String, String> m = new LinkedHashMap<>(st.position());
+            m.put("rounds", String.valueOf(roundsDone));
+            for (Map.Entry<Integer, String> w : counters.entrySet()) {
+              for (Map.Entry<String, String> e : JobCoordinator.decode(w.getValue()).entrySet()) {
+                m.put("worker." + w.getKey() + "." + e.getKey(), e.getValue());
+              }
+            }
+            return m;
+          };
+          job.barrier("saved-" + roundName, "", admission);
+          atBarrier[2] = job.participants().size();
         }
         if (stop) {
           st.elapsed = (System.nanoTime() - started) / 1e9;
@@ -380,8 +488,8 @@ public final class Word2Vec {
           + cfg.minCount() + " (" + st.tokens.get() + " words read): nothing was trained; lower"
           + " the minimum count or give more text");
     }
-    if (leader) {
-      save(ckpt, st, corpus, loss.curve(), true, counters);
+    if (job == null || job.leader()) {
+      save(ckpt, st, corpus, loss.curve(), true, counters, workers);
     }
     if (job != null) {
       job.barrier("saved-end", "");
@@ -514,12 +622,12 @@ public final class Word2Vec {
 
   /** @param counters each worker's counters at this cut, by index (empty for a lone trainer) */
   private void save(Path ckpt, TrainingState st, String corpus, List<double[]> curve, boolean complete,
-      Map<Integer, String> counters) {
+      Map<Integer, String> counters, int workers) {
     Map<String, String> extra = new LinkedHashMap<>(cfg.toMap());
     extra.putAll(st.toMap());
     extra.put("corpus", corpus);
     extra.put("threads", String.valueOf(threads));
-    extra.put("workers", String.valueOf(Math.max(1, counters.size())));
+    extra.put("workers", String.valueOf(workers));
     for (Map.Entry<Integer, String> w : counters.entrySet()) {
       for (Map.Entry<String, String> e : JobCoordinator.decode(w.getValue()).entrySet()) {
         extra.put("worker." + w.getKey() + "." + e.getKey(), e.getValue());
@@ -534,6 +642,22 @@ public final class Word2Vec {
     }
     extra.put("loss_curve", c.toString());
     executor.trainer(0).save(ckpt, extra);
+  }
+
+  /** Each worker's counters ({@code worker.I.key} entries of a checkpoint or an admission). */
+  static Map<Integer, String> workerCounters(Map<String, String> m) {
+    Map<Integer, Map<String, String>> by = new java.util.TreeMap<>();
+    for (Map.Entry<String, String> e : m.entrySet()) {
+      String k = e.getKey();
+      if (k.startsWith("worker.") && k.indexOf('.', 7) > 7) {
+        int dot = k.indexOf('.', 7);
+        by.computeIfAbsent(Integer.parseInt(k.substring(7, dot)), i -> new LinkedHashMap<>())
+            .put(k.substring(dot + 1), e.getValue());
+      }
+    }
+    Map<Integer, String> out = new java.util.TreeMap<>();
+    by.forEach((i, c) -> out.put(i, JobCoordinator.encode(c)));
+    return out;
   }
 
   /** Files and sizes: a resumed run must read the same corpus. */

@@ -267,7 +267,8 @@ public final class Word2VecCli {
             jobOpts.name(name), jobOpts.workers(), jobOpts.coordinator());
         try {
           job = jobOpts.join(name, settings);
-          if (job.leader()) {
+          if (job.leader() || job.elastic()) {
+            // in an elastic job any worker may come to lead (and save) when others leave
             checkShardsCanCheckpoint(client, modelDir);
           }
         } catch (RuntimeException e) {
@@ -278,8 +279,10 @@ public final class Word2VecCli {
           client.close();
           throw e;
         }
-        System.err.printf("word2vec: worker %d of %d%s%n", job.index(), job.workers(),
-            job.leader() ? " (leader: checkpoints the tables)" : "");
+        System.err.printf("word2vec: worker %d %s %d%s%s%n", job.index(),
+            job.joining() ? "joining the running job started by" : "of", job.workers(),
+            job.leader() ? " (leader: checkpoints the tables)" : "",
+            job.elastic() ? "; elastic: a worker that leaves has its share re-planned" : "");
       }
       Progress progress = new Progress(System.err, System.console() != null);
       try (client) {

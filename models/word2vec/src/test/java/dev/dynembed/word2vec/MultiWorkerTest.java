@@ -70,13 +70,19 @@ class MultiWorkerTest {
   /** A {@code word2vec train} worker process of job {@code job}. */
   static Process worker(String job, String name, int index, long leaseSeconds, String... extra)
       throws Exception {
+    return worker(job, name, index, 2, leaseSeconds, extra);
+  }
+
+  /** As above, in a job of {@code workers} workers. */
+  static Process worker(String job, String name, int index, int workers, long leaseSeconds,
+      String... extra) throws Exception {
     List<String> cmd = new ArrayList<>(List.of(
         Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx1g",
         "--add-modules", "jdk.incubator.vector", "-cp", System.getProperty("java.class.path"),
         Word2VecCli.class.getName(), "train", "--input", corpus.toString(),
         "--model", dir.resolve(name + "-w" + index).toString(),
         "--endpoints", String.join(",", shards.endpoints()), "--coordinator", etcd.endpoint(),
-        "--workers", "2", "--worker-index", String.valueOf(index), "--job", job, "--lease-seconds", String.valueOf(leaseSeconds),
+        "--workers", String.valueOf(workers), "--worker-index", String.valueOf(index), "--job", job, "--lease-seconds", String.valueOf(leaseSeconds),
         "--threads", "1", "--name", name, "--dim", "16", "--window", "3", "--negative", "5",
         "--sample", "0", "--min-count", "5", "--batch", "1024", "--seed", "3"));
     cmd.addAll(Arrays.asList(extra));
@@ -234,6 +240,117 @@ class MultiWorkerTest {
     assertTrue(out.matches("(?s).*word2vec: error: job kill stopped: worker [01] left the job:"
         + " its lease expired.*"), out);
     assertTrue(seconds < 30, "stopped " + seconds + " s after the kill");
+  }
+
+  /**
+   * An elastic job of 3 workers loses its leader (SIGKILL) mid-run: the other two re-plan its
+   * byte ranges at the round's barrier, worker 1 leads from then on, and the job trains the
+   * corpus x epochs words (each range once: the killed worker's counters stop at its last
+   * finished round, its unfinished ranges are trained again and counted by the others).
+   */
+  @Test
+  void anElasticJobThatLosesAWorkerGoesOnAndTrainsEveryWordOfEveryEpoch() throws Exception {
+    int epochs = 6;
+    List<Process> w = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      w.add(worker("elastic", "elastic", i, 3, 2, "--epochs", String.valueOf(epochs),
+          "--elastic"));
+    }
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    try (TableClient c = TableClients.connect(shards.endpoints())) {
+      while (true) {
+        for (Process p : w) {
+          assertTrue(p.isAlive(), "a worker ended early:\n" + log(p));
+        }
+        try {
+          if (c.openTable("elastic_out").describe().getCounters().getKeys() > 0) {
+            break;
+          }
+        } catch (RuntimeException notYet) {
+          // the table is not created yet
+        }
+        assertTrue(System.nanoTime() < deadline, "the job did not start:\n" + log(w.get(0)));
+        Thread.sleep(200);
+      }
+    }
+    Thread.sleep(1000);
+    w.get(0).destroyForcibly(); // the leader
+    for (Process p : w.subList(1, 3)) {
+      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
+      assertEquals(0, p.exitValue(), "a surviving worker failed:\n" + log(p));
+    }
+    String out = log(w.get(1));
+    assertTrue(out.matches("(?s).*word2vec: worker 0 left job during round \\d+-\\d+\\S*; its 1"
+        + " byte range\\(s\\) go to the 2 worker\\(s\\) still in it.*"), out);
+    Path ckpt = dir.resolve("elastic-w1").resolve(Word2Vec.CHECKPOINT);
+    assertTrue(Trainer.hasCheckpoint(ckpt), "worker 1 led after worker 0 left, and saved");
+    Map<String, String> done = Trainer.readExtras(ckpt);
+    assertEquals("true", done.get("complete"));
+    assertEquals(String.valueOf(epochs), done.get("epoch"));
+    assertEquals("3", done.get("workers"));
+    long jobWords = 0;
+    for (int i = 0; i < 3; i++) {
+      // none for worker 0 if it was killed in its first round
+      jobWords += Long.parseLong(done.getOrDefault("worker." + i + ".words", "0"));
+    }
+    long corpusWords = LINES * 10L;
+    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
+        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+    double sep = separation(dir.resolve("elastic-w1"));
+    System.err.printf("elastic job: %d words for %d epochs of %d; separation %.3f%n", jobWords,
+        epochs, corpusWords, sep);
+    assertTrue(sep > 0.3, "the job separates the topics: " + sep);
+  }
+
+  /**
+   * A worker joins an elastic job of 2 while it runs: the leader admits it at the end of a round
+   * with the position and the job's counters, the rounds after that are planned over 3, and the
+   * job still trains every word of every epoch once.
+   */
+  @Test
+  void aWorkerJoinsARunningElasticJobAtARoundBoundary() throws Exception {
+    int epochs = 6;
+    List<Process> w = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      w.add(worker("grow", "grow", i, 2, 10, "--epochs", String.valueOf(epochs), "--elastic"));
+    }
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    try (TableClient c = TableClients.connect(shards.endpoints())) {
+      while (true) {
+        for (Process p : w) {
+          assertTrue(p.isAlive(), "a worker ended early:\n" + log(p));
+        }
+        try {
+          if (c.openTable("grow_out").describe().getCounters().getKeys() > 0) {
+            break;
+          }
+        } catch (RuntimeException notYet) {
+          // the table is not created yet
+        }
+        assertTrue(System.nanoTime() < deadline, "the job did not start:\n" + log(w.get(0)));
+        Thread.sleep(200);
+      }
+    }
+    w.add(worker("grow", "grow", -1, 2, 10, "--epochs", String.valueOf(epochs), "--elastic"));
+    for (Process p : w) {
+      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
+      assertEquals(0, p.exitValue(), "a worker failed:\n" + log(p));
+    }
+    String out = log(w.get(2));
+    assertTrue(out.matches("(?s).*word2vec: worker 2 admitted: epoch \\d+, byte range \\d+,"
+        + " with workers \\[0, 1, 2\\].*"), out);
+    Map<String, String> done = Trainer.readExtras(dir.resolve("grow-w0")
+        .resolve(Word2Vec.CHECKPOINT));
+    assertEquals("true", done.get("complete"));
+    long joined = Long.parseLong(done.get("worker.2.words"));
+    long jobWords = joined + Long.parseLong(done.get("worker.0.words"))
+        + Long.parseLong(done.get("worker.1.words"));
+    long corpusWords = LINES * 10L;
+    assertTrue(joined > 0, "the joined worker trained");
+    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
+        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+    System.err.printf("elastic job, joined: %d words for %d epochs of %d (%d by the joiner)%n",
+        jobWords, epochs, corpusWords, joined);
   }
 
   static float[] filled(int n, float v) {
