@@ -84,13 +84,24 @@ public final class DenseAverager {
 
   /** Sends this worker's change since the last pull, divided by W. */
   public void push(long step) {
+    push(step, workers);
+  }
+
+  /**
+   * Sends this worker's change since the last pull, divided by {@code among}: the workers that
+   * push this time (an elastic job's participants, fewer than W once some left).
+   */
+  public void push(long step, int among) {
     if (last == null) {
       throw new IllegalStateException("push before the first pull or publish");
+    }
+    if (among < 1) {
+      throw new IllegalArgumentException("workers pushing must be >= 1 but was " + among);
     }
     float[] mine = local();
     float[] g = new float[mine.length];
     for (int i = 0; i < g.length; i++) {
-      g[i] = -(mine[i] - last[i]) / workers;
+      g[i] = -(mine[i] - last[i]) / among;
     }
     table.applyGradients(keys, g, 1f, step);
   }

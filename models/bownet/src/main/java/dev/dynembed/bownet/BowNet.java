@@ -409,21 +409,80 @@ public final class BowNet {
       mine.add(train.get(i));
     }
     DenseAverager avg = new DenseAverager(client, name + "_dense", executor.trainer(0), w);
-    if (job.leader()) {
-      avg.publish(0);
+    int first = 1;
+    if (job.joining()) {
+      // joined a running elastic job: admitted after an epoch's report, from the next epoch on,
+      // with the averaged dense layers of that epoch (its own Adam state starts fresh)
+      first = Integer.parseInt(job.awaitAdmission().get("epoch")) + 1;
+      avg.pull();
+    } else {
+      if (job.leader()) {
+        avg.publish(0);
+      }
+      job.barrier("begin", "");
+      avg.pull();
     }
-    job.barrier("begin", "");
-    avg.pull();
-    for (int e = 1; e <= epochs; e++) {
+    for (int e = first; e <= epochs; e++) {
       long t0 = System.nanoTime();
-      AsyncExecutor.RunResult r = trainEpoch(mine, e, epochs);
-      avg.push(e);
+      AsyncExecutor.RunResult r = job.elastic() ? trainEpochElastic(train, e, epochs, job)
+          : trainEpoch(mine, e, epochs);
+      // the average is over the workers that trained this epoch's last files; one that leaves
+      // between its push and the barrier is in it, one that leaves before pushing counts as a
+      // worker that did not move the dense layers
+      avg.push(e, job.participants().size());
       job.barrier("epoch-" + e, "");
       avg.pull();
       double secs = (System.nanoTime() - t0) / 1e9;
       report.epoch(e, r, evaluate(test), secs);
-      job.barrier("reported-" + e, "");
+      int epoch = e;
+      job.barrier("reported-" + e, "", e == epochs ? null
+          : () -> Map.of("epoch", String.valueOf(epoch)));
     }
+  }
+
+  /**
+   * An elastic job's epoch: file k goes to participant k mod P; the files of a worker that left
+   * before the barrier are dealt again over the others (what it trained before it left stays in
+   * the word table, Hogwild), until every file was trained by a worker that reached a barrier.
+   */
+  private AsyncExecutor.RunResult trainEpochElastic(List<Path> train, int epoch, int epochs,
+      JobCoordinator job) {
+    List<Integer> pending = new java.util.ArrayList<>();
+    for (int k = 0; k < train.size(); k++) {
+      pending.add(k);
+    }
+    double lossSum = 0;
+    long steps = 0;
+    double seconds = 0;
+    for (int pass = 0; !pending.isEmpty(); pass++) {
+      List<Integer> in = job.participants();
+      List<Path> files = new java.util.ArrayList<>();
+      for (int k = 0; k < pending.size(); k++) {
+        if (in.get(k % in.size()) == job.index()) {
+          files.add(train.get(pending.get(k)));
+        }
+      }
+      if (!files.isEmpty()) {
+        AsyncExecutor.RunResult r = trainEpoch(files, epoch, epochs);
+        lossSum += r.averages().getOrDefault("loss", 0.0) * r.steps();
+        steps += r.steps();
+        seconds += r.seconds();
+      }
+      java.util.Set<Integer> arrived = job.barrier("trained-" + epoch + "-" + pass, "").keySet();
+      List<Integer> lost = new java.util.ArrayList<>();
+      for (int k = 0; k < pending.size(); k++) {
+        if (!arrived.contains(in.get(k % in.size()))) {
+          lost.add(pending.get(k));
+        }
+      }
+      if (!lost.isEmpty()) {
+        System.err.printf("bownet: a worker left job during epoch %d; its %d file(s) go to the"
+            + " %d worker(s) still in it%n", epoch, lost.size(), arrived.size());
+      }
+      pending = lost;
+    }
+    return new AsyncExecutor.RunResult(Map.of("loss", steps == 0 ? Double.NaN : lossSum / steps),
+        steps, seconds);
   }
 
   /** Accuracy of the current model on {@code files} (unseen words read as zero rows). */

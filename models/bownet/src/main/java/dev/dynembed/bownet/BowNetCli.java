@@ -147,11 +147,6 @@ public final class BowNetCli {
     @Override
     public Integer call() throws IOException {
       jobOpts.check();
-      if (jobOpts.elastic()) {
-        throw new dev.dynembed.job.JobException("--elastic: bow_net jobs are not elastic yet (its"
-            + " files are dealt out once and its dense layers averaged over a fixed set of"
-            + " workers); run without --elastic, or use word2vec's elastic jobs");
-      }
       FeedDescription desc = FeedDescription.read(data.resolve("feed.prototxt"));
       List<String> labels = Files.readAllLines(data.resolve("labels.txt")).stream()
           .map(String::trim).filter(s -> !s.isEmpty()).toList();
@@ -227,7 +222,8 @@ public final class BowNetCli {
       settings.put("shards", service.endpoints());
       settings.put("files", train.toString());
       dev.dynembed.job.JobCoordinator c = jobOpts.join(name, settings);
-      System.err.printf("bownet: worker %d of %d%s%n", c.index(), c.workers(),
+      System.err.printf("bownet: worker %d %s %d%s%n", c.index(),
+          c.joining() ? "joining the running job started by" : "of", c.workers(),
           c.leader() ? " (leader: saves the servable models)" : "");
       try {
         BowNet net = new BowNet(cfg, desc, labels, client, threads, c.leader());

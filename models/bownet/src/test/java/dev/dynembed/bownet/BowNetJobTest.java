@@ -69,4 +69,72 @@ class BowNetJobTest {
       pool.shutdownNow();
     }
   }
+
+  /**
+   * An elastic job of 3 that loses a worker after its first epoch (it closes its membership, as
+   * a stopped process's lease would end): the other two deal its files between them from then
+   * on, average over the two of them, and keep holding one model.
+   */
+  @Test
+  void anElasticJobLosesAWorker_theOthersTakeItsFiles_andStillHoldOneModel(@TempDir Path dir)
+      throws Exception {
+    Random r = new Random(5);
+    List<Path> train = new ArrayList<>();
+    for (int f = 0; f < 6; f++) {
+      train.add(BowNetTest.write(dir, "train-" + f + ".txt", 300, r));
+    }
+    List<Path> test = List.of(BowNetTest.write(dir, "test.txt", 400, r));
+    FeedDescription desc = FeedDescription.parse(BowNetTest.DESC);
+    BowNet.Config cfg = BowNet.Config.wholeLines("bowel", 64, 64, true, false);
+    ExecutorService pool = Executors.newFixedThreadPool(3);
+    try (LocalEtcd etcd = new LocalEtcd();
+        LocalShardProcesses shards = new LocalShardProcesses(2, 0, dir.resolve("shards"),
+            "256m", "")) {
+      List<Future<List<BowNet.Accuracy>>> workers = new ArrayList<>();
+      long[][] steps = new long[3][5];
+      for (int i = 0; i < 3; i++) {
+        int index = i;
+        workers.add(pool.submit(() -> {
+          List<BowNet.Accuracy> seen = new ArrayList<>();
+          try (TableClient c = TableClients.connect(shards.endpoints());
+              JobCoordinator job = JobCoordinator.join(etcd.endpoint(), "bowel", 3, index,
+                  Map.of("model", cfg.toString()), new JobCoordinator.Options(
+                      Duration.ofSeconds(2), Duration.ofSeconds(60), Duration.ofSeconds(120),
+                      true))) {
+            BowNet net = new BowNet(cfg, desc, BowNetTest.LABELS, c, 1, job.leader());
+            try {
+              net.trainAsWorker(train, test, 4, job, c, (e, own, acc, secs) -> {
+                seen.add(acc);
+                steps[index][e] = own.steps();
+                if (index == 2 && e == 1) {
+                  job.close(); // leaves before the epoch's last barrier
+                  throw new IllegalStateException("worker 2 left");
+                }
+              });
+            } catch (IllegalStateException left) {
+              return seen;
+            }
+            job.finish();
+          }
+          return seen;
+        }));
+      }
+      List<BowNet.Accuracy> a = workers.get(0).get();
+      List<BowNet.Accuracy> b = workers.get(1).get();
+      List<BowNet.Accuracy> gone = workers.get(2).get();
+      assertEquals(1, gone.size(), "worker 2 left after its first epoch");
+      assertEquals(4, a.size());
+      assertEquals(a, b, "after each average both remaining workers hold one model");
+      assertEquals(a.get(0), gone.get(0), "all three held one model after epoch 1");
+      // 6 equal files: 2 per worker in epoch 1, 3 per remaining worker from epoch 2 on
+      for (int w = 0; w < 2; w++) {
+        assertTrue(steps[w][1] > 0, "worker " + w + " trained in epoch 1");
+        assertEquals(steps[w][1] * 3, steps[w][2] * 2, "worker " + w + " took worker 2's files");
+      }
+      double last = a.get(3).value();
+      assertTrue(last > 0.85, "held-out accuracy of the job's model " + a);
+    } finally {
+      pool.shutdownNow();
+    }
+  }
 }
