@@ -106,7 +106,8 @@ public final class AnnBench implements Callable<Integer> {
           System.out.printf(Locale.ROOT, "| breadth %d | %.3f | %.1f | %.3f | %.3f | %d |%n", b,
               ms, exactMs / ms, recall(approx, exact), scoreRecall(approx, exact),
               lost(approx, exact));
-          misses.add(String.format(Locale.ROOT, "breadth %d: %s", b, misses(approx, exact)));
+          misses.add(String.format(Locale.ROOT, "breadth %d: %s%s", b, misses(approx, exact),
+              byQueryKey(approx, exact)));
         }
         System.out.println("misses (" + from + " queries), by the missed key's rank in the"
             + " Zipf draws (key i is the i-th most drawn), and the k-th answer's score below"
@@ -180,8 +181,44 @@ public final class AnnBench implements Callable<Integer> {
     }
   }
 
+  /** The key number each query row was drawn from (null for random queries). */
+  private int[] queryKeys;
+
+  /**
+   * Recall split by the query's own key number (with --data zipf, key i is the i-th most drawn:
+   * below 10,000 the trained rows, from 100,000 on rows drawn about once or never).
+   */
+  private String byQueryKey(TopKResult[] approx, TopKResult[] exact) {
+    if (queryKeys == null) {
+      return "";
+    }
+    long[] bounds = {0, 10_000, 100_000, Long.MAX_VALUE};
+    String[] names = {"<1e4", "1e4-1e5", ">=1e5"};
+    StringBuilder b = new StringBuilder("; recall by the query's own key:");
+    for (int g = 0; g < names.length; g++) {
+      int hit = 0;
+      int total = 0;
+      int n = 0;
+      for (int a = 0; a < exact.length; a++) {
+        if (queryKeys[a] < bounds[g] || queryKeys[a] >= bounds[g + 1]) {
+          continue;
+        }
+        n++;
+        Set<String> truth = new HashSet<>(List.of(exact[a].keys()[0]));
+        for (String key : approx[a].keys()[0]) {
+          hit += truth.contains(key) ? 1 : 0;
+        }
+        total += truth.size();
+      }
+      b.append(String.format(Locale.ROOT, " %s %s (%d queries)", names[g],
+          total == 0 ? "-" : String.format(Locale.ROOT, "%.3f", (double) hit / total), n));
+    }
+    return b.toString();
+  }
+
   private float[] queries(EmbeddingTable t, String queryFrom) {
     Random r = new Random(99);
+    queryKeys = null;
     float[] q = new float[queries * dim];
     if (queryFrom.equals("random")) {
       for (int i = 0; i < q.length; i++) {
@@ -195,8 +232,10 @@ public final class AnnBench implements Callable<Integer> {
     }
     Zipf z = new Zipf(rows, 1.0);
     java.util.SplittableRandom rnd = new java.util.SplittableRandom(31);
+    queryKeys = new int[queries];
     for (int a = 0; a < queries; a++) {
       int key = queryFrom.equals("zipf") ? z.next(rnd) : r.nextInt(rows);
+      queryKeys[a] = key;
       float[] row = t.find("key" + key).rows();
       double norm = 0;
       for (float x : row) {
