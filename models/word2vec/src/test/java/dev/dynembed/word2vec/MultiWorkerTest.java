@@ -215,21 +215,7 @@ class MultiWorkerTest {
     Process a = worker("kill", "kill", 0, 2, "--epochs", "200");
     Process b = worker("kill", "kill", 1, 2, "--epochs", "200");
     // wait until both train (their tables exist and grow), then kill -9 one of them
-    long deadline = System.nanoTime() + 120_000_000_000L;
-    try (TableClient c = TableClients.connect(shards.endpoints())) {
-      while (true) {
-        assertTrue(a.isAlive() && b.isAlive(), "a worker ended early:\n" + log(a));
-        try {
-          if (c.openTable("kill_out").describe().getCounters().getKeys() > 0) {
-            break;
-          }
-        } catch (RuntimeException notYet) {
-          // the table is not created yet
-        }
-        assertTrue(System.nanoTime() < deadline, "the job did not start:\n" + log(a));
-        Thread.sleep(200);
-      }
-    }
+    awaitTraining("kill_out", List.of(a, b));
     Thread.sleep(2000);
     b.destroyForcibly();
     long killed = System.nanoTime();
@@ -256,23 +242,7 @@ class MultiWorkerTest {
       w.add(worker("elastic", "elastic", i, 3, 2, "--epochs", String.valueOf(epochs),
           "--elastic"));
     }
-    long deadline = System.nanoTime() + 120_000_000_000L;
-    try (TableClient c = TableClients.connect(shards.endpoints())) {
-      while (true) {
-        for (Process p : w) {
-          assertTrue(p.isAlive(), "a worker ended early:\n" + log(p));
-        }
-        try {
-          if (c.openTable("elastic_out").describe().getCounters().getKeys() > 0) {
-            break;
-          }
-        } catch (RuntimeException notYet) {
-          // the table is not created yet
-        }
-        assertTrue(System.nanoTime() < deadline, "the job did not start:\n" + log(w.get(0)));
-        Thread.sleep(200);
-      }
-    }
+    awaitTraining("elastic_out", w);
     Thread.sleep(1000);
     w.get(0).destroyForcibly(); // the leader
     for (Process p : w.subList(1, 3)) {
@@ -314,23 +284,7 @@ class MultiWorkerTest {
     for (int i = 0; i < 2; i++) {
       w.add(worker("grow", "grow", i, 2, 10, "--epochs", String.valueOf(epochs), "--elastic"));
     }
-    long deadline = System.nanoTime() + 120_000_000_000L;
-    try (TableClient c = TableClients.connect(shards.endpoints())) {
-      while (true) {
-        for (Process p : w) {
-          assertTrue(p.isAlive(), "a worker ended early:\n" + log(p));
-        }
-        try {
-          if (c.openTable("grow_out").describe().getCounters().getKeys() > 0) {
-            break;
-          }
-        } catch (RuntimeException notYet) {
-          // the table is not created yet
-        }
-        assertTrue(System.nanoTime() < deadline, "the job did not start:\n" + log(w.get(0)));
-        Thread.sleep(200);
-      }
-    }
+    awaitTraining("grow_out", w);
     w.add(worker("grow", "grow", -1, 2, 10, "--epochs", String.valueOf(epochs), "--elastic"));
     for (Process p : w) {
       assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
@@ -351,6 +305,28 @@ class MultiWorkerTest {
         "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
     System.err.printf("elastic job, joined: %d words for %d epochs of %d (%d by the joiner)%n",
         jobWords, epochs, corpusWords, joined);
+  }
+
+  /** Waits (up to 2 minutes) until the workers train: {@code table} exists and holds keys. */
+  static void awaitTraining(String table, List<Process> workers) throws Exception {
+    long deadline = System.nanoTime() + 120_000_000_000L;
+    try (TableClient c = TableClients.connect(shards.endpoints())) {
+      while (true) {
+        for (Process p : workers) {
+          assertTrue(p.isAlive(), "a worker ended early:\n" + log(p));
+        }
+        try {
+          if (c.openTable(table).describe().getCounters().getKeys() > 0) {
+            return;
+          }
+        } catch (RuntimeException notYet) {
+          // the table is not created yet
+        }
+        assertTrue(System.nanoTime() < deadline, "the job did not start:\n"
+            + log(workers.get(0)));
+        Thread.sleep(200);
+      }
+    }
   }
 
   static float[] filled(int n, float v) {
