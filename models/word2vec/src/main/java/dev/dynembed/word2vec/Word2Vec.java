@@ -252,11 +252,12 @@ public final class Word2Vec {
 
   private Result trainAs(List<Path> files, TrainOptions opt, Consumer<Status> progress,
       JobCoordinator job) {
+    // the byte ranges are planned for this many workers: the job's W, or on resume the W of
+    // the run that wrote the checkpoint (an elastic job may resume with another number)
     int workers = job == null ? 1 : job.workers();
     int me = job == null ? 0 : job.index();
     boolean leader = me == 0;
-    List<TextSplits.Split> splits = TextSplits.plan(files, workers * threads * 4);
-    long totalBytes = TextSplits.bytes(splits);
+    boolean elasticJob = job != null && job.elastic();
     String corpus = fingerprint(files);
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
     TrainingState initial;
@@ -274,11 +275,12 @@ public final class Word2Vec {
       initial.loadPosition(admitted);
       counters.putAll(workerCounters(admitted));
       rounds = Integer.parseInt(admitted.get("rounds"));
+      workers = Integer.parseInt(admitted.get("plan_workers"));
       System.err.printf("word2vec: worker %d admitted: epoch %d, byte range %d, with workers %s%n",
           me, initial.epoch + 1, initial.nextSplit, job.participants());
     } else {
       try {
-        initial = leader ? begin(opt, ckpt, corpus, workers) : new TrainingState();
+        initial = leader ? begin(opt, ckpt, corpus, workers, elasticJob) : new TrainingState();
       } catch (CorpusException e) {
         if (job != null && opt.resume() && !Trainer.hasCheckpoint(ckpt)) {
           throw new CorpusException(e.getMessage() + "; in a job, worker 0 (the leader) resumes"
@@ -303,9 +305,18 @@ public final class Word2Vec {
       }
       if (!saved.isEmpty()) {
         st.loadWorker(saved, me);
-        counters.putAll(workerCounters(saved)); // workers that left before the checkpoint too
+        workers = Integer.parseInt(saved.getOrDefault("workers", String.valueOf(workers)));
+        // every worker's counters of the checkpoint (those that left too); indices no worker of
+        // this run has are kept under negative keys, where no worker that joins can take them
+        for (Map.Entry<Integer, String> c : workerCounters(saved).entrySet()) {
+          int i = c.getKey();
+          counters.put(i >= 0 && i >= job.workers() ? -1 - i : i, c.getValue());
+        }
       }
     }
+    final int planWorkers = workers;
+    List<TextSplits.Split> splits = TextSplits.plan(files, planWorkers * threads * 4);
+    long totalBytes = TextSplits.bytes(splits);
     if (cfg.countPass() && !opt.resume() && !joining) {
       // range k goes to participant k mod P (worker k mod W while all are in the job); in an
       // elastic job, the ranges of a worker that left before the barrier are dealt again over
@@ -346,9 +357,9 @@ public final class Word2Vec {
     // each worker's schedule runs over its own share of the bytes; in an elastic job, whose
     // shares change when a worker leaves, over the job's bytes: those every worker had trained
     // at the last barrier, plus this worker's since, times the workers now in the job
-    double denom = (double) cfg.epochs() * totalBytes / workers;
+    double denom = (double) cfg.epochs() * totalBytes / planWorkers;
     boolean elastic = job != null && job.elastic();
-    long[] atBarrier = {0, 0, workers}; // job's bytes, this worker's bytes, participants
+    long[] atBarrier = {0, 0, planWorkers}; // job's bytes, this worker's bytes, participants
     java.util.function.DoubleSupplier done = !elastic ? () -> st.progressBytes.get() / denom
         : () -> (atBarrier[0] + (double) atBarrier[2] * (st.progressBytes.get() - atBarrier[1]))
             / ((double) cfg.epochs() * totalBytes);
@@ -453,7 +464,7 @@ public final class Word2Vec {
             - lastCheckpoint >= opt.checkpointEverySeconds() * 1_000_000_000L)
             || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0))) {
           st.elapsed = (System.nanoTime() - started) / 1e9;
-          save(ckpt, st, corpus, loss.curve(), false, counters, workers);
+          save(ckpt, st, corpus, loss.curve(), false, counters, planWorkers);
           lastCheckpoint = System.nanoTime();
         }
         if (job != null) {
@@ -463,6 +474,7 @@ public final class Word2Vec {
           java.util.function.Supplier<Map<String, String>> admission = stop ? null : () -> {
             Map<String, String> m = new LinkedHashMap<>(st.position());
             m.put("rounds", String.valueOf(roundsDone));
+            m.put("plan_workers", String.valueOf(planWorkers));
             for (Map.Entry<Integer, String> w : counters.entrySet()) {
               for (Map.Entry<String, String> e : JobCoordinator.decode(w.getValue()).entrySet()) {
                 m.put("worker." + w.getKey() + "." + e.getKey(), e.getValue());
@@ -489,7 +501,7 @@ public final class Word2Vec {
           + " the minimum count or give more text");
     }
     if (job == null || job.leader()) {
-      save(ckpt, st, corpus, loss.curve(), true, counters, workers);
+      save(ckpt, st, corpus, loss.curve(), true, counters, planWorkers);
     }
     if (job != null) {
       job.barrier("saved-end", "");
@@ -573,7 +585,8 @@ public final class Word2Vec {
    * written with the same settings, files and number of workers and threads, whose product
    * fixes the byte ranges a position refers to), else a fresh one on empty tables.
    */
-  private TrainingState begin(TrainOptions opt, Path ckpt, String corpus, int workers) {
+  private TrainingState begin(TrainOptions opt, Path ckpt, String corpus, int workers,
+      boolean elastic) {
     TrainingState st = new TrainingState();
     if (opt.resume()) {
       if (!Trainer.hasCheckpoint(ckpt)) {
@@ -594,7 +607,7 @@ public final class Word2Vec {
       }
       int savedWorkers = Integer.parseInt(extra.getOrDefault("workers", "1"));
       int savedThreads = Integer.parseInt(extra.getOrDefault("threads", String.valueOf(threads)));
-      if (savedWorkers != workers || savedThreads != threads) {
+      if ((savedWorkers != workers && !elastic) || savedThreads != threads) {
         throw new CorpusException("resume (--resume): the checkpoint was trained by "
             + savedWorkers + " worker(s) of " + savedThreads + " threads but this run has "
             + workers + " of " + threads + "; resume with --workers " + savedWorkers

@@ -307,6 +307,47 @@ class MultiWorkerTest {
         jobWords, epochs, corpusWords, joined);
   }
 
+  /**
+   * An elastic job of 3 checkpoints and stops after 2 rounds, and resumes with 2 workers: the
+   * plan keeps the checkpoint's byte ranges (made for 3), the rounds are dealt over 2, and the
+   * job's words are still the corpus x epochs, worker 2's counters kept from the checkpoint.
+   */
+  @Test
+  void anElasticJobResumesWithFewerWorkers() throws Exception {
+    int epochs = 3;
+    List<Process> first = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      first.add(worker("shrink", "shrink", i, 3, 10, "--epochs", String.valueOf(epochs),
+          "--elastic", "--stop-after-rounds", "2"));
+    }
+    for (Process p : first) {
+      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
+      assertEquals(0, p.exitValue(), "a worker failed:\n" + log(p));
+    }
+    Path ckpt = dir.resolve("shrink-w0").resolve(Word2Vec.CHECKPOINT);
+    assertEquals("3", Trainer.readExtras(ckpt).get("workers"));
+    List<Process> second = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      second.add(worker("shrink", "shrink", i, 2, 10, "--epochs", String.valueOf(epochs),
+          "--elastic", "--resume"));
+    }
+    for (Process p : second) {
+      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
+      assertEquals(0, p.exitValue(), "a worker failed:\n" + log(p));
+    }
+    Map<String, String> done = Trainer.readExtras(ckpt);
+    assertEquals("true", done.get("complete"));
+    assertEquals("3", done.get("workers"), "the plan's workers");
+    long jobWords = 0;
+    for (Map.Entry<Integer, String> w : Word2Vec.workerCounters(done).entrySet()) {
+      jobWords += Long.parseLong(dev.dynembed.job.JobCoordinator.decode(w.getValue()).get("words"));
+    }
+    assertTrue(done.containsKey("worker.-3.words"), "worker 2's counters, kept: " + done);
+    long corpusWords = LINES * 10L;
+    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
+        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+  }
+
   /** Waits (up to 2 minutes) until the workers train: {@code table} exists and holds keys. */
   static void awaitTraining(String table, List<Process> workers) throws Exception {
     long deadline = System.nanoTime() + 120_000_000_000L;
