@@ -361,6 +361,10 @@ public final class JobCoordinator implements AutoCloseable {
         }
         continue; // the leader left before it arrived: wait for the next round's
       }
+      if (ended()) {
+        failure = notAdmitted();
+        throw new JobException(failure);
+      }
       if (System.nanoTime() - start > options.barrierTimeout().toNanos()) {
         throw new JobException("job " + job + " did not admit worker " + index + " within "
             + options.barrierTimeout().toSeconds() + " s (no round ended)");
@@ -629,6 +633,17 @@ public final class JobCoordinator implements AutoCloseable {
     return m;
   }
 
+  /** Whether this generation of the job is over: a worker finished, or its keys are gone. */
+  private boolean ended() {
+    return count(kv, prefix + "left/") > 0 || !exists(kv, prefix + "config");
+  }
+
+  private String notAdmitted() {
+    dropped = true; // nothing of this worker to stop: the job ended without it
+    return "job " + job + " ended before it admitted worker " + index + " (a job admits workers"
+        + " at the end of a round, not after its last)";
+  }
+
   /** Marks this worker as dropped from its elastic job and says so. */
   private JobException droppedNow() {
     dropped = true;
@@ -744,7 +759,9 @@ public final class JobCoordinator implements AutoCloseable {
     }
     if (options.elastic()) {
       // the others are counted at the barriers; only this worker's own expiry matters here
-      if (!memberRevisions.get(index).equals(now.get(index))) {
+      if (joining && ended()) {
+        failure = notAdmitted();
+      } else if (!memberRevisions.get(index).equals(now.get(index))) {
         droppedNow();
       }
       return;

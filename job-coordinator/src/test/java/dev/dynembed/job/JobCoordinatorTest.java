@@ -243,6 +243,21 @@ class JobCoordinatorTest {
   }
 
   @Test
+  void aWorkerWaitingToJoinAJobThatEndsIsToldSo() throws Exception {
+    List<JobCoordinator> w = joinAll("ending", 2, ELASTIC);
+    all(w, "round-0");
+    JobCoordinator late = JobCoordinator.join(etcd.endpoint(), "ending", 2, Map.of("dim", "8"),
+        ELASTIC);
+    Future<Map<String, String>> admitted = pool.submit(late::awaitAdmission);
+    w.forEach(JobCoordinator::finish); // the last round ended without admitting anyone
+    java.util.concurrent.ExecutionException e = assertThrows(
+        java.util.concurrent.ExecutionException.class, admitted::get);
+    assertTrue(e.getCause().getMessage().contains("job ending ended before it admitted worker 2"),
+        e.getCause().getMessage());
+    late.close();
+  }
+
+  @Test
   void elasticOrNotIsASettingEveryWorkerMustShare() throws Exception {
     Future<JobCoordinator> first = pool.submit(() -> JobCoordinator.join(etcd.endpoint(),
         "mixed", 2, Map.of("dim", "8"), ELASTIC));
