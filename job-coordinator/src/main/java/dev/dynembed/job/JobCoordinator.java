@@ -214,10 +214,8 @@ public final class JobCoordinator implements AutoCloseable {
             runningSince = System.nanoTime();
           }
           if (System.nanoTime() - runningSince > options.leaseTtl().toNanos() + 3_000_000_000L) {
-            throw new JobException("job " + job + (options.elastic()
-                ? " is running (elastic: it goes on with the workers still in it and takes no"
-                + " new one)" : " is running with all of its " + workers + " workers")
-                + "; wait for it to end or stop it, or choose another job name (--job)");
+            throw new JobException("job " + job + " is running with all of its " + workers
+                + " workers; wait for it to end or stop it, or choose another job name (--job)");
           }
           sleep(200);
           continue;
