@@ -186,13 +186,28 @@ public final class JobCoordinator implements AutoCloseable {
           if (!checkSettings(kv, prefix, job, wanted, current)) {
             continue;
           }
-          int claimed = claimJoiner(kv, prefix, workers, lease, current);
+          // a worker restarted with its own index (--worker-index: a pod's index) takes it
+          // back if no live worker holds it, and continues its counters once admitted
+          int claimed = index >= 0 ? claimRejoin(kv, prefix, index, lease, current)
+              : claimJoiner(kv, prefix, workers, lease, current);
           if (claimed == GENERATION_MOVED) {
             continue;
           }
+          if (claimed < 0 && index >= 0) {
+            // the earlier process of this index may be dead with its lease still running
+            if (runningSince == 0) {
+              runningSince = System.nanoTime();
+            }
+            if (System.nanoTime() - runningSince
+                < options.leaseTtl().toNanos() + 3_000_000_000L) {
+              sleep(200);
+              continue;
+            }
+          }
           if (claimed < 0) {
-            throw new JobException("job " + job + " has taken " + MAX_INDEX + " worker indices;"
-                + " it takes no more");
+            throw new JobException(index >= 0 ? "job " + job + " already has a live worker "
+                + index : "job " + job + " has taken " + MAX_INDEX + " worker indices; it"
+                + " takes no more");
           }
           JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
               keepAlive, options);
@@ -594,7 +609,7 @@ public final class JobCoordinator implements AutoCloseable {
     Map<Integer, Long> joiners = new TreeMap<>();
     for (KeyValue m : members.getKvs()) {
       int i = memberIndex(m, prefix);
-      if (i >= workers && !participants.contains(i) && !departed().containsKey(i)) {
+      if (!participants.contains(i)) { // a new index, or one that left and came back
         joiners.put(i, m.getCreateRevision());
       }
     }
@@ -870,6 +885,24 @@ public final class JobCoordinator implements AutoCloseable {
       }
     }
     return -1;
+  }
+
+  /**
+   * Claims index {@code index} of a running elastic job for a worker that comes back (its
+   * earlier process left): only while no live worker holds it. The index, -1 if a live worker
+   * holds it, or {@link #GENERATION_MOVED}.
+   */
+  static int claimRejoin(KV kv, String prefix, int index, long lease, Cmp current) {
+    ByteSequence k = bytes(prefix + "members/" + index);
+    boolean won = await(kv.txn().If(new Cmp(k, Cmp.Op.EQUAL, CmpTarget.createRevision(0)),
+        current).Then(Op.put(k, bytes(String.valueOf(ProcessHandle.current().pid())),
+            PutOption.builder().withLeaseId(lease).build())).commit(),
+        "claiming a worker index").isSucceeded();
+    if (won) {
+      return index;
+    }
+    return await(kv.txn().If(current).commit(), "reading the generation").isSucceeded() ? -1
+        : GENERATION_MOVED;
   }
 
   private static int memberIndex(KeyValue m, String prefix) {

@@ -243,6 +243,30 @@ class JobCoordinatorTest {
   }
 
   @Test
+  void aWorkerThatComesBackWithItsIndexIsAdmittedUnderIt() throws Exception {
+    List<JobCoordinator> w = joinAll("back", 2, ELASTIC);
+    all(w, "round-0");
+    w.get(1).abandon();
+    assertEquals(Map.of(0, "w0"), w.get(0).barrier("round-1", "w0")); // once its lease expired
+    JobCoordinator back = JobCoordinator.join(etcd.endpoint(), "back", 2, 1, Map.of("dim", "8"),
+        ELASTIC);
+    assertTrue(back.joining());
+    assertEquals(1, back.index(), "its own index back");
+    Future<Map<String, String>> admitted = pool.submit(back::awaitAdmission);
+    w.get(0).barrier("saved-1", "", () -> Map.of("epoch", "0"));
+    assertEquals("0", admitted.get().get("epoch"));
+    assertEquals(List.of(0, 1), w.get(0).participants());
+    assertEquals(List.of(0, 1), back.participants());
+    assertEquals(Map.of(0, "w0", 1, "w1"), all(List.of(w.get(0), back), "round-2").get(1));
+    // an index whose worker is alive is not taken (after waiting out a lease, in case it died)
+    JobException e = assertThrows(JobException.class, () -> JobCoordinator.join(
+        etcd.endpoint(), "back", 2, 0, Map.of("dim", "8"), ELASTIC));
+    assertTrue(e.getMessage().contains("job back already has a live worker 0"), e.getMessage());
+    w.get(0).finish();
+    back.finish();
+  }
+
+  @Test
   void aWorkerWaitingToJoinAJobThatEndsIsToldSo() throws Exception {
     List<JobCoordinator> w = joinAll("ending", 2, ELASTIC);
     all(w, "round-0");

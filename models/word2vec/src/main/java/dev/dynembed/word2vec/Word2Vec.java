@@ -273,6 +273,7 @@ public final class Word2Vec {
       Map<String, String> admitted = job.awaitAdmission();
       initial = new TrainingState();
       initial.loadPosition(admitted);
+      initial.loadWorker(admitted, me); // a worker that comes back continues its counters
       counters.putAll(workerCounters(admitted));
       rounds = Integer.parseInt(admitted.get("rounds"));
       workers = Integer.parseInt(admitted.get("plan_workers"));

@@ -102,7 +102,28 @@ class MultiWorkerTest {
   }
 
   static void awaitBoth(Process a, Process b, int seconds) throws Exception {
-    for (Process p : List.of(a, b)) {
+    awaitAll(List.of(a, b), seconds);
+  }
+
+  /**
+   * Workers 0..n-1 of elastic job {@code job} (its tables named after it too), {@code epochs}
+   * epochs, leases of {@code lease} seconds.
+   */
+  static List<Process> elasticJob(String job, int n, long lease, int epochs, String... extra)
+      throws Exception {
+    List<Process> w = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      List<String> args = new ArrayList<>(List.of("--epochs", String.valueOf(epochs),
+          "--elastic"));
+      args.addAll(Arrays.asList(extra));
+      w.add(worker(job, job, i, n, lease, args.toArray(new String[0])));
+    }
+    return w;
+  }
+
+  /** Waits for every worker to end, and fails unless each succeeded. */
+  static void awaitAll(List<Process> workers, int seconds) throws Exception {
+    for (Process p : workers) {
       assertTrue(p.waitFor(seconds, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
       assertEquals(0, p.exitValue(), "a worker failed:\n" + log(p));
     }
@@ -237,18 +258,11 @@ class MultiWorkerTest {
   @Test
   void anElasticJobThatLosesAWorkerGoesOnAndTrainsEveryWordOfEveryEpoch() throws Exception {
     int epochs = 6;
-    List<Process> w = new ArrayList<>();
-    for (int i = 0; i < 3; i++) {
-      w.add(worker("elastic", "elastic", i, 3, 2, "--epochs", String.valueOf(epochs),
-          "--elastic"));
-    }
+    List<Process> w = elasticJob("elastic", 3, 2, epochs);
     awaitTraining("elastic_out", w);
     Thread.sleep(1000);
     w.get(0).destroyForcibly(); // the leader
-    for (Process p : w.subList(1, 3)) {
-      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
-      assertEquals(0, p.exitValue(), "a surviving worker failed:\n" + log(p));
-    }
+    awaitAll(w.subList(1, 3), 300); // the survivors
     String out = log(w.get(1));
     assertTrue(out.matches("(?s).*word2vec: worker 0 left job during round \\d+-\\d+\\S*; its 1"
         + " byte range\\(s\\) go to the 2 worker\\(s\\) still in it.*"), out);
@@ -280,16 +294,10 @@ class MultiWorkerTest {
   @Test
   void aWorkerJoinsARunningElasticJobAtARoundBoundary() throws Exception {
     int epochs = 6;
-    List<Process> w = new ArrayList<>();
-    for (int i = 0; i < 2; i++) {
-      w.add(worker("grow", "grow", i, 2, 10, "--epochs", String.valueOf(epochs), "--elastic"));
-    }
+    List<Process> w = elasticJob("grow", 2, 10, epochs);
     awaitTraining("grow_out", w);
     w.add(worker("grow", "grow", -1, 2, 10, "--epochs", String.valueOf(epochs), "--elastic"));
-    for (Process p : w) {
-      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
-      assertEquals(0, p.exitValue(), "a worker failed:\n" + log(p));
-    }
+    awaitAll(w, 300);
     String out = log(w.get(2));
     assertTrue(out.matches("(?s).*word2vec: worker 2 admitted: epoch \\d+, byte range \\d+,"
         + " with workers \\[0, 1, 2\\].*"), out);
@@ -308,6 +316,35 @@ class MultiWorkerTest {
   }
 
   /**
+   * A killed worker of an elastic job restarted with its own index (as a Kubernetes indexed Job
+   * restarts a pod) waits out its old lease, is admitted back under that index at the end of a
+   * round and continues its counters: the job's words stay the corpus x epochs.
+   */
+  @Test
+  void aKilledWorkerRestartedWithItsIndexRejoinsAnElasticJob() throws Exception {
+    int epochs = 6;
+    List<Process> w = elasticJob("back", 2, 2, epochs);
+    awaitTraining("back_out", w);
+    Thread.sleep(1000);
+    w.get(1).destroyForcibly();
+    assertTrue(w.get(1).waitFor(30, TimeUnit.SECONDS));
+    Process again = worker("back", "back", 1, 2, 2, "--epochs", String.valueOf(epochs),
+        "--elastic");
+    awaitAll(List.of(w.get(0), again), 300);
+    String out = log(again);
+    assertTrue(out.matches("(?s).*word2vec: worker 1 admitted: epoch \\d+, byte range \\d+,"
+        + " with workers \\[0, 1\\].*"), out);
+    Map<String, String> done = Trainer.readExtras(dir.resolve("back-w0")
+        .resolve(Word2Vec.CHECKPOINT));
+    assertEquals("true", done.get("complete"));
+    long jobWords = Long.parseLong(done.get("worker.0.words"))
+        + Long.parseLong(done.get("worker.1.words"));
+    long corpusWords = LINES * 10L;
+    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
+        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+  }
+
+  /**
    * An elastic job of 3 checkpoints and stops after 2 rounds, and resumes with 2 workers: the
    * plan keeps the checkpoint's byte ranges (made for 3), the rounds are dealt over 2, and the
    * job's words are still the corpus x epochs, worker 2's counters kept from the checkpoint.
@@ -315,26 +352,12 @@ class MultiWorkerTest {
   @Test
   void anElasticJobResumesWithFewerWorkers() throws Exception {
     int epochs = 3;
-    List<Process> first = new ArrayList<>();
-    for (int i = 0; i < 3; i++) {
-      first.add(worker("shrink", "shrink", i, 3, 10, "--epochs", String.valueOf(epochs),
-          "--elastic", "--stop-after-rounds", "2"));
-    }
-    for (Process p : first) {
-      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
-      assertEquals(0, p.exitValue(), "a worker failed:\n" + log(p));
-    }
+    List<Process> first = elasticJob("shrink", 3, 10, epochs, "--stop-after-rounds", "2");
+    awaitAll(first, 300);
     Path ckpt = dir.resolve("shrink-w0").resolve(Word2Vec.CHECKPOINT);
     assertEquals("3", Trainer.readExtras(ckpt).get("workers"));
-    List<Process> second = new ArrayList<>();
-    for (int i = 0; i < 2; i++) {
-      second.add(worker("shrink", "shrink", i, 2, 10, "--epochs", String.valueOf(epochs),
-          "--elastic", "--resume"));
-    }
-    for (Process p : second) {
-      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "a worker did not end:\n" + log(p));
-      assertEquals(0, p.exitValue(), "a worker failed:\n" + log(p));
-    }
+    List<Process> second = elasticJob("shrink", 2, 10, epochs, "--resume");
+    awaitAll(second, 300);
     Map<String, String> done = Trainer.readExtras(ckpt);
     assertEquals("true", done.get("complete"));
     assertEquals("3", done.get("workers"), "the plan's workers");
