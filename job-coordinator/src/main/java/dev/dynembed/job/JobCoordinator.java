@@ -356,18 +356,14 @@ public final class JobCoordinator implements AutoCloseable {
         Map<Integer, Long> before = parseRevisions(state.get("participants"));
         // the barrier at which the leader admits it, seen as its participants see it: the
         // admission holds only if the leader arrived there with it (else it left first)
-        java.util.TreeSet<Integer> was = new java.util.TreeSet<>(before.keySet());
         Map<Integer, Long> revs = new HashMap<>(before);
         revs.putAll(memberRevisions);
-        Map<Integer, String> in = awaitArrivals(name, was, revs, start, true);
-        Map<Integer, Long> admitted = admittedIn(in);
+        Map<Integer, String> in = awaitArrivals(name, new java.util.TreeSet<>(before.keySet()),
+            revs, start, true);
         await(kv.delete(bytes(key)), "reading this worker's admission");
-        if (admitted.containsKey(index)) {
-          revs.putAll(admitted);
+        if (admittedIn(in).containsKey(index)) {
           memberRevisions = Map.copyOf(revs);
-          java.util.TreeSet<Integer> next = new java.util.TreeSet<>(in.keySet());
-          next.addAll(admitted.keySet());
-          participants = java.util.Collections.unmodifiableSortedSet(next);
+          advance(in, true);
           previousBarrier = name;
           joining = false;
           return state;
@@ -437,9 +433,7 @@ public final class JobCoordinator implements AutoCloseable {
 
   private Map<Integer, String> barrierUntil(String name, String payload, long timeoutNanos,
       boolean joining) {
-    if (name.isEmpty() || name.contains("/")) {
-      throw new IllegalArgumentException("barrier name must be non-empty and free of '/': " + name);
-    }
+    checkBarrierName(name);
     check();
     String dir = prefix + "barriers/" + name + "/";
     await(kv.put(bytes(dir + index), bytes(payload)), "arriving at barrier " + name);
@@ -494,9 +488,7 @@ public final class JobCoordinator implements AutoCloseable {
    */
   private Map<Integer, String> elasticBarrier(String name, String payload,
       java.util.function.Supplier<Map<String, String>> admission) {
-    if (name.isEmpty() || name.contains("/")) {
-      throw new IllegalArgumentException("barrier name must be non-empty and free of '/': " + name);
-    }
+    checkBarrierName(name);
     check();
     String dir = prefix + "barriers/" + name + "/";
     if (admission != null && leader()) {
@@ -524,13 +516,8 @@ public final class JobCoordinator implements AutoCloseable {
     }
     Map<Integer, String> in = awaitArrivals(name, participants, memberRevisions,
         System.nanoTime(), false);
-    Map<Integer, String> result = new TreeMap<>();
-    java.util.TreeSet<Integer> next = new java.util.TreeSet<>();
     for (int p : participants) {
-      if (in.containsKey(p)) {
-        result.put(p, in.get(p));
-        next.add(p);
-      } else {
+      if (!in.containsKey(p)) {
         synchronized (departed) {
           departed.put(p, "its lease expired before barrier " + name + " (killed, crashed"
               + " or cut off from etcd for more than " + options.leaseTtl().toSeconds()
@@ -538,15 +525,67 @@ public final class JobCoordinator implements AutoCloseable {
         }
       }
     }
-    if (admission != null) {
-      Map<Integer, Long> admitted = admittedIn(in);
+    advance(in, admission != null);
+    return in;
+  }
+
+  /**
+   * The participants after a barrier, computed alike by every worker that saw it complete (and
+   * by a joiner watching the barrier that admits it): those that arrived, plus, at a barrier
+   * that admits, the workers the leader's payload names, whose member revisions are kept.
+   */
+  private void advance(Map<Integer, String> arrived, boolean admits) {
+    java.util.TreeSet<Integer> next = new java.util.TreeSet<>(arrived.keySet());
+    if (admits) {
+      Map<Integer, Long> admitted = admittedIn(arrived);
       Map<Integer, Long> revs = new HashMap<>(memberRevisions);
       revs.putAll(admitted);
       memberRevisions = Map.copyOf(revs);
       next.addAll(admitted.keySet());
     }
     participants = java.util.Collections.unmodifiableSortedSet(next);
-    return result;
+  }
+
+  private static void checkBarrierName(String name) {
+    if (name.isEmpty() || name.contains("/")) {
+      throw new IllegalArgumentException("barrier name must be non-empty and free of '/': " + name);
+    }
+  }
+
+  /**
+   * Deals items {@code 0..count-1} over the participants (item k of a pass to participant k mod
+   * P), runs {@code work} on this worker's share, then barrier {@code name} (pass p > 0: {@code
+   * name-p}); the items of participants that did not arrive are dealt again over those that
+   * did, until every item was worked by a worker that arrived. With all W workers in the job
+   * that is one pass: item k to worker k mod W. Returns how many items were dealt again.
+   */
+  public int dealOut(String name, int count, java.util.function.Consumer<List<Integer>> work) {
+    List<Integer> pending = new ArrayList<>();
+    for (int k = 0; k < count; k++) {
+      pending.add(k);
+    }
+    int again = 0;
+    for (int pass = 0; !pending.isEmpty(); pass++) {
+      List<Integer> in = participants();
+      List<Integer> mine = new ArrayList<>();
+      for (int k = 0; k < pending.size(); k++) {
+        if (in.get(k % in.size()) == index) {
+          mine.add(pending.get(k));
+        }
+      }
+      work.accept(mine);
+      java.util.Set<Integer> arrived = barrier(pass == 0 ? name : name + "-" + pass, "")
+          .keySet();
+      List<Integer> lost = new ArrayList<>();
+      for (int k = 0; k < pending.size(); k++) {
+        if (!arrived.contains(in.get(k % in.size()))) {
+          lost.add(pending.get(k));
+        }
+      }
+      again += lost.size();
+      pending = lost;
+    }
+    return again;
   }
 
   /**

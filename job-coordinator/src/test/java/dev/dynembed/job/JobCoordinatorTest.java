@@ -189,6 +189,28 @@ class JobCoordinatorTest {
   }
 
   @Test
+  void dealtOutItemsOfAWorkerThatLeftAreDealtAgainOverTheOthers() throws Exception {
+    List<JobCoordinator> w = joinAll("deal", 3, ELASTIC);
+    all(w, "round-0");
+    w.get(2).abandon(); // items 2 and 5 of 7 go to worker 2, which never works them
+    Map<Integer, Future<List<List<Integer>>>> worked = new java.util.TreeMap<>();
+    Map<Integer, Future<Integer>> again = new java.util.TreeMap<>();
+    for (JobCoordinator c : w.subList(0, 2)) {
+      List<List<Integer>> passes = new java.util.concurrent.CopyOnWriteArrayList<>();
+      again.put(c.index(), pool.submit(() -> c.dealOut("items", 7, passes::add)));
+      worked.put(c.index(), pool.submit(() -> {
+        again.get(c.index()).get();
+        return passes;
+      }));
+    }
+    assertEquals(List.of(List.of(0, 3, 6), List.of(2)), worked.get(0).get());
+    assertEquals(List.of(List.of(1, 4), List.of(5)), worked.get(1).get());
+    assertEquals(2, again.get(0).get());
+    assertEquals(List.of(0, 1), w.get(0).participants());
+    w.subList(0, 2).forEach(JobCoordinator::finish);
+  }
+
+  @Test
   void aWorkerDroppedFromAnElasticJobIsToldSoAndDoesNotStopTheOthers() throws Exception {
     List<JobCoordinator> w = joinAll("dropped", 2, ELASTIC);
     all(w, "round-0");

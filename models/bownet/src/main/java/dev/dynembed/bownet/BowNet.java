@@ -447,42 +447,24 @@ public final class BowNet {
    */
   private AsyncExecutor.RunResult trainEpochElastic(List<Path> train, int epoch, int epochs,
       JobCoordinator job) {
-    List<Integer> pending = new java.util.ArrayList<>();
-    for (int k = 0; k < train.size(); k++) {
-      pending.add(k);
+    double[] lossSum = {0};
+    long[] steps = {0};
+    double[] seconds = {0};
+    int again = job.dealOut("trained-" + epoch, train.size(), mine -> {
+      if (!mine.isEmpty()) {
+        AsyncExecutor.RunResult r = trainEpoch(mine.stream().map(train::get).toList(), epoch,
+            epochs);
+        lossSum[0] += r.averages().getOrDefault("loss", 0.0) * r.steps();
+        steps[0] += r.steps();
+        seconds[0] += r.seconds();
+      }
+    });
+    if (again > 0) {
+      System.err.printf("bownet: workers left the job during epoch %d; %d file(s) were trained"
+          + " again by the %d worker(s) still in it%n", epoch, again, job.participants().size());
     }
-    double lossSum = 0;
-    long steps = 0;
-    double seconds = 0;
-    for (int pass = 0; !pending.isEmpty(); pass++) {
-      List<Integer> in = job.participants();
-      List<Path> files = new java.util.ArrayList<>();
-      for (int k = 0; k < pending.size(); k++) {
-        if (in.get(k % in.size()) == job.index()) {
-          files.add(train.get(pending.get(k)));
-        }
-      }
-      if (!files.isEmpty()) {
-        AsyncExecutor.RunResult r = trainEpoch(files, epoch, epochs);
-        lossSum += r.averages().getOrDefault("loss", 0.0) * r.steps();
-        steps += r.steps();
-        seconds += r.seconds();
-      }
-      java.util.Set<Integer> arrived = job.barrier("trained-" + epoch + "-" + pass, "").keySet();
-      List<Integer> lost = new java.util.ArrayList<>();
-      for (int k = 0; k < pending.size(); k++) {
-        if (!arrived.contains(in.get(k % in.size()))) {
-          lost.add(pending.get(k));
-        }
-      }
-      if (!lost.isEmpty()) {
-        System.err.printf("bownet: a worker left job during epoch %d; its %d file(s) go to the"
-            + " %d worker(s) still in it%n", epoch, lost.size(), arrived.size());
-      }
-      pending = lost;
-    }
-    return new AsyncExecutor.RunResult(Map.of("loss", steps == 0 ? Double.NaN : lossSum / steps),
-        steps, seconds);
+    return new AsyncExecutor.RunResult(Map.of("loss",
+        steps[0] == 0 ? Double.NaN : lossSum[0] / steps[0]), steps[0], seconds[0]);
   }
 
   /** Accuracy of the current model on {@code files} (unseen words read as zero rows). */

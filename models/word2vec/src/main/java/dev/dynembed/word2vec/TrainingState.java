@@ -54,9 +54,17 @@ final class TrainingState {
     m.put("epoch", String.valueOf(epoch));
     m.put("next_split", String.valueOf(nextSplit));
     if (!orphans.isEmpty()) {
-      m.put("orphan_splits", toMap().get("orphan_splits"));
+      m.put("orphan_splits", orphanSplits());
     }
     return m;
+  }
+
+  private String orphanSplits() {
+    StringBuilder b = new StringBuilder();
+    for (int o : orphans) {
+      b.append(b.length() == 0 ? "" : ",").append(o);
+    }
+    return b.toString();
   }
 
   /** A position from {@link #position} (a worker admitted to a running job: its own counters 0). */
@@ -77,15 +85,7 @@ final class TrainingState {
 
   Map<String, String> toMap() {
     Map<String, String> m = new LinkedHashMap<>();
-    m.put("epoch", String.valueOf(epoch));
-    m.put("next_split", String.valueOf(nextSplit));
-    if (!orphans.isEmpty()) {
-      StringBuilder b = new StringBuilder();
-      for (int o : orphans) {
-        b.append(b.length() == 0 ? "" : ",").append(o);
-      }
-      m.put("orphan_splits", b.toString());
-    }
+    m.putAll(position());
     m.put("progress_bytes", String.valueOf(progressBytes.get()));
     m.put("tokens", String.valueOf(tokens.get()));
     m.put("words", String.valueOf(words.get()));
@@ -96,9 +96,7 @@ final class TrainingState {
   }
 
   void load(Map<String, String> m) {
-    epoch = Integer.parseInt(m.get("epoch"));
-    nextSplit = Integer.parseInt(m.get("next_split"));
-    orphans = parseOrphans(m);
+    loadPosition(m);
     progressBytes.set(Long.parseLong(m.get("progress_bytes")));
     tokens.set(Long.parseLong(m.get("tokens")));
     words.set(Long.parseLong(m.get("words")));

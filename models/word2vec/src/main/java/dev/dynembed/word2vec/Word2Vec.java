@@ -257,7 +257,7 @@ public final class Word2Vec {
     int workers = job == null ? 1 : job.workers();
     int me = job == null ? 0 : job.index();
     boolean leader = me == 0;
-    boolean elasticJob = job != null && job.elastic();
+    boolean elastic = job != null && job.elastic();
     String corpus = fingerprint(files);
     Path ckpt = opt.modelDir().resolve(CHECKPOINT);
     TrainingState initial;
@@ -281,7 +281,7 @@ public final class Word2Vec {
           me, initial.epoch + 1, initial.nextSplit, job.participants());
     } else {
       try {
-        initial = leader ? begin(opt, ckpt, corpus, workers, elasticJob) : new TrainingState();
+        initial = leader ? begin(opt, ckpt, corpus, workers, elastic) : new TrainingState();
       } catch (CorpusException e) {
         if (job != null && opt.resume() && !Trainer.hasCheckpoint(ckpt)) {
           throw new CorpusException(e.getMessage() + "; in a job, worker 0 (the leader) resumes"
@@ -319,35 +319,15 @@ public final class Word2Vec {
     List<TextSplits.Split> splits = TextSplits.plan(files, planWorkers * threads * 4);
     long totalBytes = TextSplits.bytes(splits);
     if (cfg.countPass() && !opt.resume() && !joining) {
-      // range k goes to participant k mod P (worker k mod W while all are in the job); in an
-      // elastic job, the ranges of a worker that left before the barrier are dealt again over
-      // the others (what it counted before it left stays counted: those words' counts are
-      // higher than the corpus's, which admission and subsampling tolerate)
-      List<Integer> pending = new ArrayList<>();
-      for (int k = 0; k < splits.size(); k++) {
-        pending.add(k);
-      }
-      for (int pass = 0; !pending.isEmpty(); pass++) {
-        List<Integer> counting = job == null ? List.of(0) : job.participants();
-        List<TextSplits.Split> mine = new ArrayList<>();
-        for (int k = 0; k < pending.size(); k++) {
-          if (counting.get(k % counting.size()) == me) {
-            mine.add(splits.get(pending.get(k)));
-          }
-        }
-        countPass(mine);
-        if (job == null) {
-          break;
-        }
-        java.util.Set<Integer> arrived = job.barrier(pass == 0 ? "counted" : "counted-" + pass,
-            "").keySet();
-        List<Integer> lost = new ArrayList<>();
-        for (int k = 0; k < pending.size(); k++) {
-          if (!arrived.contains(counting.get(k % counting.size()))) {
-            lost.add(pending.get(k));
-          }
-        }
-        pending = lost;
+      // range k to worker k mod W; in an elastic job, the ranges of a worker that left before
+      // the barrier are dealt again over the others (what it counted before it left stays
+      // counted: those words' counts are higher than the corpus's, which admission and
+      // subsampling tolerate)
+      if (job == null) {
+        countPass(splits);
+      } else {
+        job.dealOut("counted", splits.size(), mine -> countPass(mine.stream().map(splits::get)
+            .toList()));
       }
     }
     long started = System.nanoTime() - (long) (st.elapsed * 1e9);
@@ -359,7 +339,6 @@ public final class Word2Vec {
     // shares change when a worker leaves, over the job's bytes: those every worker had trained
     // at the last barrier, plus this worker's since, times the workers now in the job
     double denom = (double) cfg.epochs() * totalBytes / planWorkers;
-    boolean elastic = job != null && job.elastic();
     long[] atBarrier = {0, 0, planWorkers}; // job's bytes, this worker's bytes, participants
     java.util.function.DoubleSupplier done = !elastic ? () -> st.progressBytes.get() / denom
         : () -> (atBarrier[0] + (double) atBarrier[2] * (st.progressBytes.get() - atBarrier[1]))
@@ -384,11 +363,7 @@ public final class Word2Vec {
     long[] epochStart = {System.nanoTime(), st.words.get(), st.nextSplit == 0 ? 1 : 0};
     double[] lastEpoch = {0, 0}; // seconds and words of the last whole epoch trained here
     if (elastic) {
-      long jobBytes = 0;
-      for (String c : counters.values()) {
-        jobBytes += Long.parseLong(JobCoordinator.decode(c).get("progress_bytes"));
-      }
-      atBarrier[0] = jobBytes;
+      atBarrier[0] = progressBytes(counters);
       atBarrier[1] = st.progressBytes.get();
       atBarrier[2] = job.participants().size();
     }
@@ -437,11 +412,7 @@ public final class Word2Vec {
                   lost.size(), arrived.size());
             }
           }
-          long jobBytes = 0;
-          for (String c : counters.values()) {
-            jobBytes += Long.parseLong(JobCoordinator.decode(c).get("progress_bytes"));
-          }
-          atBarrier[0] = jobBytes;
+          atBarrier[0] = progressBytes(counters);
           atBarrier[1] = st.progressBytes.get();
           atBarrier[2] = arrived.size();
         }
@@ -476,11 +447,7 @@ public final class Word2Vec {
             Map<String, String> m = new LinkedHashMap<>(st.position());
             m.put("rounds", String.valueOf(roundsDone));
             m.put("plan_workers", String.valueOf(planWorkers));
-            for (Map.Entry<Integer, String> w : counters.entrySet()) {
-              for (Map.Entry<String, String> e : JobCoordinator.decode(w.getValue()).entrySet()) {
-                m.put("worker." + w.getKey() + "." + e.getKey(), e.getValue());
-              }
-            }
+            putWorkerCounters(m, counters);
             return m;
           };
           job.barrier("saved-" + roundName, "", admission);
@@ -642,11 +609,7 @@ public final class Word2Vec {
     extra.put("corpus", corpus);
     extra.put("threads", String.valueOf(threads));
     extra.put("workers", String.valueOf(workers));
-    for (Map.Entry<Integer, String> w : counters.entrySet()) {
-      for (Map.Entry<String, String> e : JobCoordinator.decode(w.getValue()).entrySet()) {
-        extra.put("worker." + w.getKey() + "." + e.getKey(), e.getValue());
-      }
-    }
+    putWorkerCounters(extra, counters);
     extra.put("complete", String.valueOf(complete));
     StringBuilder c = new StringBuilder();
     synchronized (curve) {
@@ -656,6 +619,24 @@ public final class Word2Vec {
     }
     extra.put("loss_curve", c.toString());
     executor.trainer(0).save(ckpt, extra);
+  }
+
+  /** Each worker's counters as {@code worker.I.key} entries: the inverse of {@link #workerCounters}. */
+  private static void putWorkerCounters(Map<String, String> into, Map<Integer, String> counters) {
+    for (Map.Entry<Integer, String> w : counters.entrySet()) {
+      for (Map.Entry<String, String> e : JobCoordinator.decode(w.getValue()).entrySet()) {
+        into.put("worker." + w.getKey() + "." + e.getKey(), e.getValue());
+      }
+    }
+  }
+
+  /** The bytes every worker had trained, by their last counters. */
+  private static long progressBytes(Map<Integer, String> counters) {
+    long bytes = 0;
+    for (String c : counters.values()) {
+      bytes += Long.parseLong(JobCoordinator.decode(c).get("progress_bytes"));
+    }
+    return bytes;
   }
 
   /** Each worker's counters ({@code worker.I.key} entries of a checkpoint or an admission). */

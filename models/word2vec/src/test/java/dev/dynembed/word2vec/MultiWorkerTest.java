@@ -38,6 +38,8 @@ class MultiWorkerTest {
   static LocalShardProcesses shards;
   static Path corpus;
   static final int LINES = 16000;
+  /** Words of the corpus: every one is frequent enough to be trained (10 a line). */
+  static final long CORPUS_WORDS = LINES * 10L;
 
   @BeforeAll
   static void start() throws Exception {
@@ -209,12 +211,8 @@ class MultiWorkerTest {
     Map<String, String> done = Trainer.readExtras(ckpt);
     assertEquals("true", done.get("complete"));
     assertEquals("3", done.get("epoch"));
-    long jobWords = Long.parseLong(done.get("worker.0.words"))
-        + Long.parseLong(done.get("worker.1.words"));
     // 3 epochs of the corpus, shared between the two: each word trained once per epoch
-    long corpusWords = LINES * 10L;
-    assertTrue(Math.abs(jobWords - 3 * corpusWords) < corpusWords / 100,
-        "job trained " + jobWords + " words for 3 epochs of " + corpusWords);
+    assertEveryWordOnce(jobWords(done), 3, CORPUS_WORDS / 100);
     double job = separation(leaderModel);
 
     // the same model trained by one process with 2 threads on an in-process table
@@ -236,9 +234,7 @@ class MultiWorkerTest {
     Process a = worker("kill", "kill", 0, 2, "--epochs", "200");
     Process b = worker("kill", "kill", 1, 2, "--epochs", "200");
     // wait until both train (their tables exist and grow), then kill -9 one of them
-    awaitTraining("kill_out", List.of(a, b));
-    Thread.sleep(2000);
-    b.destroyForcibly();
+    killWhileTraining("kill_out", List.of(a, b), b, 2000);
     long killed = System.nanoTime();
     assertTrue(a.waitFor(60, TimeUnit.SECONDS), "the surviving worker did not stop:\n" + log(a));
     double seconds = (System.nanoTime() - killed) / 1e9;
@@ -259,9 +255,7 @@ class MultiWorkerTest {
   void anElasticJobThatLosesAWorkerGoesOnAndTrainsEveryWordOfEveryEpoch() throws Exception {
     int epochs = 6;
     List<Process> w = elasticJob("elastic", 3, 2, epochs);
-    awaitTraining("elastic_out", w);
-    Thread.sleep(1000);
-    w.get(0).destroyForcibly(); // the leader
+    killWhileTraining("elastic_out", w, w.get(0), 1000); // the leader
     awaitAll(w.subList(1, 3), 300); // the survivors
     String out = log(w.get(1));
     assertTrue(out.matches("(?s).*word2vec: worker 0 left job during round \\d+-\\d+\\S*; its 1"
@@ -272,17 +266,11 @@ class MultiWorkerTest {
     assertEquals("true", done.get("complete"));
     assertEquals(String.valueOf(epochs), done.get("epoch"));
     assertEquals("3", done.get("workers"));
-    long jobWords = 0;
-    for (int i = 0; i < 3; i++) {
-      // none for worker 0 if it was killed in its first round
-      jobWords += Long.parseLong(done.getOrDefault("worker." + i + ".words", "0"));
-    }
-    long corpusWords = LINES * 10L;
-    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
-        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+    long jobWords = jobWords(done); // none of worker 0 if it was killed in its first round
+    assertEveryWordOnce(jobWords, epochs, CORPUS_WORDS * epochs / 100);
     double sep = separation(dir.resolve("elastic-w1"));
     System.err.printf("elastic job: %d words for %d epochs of %d; separation %.3f%n", jobWords,
-        epochs, corpusWords, sep);
+        epochs, CORPUS_WORDS, sep);
     assertTrue(sep > 0.3, "the job separates the topics: " + sep);
   }
 
@@ -305,14 +293,11 @@ class MultiWorkerTest {
         .resolve(Word2Vec.CHECKPOINT));
     assertEquals("true", done.get("complete"));
     long joined = Long.parseLong(done.get("worker.2.words"));
-    long jobWords = joined + Long.parseLong(done.get("worker.0.words"))
-        + Long.parseLong(done.get("worker.1.words"));
-    long corpusWords = LINES * 10L;
+    long jobWords = jobWords(done);
     assertTrue(joined > 0, "the joined worker trained");
-    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
-        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+    assertEveryWordOnce(jobWords, epochs, CORPUS_WORDS * epochs / 100);
     System.err.printf("elastic job, joined: %d words for %d epochs of %d (%d by the joiner)%n",
-        jobWords, epochs, corpusWords, joined);
+        jobWords, epochs, CORPUS_WORDS, joined);
   }
 
   /**
@@ -324,9 +309,7 @@ class MultiWorkerTest {
   void aKilledWorkerRestartedWithItsIndexRejoinsAnElasticJob() throws Exception {
     int epochs = 6;
     List<Process> w = elasticJob("back", 2, 2, epochs);
-    awaitTraining("back_out", w);
-    Thread.sleep(1000);
-    w.get(1).destroyForcibly();
+    killWhileTraining("back_out", w, w.get(1), 1000);
     assertTrue(w.get(1).waitFor(30, TimeUnit.SECONDS));
     Process again = worker("back", "back", 1, 2, 2, "--epochs", String.valueOf(epochs),
         "--elastic");
@@ -337,11 +320,7 @@ class MultiWorkerTest {
     Map<String, String> done = Trainer.readExtras(dir.resolve("back-w0")
         .resolve(Word2Vec.CHECKPOINT));
     assertEquals("true", done.get("complete"));
-    long jobWords = Long.parseLong(done.get("worker.0.words"))
-        + Long.parseLong(done.get("worker.1.words"));
-    long corpusWords = LINES * 10L;
-    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
-        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+    assertEveryWordOnce(jobWords(done), epochs, CORPUS_WORDS * epochs / 100);
   }
 
   /**
@@ -361,14 +340,31 @@ class MultiWorkerTest {
     Map<String, String> done = Trainer.readExtras(ckpt);
     assertEquals("true", done.get("complete"));
     assertEquals("3", done.get("workers"), "the plan's workers");
-    long jobWords = 0;
-    for (Map.Entry<Integer, String> w : Word2Vec.workerCounters(done).entrySet()) {
-      jobWords += Long.parseLong(dev.dynembed.job.JobCoordinator.decode(w.getValue()).get("words"));
-    }
     assertTrue(done.containsKey("worker.-3.words"), "worker 2's counters, kept: " + done);
-    long corpusWords = LINES * 10L;
-    assertTrue(Math.abs(jobWords - epochs * corpusWords) < corpusWords * epochs / 100,
-        "job trained " + jobWords + " words for " + epochs + " epochs of " + corpusWords);
+    assertEveryWordOnce(jobWords(done), epochs, CORPUS_WORDS * epochs / 100);
+  }
+
+  /** Kills {@code victim} with SIGKILL {@code afterMs} after the workers began to train. */
+  static void killWhileTraining(String table, List<Process> workers, Process victim,
+      long afterMs) throws Exception {
+    awaitTraining(table, workers);
+    Thread.sleep(afterMs);
+    victim.destroyForcibly();
+  }
+
+  /** The job's words by a checkpoint: every worker's last counters, those that left too. */
+  static long jobWords(Map<String, String> checkpoint) {
+    long words = 0;
+    for (String c : Word2Vec.workerCounters(checkpoint).values()) {
+      words += Long.parseLong(dev.dynembed.job.JobCoordinator.decode(c).get("words"));
+    }
+    return words;
+  }
+
+  /** Asserts that each word of the corpus was trained once per epoch, within {@code slack}. */
+  static void assertEveryWordOnce(long jobWords, int epochs, long slack) {
+    assertTrue(Math.abs(jobWords - epochs * CORPUS_WORDS) < slack, "job trained " + jobWords
+        + " words for " + epochs + " epochs of " + CORPUS_WORDS);
   }
 
   /** Waits (up to 2 minutes) until the workers train: {@code table} exists and holds keys. */

@@ -196,22 +196,13 @@ public final class AnnBench implements Callable<Integer> {
     String[] names = {"<1e4", "1e4-1e5", ">=1e5"};
     StringBuilder b = new StringBuilder("; recall by the query's own key:");
     for (int g = 0; g < names.length; g++) {
-      int hit = 0;
-      int total = 0;
-      int n = 0;
-      for (int a = 0; a < exact.length; a++) {
-        if (queryKeys[a] < bounds[g] || queryKeys[a] >= bounds[g + 1]) {
-          continue;
-        }
-        n++;
-        Set<String> truth = new HashSet<>(List.of(exact[a].keys()[0]));
-        for (String key : approx[a].keys()[0]) {
-          hit += truth.contains(key) ? 1 : 0;
-        }
-        total += truth.size();
-      }
+      long lo = bounds[g];
+      long hi = bounds[g + 1];
+      java.util.function.IntPredicate in = a -> queryKeys[a] >= lo && queryKeys[a] < hi;
+      long n = java.util.stream.IntStream.range(0, exact.length).filter(in).count();
+      double r = recall(approx, exact, in);
       b.append(String.format(Locale.ROOT, " %s %s (%d queries)", names[g],
-          total == 0 ? "-" : String.format(Locale.ROOT, "%.3f", (double) hit / total), n));
+          Double.isNaN(r) ? "-" : String.format(Locale.ROOT, "%.3f", r), n));
     }
     return b.toString();
   }
@@ -271,9 +262,18 @@ public final class AnnBench implements Callable<Integer> {
   }
 
   private static double recall(TopKResult[] approx, TopKResult[] exact) {
+    return recall(approx, exact, a -> true);
+  }
+
+  /** Recall over the queries {@code which} accepts (NaN if none). */
+  private static double recall(TopKResult[] approx, TopKResult[] exact,
+      java.util.function.IntPredicate which) {
     int hit = 0;
     int total = 0;
     for (int a = 0; a < exact.length; a++) {
+      if (!which.test(a)) {
+        continue;
+      }
       Set<String> truth = new HashSet<>(List.of(exact[a].keys()[0]));
       for (String key : approx[a].keys()[0]) {
         hit += truth.contains(key) ? 1 : 0;
