@@ -244,7 +244,6 @@ class JobCoordinatorTest {
         return Map.of("epoch", "1", "next_split", "4");
       })));
     }
-    awaitKey("grow", "/admitted/2");
     for (Future<Map<Integer, String>> g : f.values()) {
       assertEquals(Set.of(0, 1), g.get().keySet());
     }
