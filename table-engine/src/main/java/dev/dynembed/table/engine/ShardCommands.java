@@ -42,6 +42,17 @@ public final class ShardCommands {
       java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
   private final ShardEngine engine;
 
+  /**
+   * The map epoch of a call that needs no routing: the in-process table (one shard) and the
+   * log's replay, whose calls were checked when they first came.
+   */
+  public static final long UNROUTED = Long.MIN_VALUE;
+
+  /** A call's map epoch as it came on the wire (every uint64 is a routed call's). */
+  public static long routedAt(long wireEpoch) {
+    return wireEpoch == UNROUTED ? Long.MAX_VALUE : wireEpoch;
+  }
+
   ShardCommands(ShardEngine engine) {
     this.engine = engine;
   }
@@ -129,18 +140,29 @@ public final class ShardCommands {
    * items before it keep their effects (as documented for Read).
    */
   public <I, R> List<R> read(CallId id, List<I> items, ReadItems<I, R> codec) {
+    return read(id, UNROUTED, items, codec);
+  }
+
+  /**
+   * As {@link #read(CallId, List, ReadItems)}, for a call routed by slot map epoch {@code
+   * mapEpoch}: refused whole, before anything is applied, when the shard routes by another
+   * ({@link ShardEngine#checkRoutedAt}).
+   */
+  public <I, R> List<R> read(CallId id, long mapEpoch, List<I> items, ReadItems<I, R> codec) {
     List<R> out = new ArrayList<>(items.size());
     try {
-      return read(id, items, codec, out);
+      return read(id, mapEpoch, items, codec, out);
     } catch (RuntimeException e) {
       out.forEach(codec::discard); // the answers of the items before the failure
       throw e;
     }
   }
 
-  private <I, R> List<R> read(CallId id, List<I> items, ReadItems<I, R> codec, List<R> out) {
+  private <I, R> List<R> read(CallId id, long mapEpoch, List<I> items, ReadItems<I, R> codec,
+      List<R> out) {
     engine.checkReady();
     checkItems(items.size(), "read");
+    engine.checkRoutedAt(mapEpoch);
     List<Inserts> inserts = new ArrayList<>(items.size()); // per item, null: changes nothing
     List<String> names = new ArrayList<>(2); // tables an item inserts into
     List<String> promoting = new ArrayList<>(0); // tables a find or sample may promote rows of
@@ -179,6 +201,7 @@ public final class ShardCommands {
     lockedNames.addAll(promoting);
     List<TableStore> locked = lockTables(lockedNames, stores);
     try {
+      engine.checkRoutedAt(mapEpoch); // again, now that no map change can pass the locks
       long need = 0;
       for (int i = 0; i < items.size(); i++) {
         Inserts ins = inserts.get(i);
@@ -250,6 +273,15 @@ public final class ShardCommands {
    * nothing.
    */
   public <W> int[] write(CallId id, List<W> items, WriteItems<W> codec) {
+    return write(id, UNROUTED, items, codec);
+  }
+
+  /**
+   * As {@link #write(CallId, List, WriteItems)}, for a call routed by slot map epoch {@code
+   * mapEpoch}: refused whole when the shard routes by another, unless it is a resend of a call
+   * applied before (answered as the first time).
+   */
+  public <W> int[] write(CallId id, long mapEpoch, List<W> items, WriteItems<W> codec) {
     engine.checkReady();
     checkItems(items.size(), "write");
     CallLedger ledger = engine.ledger();
@@ -278,6 +310,7 @@ public final class ShardCommands {
           }
         }
         engine.checkBudget(need, stores);
+        engine.checkRoutedAt(mapEpoch);
         try {
           locked = ShardEngine.lockShared(stores);
         } catch (TableException e) {
@@ -285,6 +318,12 @@ public final class ShardCommands {
             throw e;
           }
         }
+      }
+      try {
+        engine.checkRoutedAt(mapEpoch); // again, now that no map change can pass the locks
+      } catch (TableException e) {
+        ShardEngine.unlockShared(locked);
+        throw e;
       }
       int[] out = new int[checked.size()];
       long lsn = 0;

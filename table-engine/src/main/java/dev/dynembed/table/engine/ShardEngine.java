@@ -46,6 +46,8 @@ public final class ShardEngine {
   private volatile String refusal;
   private volatile long memoryBudget; // 0: none
   private volatile int maxTables = 1024;
+  private final SlotOwnership ownership;
+  private volatile Path slotMapFile; // null: the map is not persisted
 
   /**
    * A shard engine whose checkpoints stay inside {@code dataDir} (a server: clients name
@@ -69,6 +71,7 @@ public final class ShardEngine {
     }
     this.shardIndex = shardIndex;
     this.numShards = numShards;
+    this.ownership = new SlotOwnership(dev.dynembed.table.common.SlotMap.implicit(numShards));
     this.dataDir = dataDir.toAbsolutePath().normalize();
     this.confined = confined;
   }
@@ -206,6 +209,133 @@ public final class ShardEngine {
     return numShards;
   }
 
+  // ---------------------------------------------------------------- slot map
+
+  /** A store the catalogue takes in checks its keys against this shard's slot map. */
+  private TableStore owned(TableStore t) {
+    if (t != null) {
+      t.ownership = ownership;
+    }
+    return t;
+  }
+
+  /**
+   * The slot map this shard routes by: the last one installed, or the implicit map of its shard
+   * count (epoch 0).
+   */
+  public dev.dynembed.table.common.SlotMap slotMap() {
+    return ownership.map();
+  }
+
+  /**
+   * Keeps the slot map in {@code file} (the shard's state directory): loads the map found there
+   * and writes every map installed from now on (temporary file, fsync, rename). Before the shard
+   * takes calls.
+   */
+  public synchronized void keepSlotMapIn(Path file) throws IOException {
+    if (java.nio.file.Files.exists(file)) {
+      dev.dynembed.table.common.SlotMap m;
+      try {
+        m = dev.dynembed.table.common.SlotMap.fromProto(dev.dynembed.table.v1.SlotMap.parseFrom(
+            java.nio.file.Files.readAllBytes(file)));
+      } catch (TableException | com.google.protobuf.InvalidProtocolBufferException e) {
+        throw new IOException("slot map " + file + " cannot be read: " + e.getMessage(), e);
+      }
+      if (shardIndex >= m.numShards()) {
+        throw new IOException("slot map " + file + " names " + m.numShards() + " shards; this is"
+            + " shard " + shardIndex);
+      }
+      ownership.set(m);
+    }
+    slotMapFile = file;
+  }
+
+  /**
+   * Installs a slot map of a higher epoch (or the current one again: idempotent). Waits for the
+   * calls that hold tables' locks (they were checked against the old map) and routes every call
+   * after it by the new one; persisted first where {@link #keepSlotMapIn} says.
+   *
+   * @return the map now installed
+   */
+  public synchronized dev.dynembed.table.common.SlotMap installSlotMap(
+      dev.dynembed.table.common.SlotMap m) {
+    dev.dynembed.table.common.SlotMap cur = ownership.map();
+    if (m.epoch() == cur.epoch()) {
+      if (m.sameOwners(cur)) {
+        return cur;
+      }
+      throw TableException.of(dev.dynembed.table.common.ErrorCode.FAILED_PRECONDITION,
+          String.format("shard %d already routes by another slot map at epoch %d; a changed map"
+              + " needs a higher epoch", shardIndex, cur.epoch()), null, shardIndex, null, null);
+    }
+    if (m.epoch() < cur.epoch()) {
+      throw TableException.of(dev.dynembed.table.common.ErrorCode.FAILED_PRECONDITION,
+          String.format("shard %d routes by slot map epoch %d, newer than the %d offered",
+              shardIndex, cur.epoch(), m.epoch()), null, shardIndex, null, null);
+    }
+    if (shardIndex >= m.numShards()) {
+      throw TableException.invalid("a slot map of %d shards cannot be installed on shard %d",
+          m.numShards(), shardIndex);
+    }
+    if (m.slots() != cur.slots()) {
+      throw TableException.invalid("a cluster's slot count is fixed: shard %d has %d slots, the"
+          + " map %d", shardIndex, cur.slots(), m.slots());
+    }
+    Path file = slotMapFile;
+    if (file != null) {
+      try {
+        Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(tmp,
+            java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE,
+            java.nio.file.StandardOpenOption.TRUNCATE_EXISTING)) {
+          ch.write(java.nio.ByteBuffer.wrap(m.toProto().toByteArray()));
+          ch.force(true);
+        }
+        java.nio.file.Files.move(tmp, file, java.nio.file.StandardCopyOption.ATOMIC_MOVE,
+            java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+      } catch (IOException e) {
+        throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
+            "shard " + shardIndex + " cannot write its slot map " + file + ": " + e, e);
+      }
+    }
+    // calls check the epoch again once their tables are locked: taking every lock once orders
+    // the change after the calls that hold them
+    List<TableStore> all = new ArrayList<>(tables.values());
+    all.sort(java.util.Comparator.comparing(TableStore::name));
+    for (TableStore t : all) {
+      t.quiesce.writeLock().lock();
+    }
+    try {
+      ownership.set(m);
+    } finally {
+      for (TableStore t : all) {
+        t.quiesce.writeLock().unlock();
+      }
+    }
+    return m;
+  }
+
+  /**
+   * Refuses a Read or Write call routed by another slot map than this shard's, before anything of
+   * it is applied: MOVED when this shard's map is newer (the client re-routes), UNAVAILABLE when
+   * older (this shard has not been given the new map yet; the client resends). {@code routedAt}
+   * {@link ShardCommands#UNROUTED}: a call that needs no routing (in process, a log replay).
+   */
+  void checkRoutedAt(long routedAt) {
+    if (routedAt == ShardCommands.UNROUTED) {
+      return;
+    }
+    long e = ownership.map().epoch();
+    if (routedAt != e) {
+      if (routedAt < e) {
+        throw TableException.moved(e, routedAt, shardIndex);
+      }
+      throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE, String.format(
+          "shard %d routes by slot map epoch %d, older than the call's %d; resend", shardIndex,
+          e, routedAt));
+    }
+  }
+
   /** Creates a table, or returns the existing one if its config is identical. */
   public TableStore create(TableConfig requested) {
     TableConfig config = TableConfigs.normalize(requested);
@@ -221,7 +351,7 @@ public final class ShardEngine {
         t = new TableStore(config, shardIndex, numShards);
         attachCold(config.getName(), null, t);
         lsn = log(LogRecord.newBuilder().setCreate(config).build());
-        tables.put(config.getName(), t);
+        tables.put(config.getName(), owned(t));
       }
     }
     if (!t.config().equals(config)) {
@@ -280,7 +410,7 @@ public final class ShardEngine {
           tables.remove(name);
           indexes.dropped(name);
         } else {
-          tables.put(name, fresh);
+          tables.put(name, owned(fresh));
           indexes.replaced(name);
         }
       } finally {
@@ -499,7 +629,8 @@ public final class ShardEngine {
   /** A Write call in its protobuf form (gRPC, the data plane, tests): see {@link ShardCommands}. */
   public int[] write(WriteRequest req, java.util.function.BiFunction<TableStore,
       ApplyGradientsRequest, TableStore.CheckedGradients> check) {
-    return commands.write(req.getCallId(), req.getItemsList(), ProtoItems.writes(req, check));
+    return commands.write(req.getCallId(), ShardCommands.routedAt(req.getMapEpoch()),
+        req.getItemsList(), ProtoItems.writes(req, check));
   }
 
   /** Answers one item of a read call. */
@@ -511,7 +642,8 @@ public final class ShardEngine {
   /** A Read call in its protobuf form: see {@link ShardCommands#read}. */
   public ReadResponse read(ReadRequest req, ReadItemRunner runner) {
     return ReadResponse.newBuilder().addAllResults(
-        commands.read(req.getCallId(), req.getItemsList(), ProtoItems.reads(runner))).build();
+        commands.read(req.getCallId(), ShardCommands.routedAt(req.getMapEpoch()),
+            req.getItemsList(), ProtoItems.reads(runner))).build();
   }
 
   /**
@@ -620,7 +752,7 @@ public final class ShardEngine {
 
   /** Puts a store in the catalogue (an eviction's rebuilt table; the caller holds the locks). */
   void put(String name, TableStore t) {
-    tables.put(name, t);
+    tables.put(name, owned(t));
     if (t.cold() != null) {
       t.cold().attached(t);
     }
@@ -639,7 +771,7 @@ public final class ShardEngine {
         tables.remove(name);
         indexes.dropped(name);
       } else {
-        tables.put(name, t);
+        tables.put(name, owned(t));
         indexes.replaced(name);
       }
     }

@@ -44,6 +44,11 @@ abstract class StorePages {
   final TableConfig config;
   final int shardIndex;
   final int numShards;
+  /**
+   * The engine's slot map (set when the engine takes the store in); null: the implicit map of
+   * {@code numShards} (a store outside an engine, a test).
+   */
+  volatile SlotOwnership ownership;
   public final int dim;
   final int rowFloats;
   public final int maxKeyBytes;
@@ -278,13 +283,17 @@ abstract class StorePages {
             "table '%s': %s %d is %d bytes long; the table's max_key_bytes is %d",
             name(), what, i, len, maxKeyBytes);
       }
-      if (numShards > 1) {
-        int owner = KeyHashing.shardOf(keys.hash(i), numShards);
+      SlotOwnership o = ownership;
+      if (o != null ? o.sharded() : numShards > 1) {
+        dev.dynembed.table.common.SlotMap m = o != null ? o.map() : null;
+        int owner = m != null ? m.ownerOf(keys.hash(i))
+            : KeyHashing.shardOf(keys.hash(i), numShards);
         if (owner != shardIndex) {
           throw TableException.invalid(
               "table '%s': key '%s' belongs to shard %d of %d, not to this shard %d"
-                  + " (client and server disagree on the shard count)",
-              name(), keys.key(i), owner, numShards, shardIndex);
+                  + " (client and server disagree on the shard count or slot map%s)",
+              name(), keys.key(i), owner, m != null ? m.numShards() : numShards, shardIndex,
+              m != null ? ", epoch " + m.epoch() : "");
         }
       }
     }

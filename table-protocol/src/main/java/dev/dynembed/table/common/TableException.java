@@ -48,6 +48,41 @@ public class TableException extends RuntimeException {
     return description != null && description.endsWith(STORE_REPLACED);
   }
 
+  private static final String MOVED = "MOVED(epoch ";
+
+  /**
+   * FAILED_PRECONDITION for a call routed by an older slot map than the shard's (epoch {@code
+   * epoch}): refused whole before anything was applied; the client re-reads the map, re-routes
+   * the call's keys and sends them to their owners (docs/design/0021-slot-moves-proposal.md).
+   */
+  public static TableException moved(long epoch, long routedAt, int shard) {
+    return new TableException(ErrorCode.FAILED_PRECONDITION, String.format(MOVED + "%d): the"
+        + " call was routed by slot map epoch %d; shard %d routes by epoch %d (slots moved)",
+        epoch, routedAt, shard, epoch));
+  }
+
+  /** The epoch of a {@link #moved} refusal's description (it may carry a prefix), or -1. */
+  public static long movedEpoch(String description) {
+    if (description == null) {
+      return -1;
+    }
+    int i = description.indexOf(MOVED);
+    if (i < 0) {
+      return -1;
+    }
+    int j = description.indexOf(')', i);
+    try {
+      return Long.parseLong(description.substring(i + MOVED.length(), j));
+    } catch (RuntimeException e) {
+      return -1;
+    }
+  }
+
+  /** Whether this is a {@link #moved} refusal. */
+  public boolean isMoved() {
+    return code == ErrorCode.FAILED_PRECONDITION && movedEpoch(getMessage()) >= 0;
+  }
+
   /** Creates the typed exception for a code. */
   public static TableException of(
       ErrorCode code, String message, String table, int shard, String call, Throwable cause) {

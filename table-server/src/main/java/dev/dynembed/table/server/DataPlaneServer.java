@@ -5,6 +5,7 @@ import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.common.dataplane.DataPlaneFrames;
 import dev.dynembed.table.common.dataplane.DataPlaneFrames.Frame;
+import dev.dynembed.table.engine.ShardCommands;
 import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.v1.ReadRequest;
 import dev.dynembed.table.v1.WriteRequest;
@@ -190,7 +191,8 @@ final class DataPlaneServer implements AutoCloseable {
           DirectReplies codec = new DirectReplies(engine, service, ctx.alloc());
           reply = DataPlaneFrames.parts(ctx.alloc(), DataPlaneFrames.READ_OK, call,
               service.execute(TableGrpcService.readTable(r),
-                  () -> engine.commands().read(r.getCallId(), r.getItemsList(), codec)));
+                  () -> engine.commands().read(r.getCallId(),
+                      ShardCommands.routedAt(r.getMapEpoch()), r.getItemsList(), codec)));
         } else {
           WriteRequest w = (WriteRequest) request;
           reply = DataPlaneFrames.message(ctx.alloc(), DataPlaneFrames.WRITE_OK, call,

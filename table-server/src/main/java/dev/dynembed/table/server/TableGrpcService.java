@@ -66,7 +66,8 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   @Override
   public void findOrInsert(FindOrInsertRequest req, StreamObserver<FindResponse> out) {
     run(out, req.getTable(), () -> engine.read(
-        ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(req)).build(),
+        ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(req))
+            .setMapEpoch(engine.slotMap().epoch()).build(), // keys checked one by one
         this::runItem).getResults(0).getRows());
   }
 
@@ -74,7 +75,8 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   public void applyGradients(ApplyGradientsRequest req,
       StreamObserver<ApplyGradientsResponse> out) {
     run(out, req.getTable(), () -> ApplyGradientsResponse.newBuilder().setRowsUpdated(
-        engine.write(WriteRequest.newBuilder().addItems(req).build(), ShardState::checkWrite)[0])
+        engine.write(WriteRequest.newBuilder().addItems(req)
+            .setMapEpoch(engine.slotMap().epoch()).build(), ShardState::checkWrite)[0])
         .build());
   }
 
@@ -377,6 +379,19 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   public void buildIndex(dev.dynembed.table.v1.BuildIndexRequest req,
       StreamObserver<dev.dynembed.table.v1.IndexInfo> out) {
     run(out, req.getTable(), () -> engine.buildIndex(req));
+  }
+
+  @Override
+  public void getSlotMap(dev.dynembed.table.v1.GetSlotMapRequest req,
+      StreamObserver<dev.dynembed.table.v1.SlotMap> out) {
+    run(out, "", () -> engine.slotMap().toProto());
+  }
+
+  @Override
+  public void setSlotMap(dev.dynembed.table.v1.SlotMap req,
+      StreamObserver<dev.dynembed.table.v1.SlotMap> out) {
+    run(out, "", () -> engine.installSlotMap(
+        dev.dynembed.table.common.SlotMap.fromProto(req)).toProto());
   }
 
   private volatile int dataPlanePort; // 0: none

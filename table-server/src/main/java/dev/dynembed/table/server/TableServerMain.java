@@ -374,6 +374,14 @@ public final class TableServerMain implements Callable<Integer> {
             Runtime.getRuntime().halt(ShardReplicas.DEPOSED_EXIT_CODE);
           });
     }
+    try {
+      Path root = ShardState.root(states, shardIndex);
+      Files.createDirectories(root);
+      engine.keepSlotMapIn(root.resolve("slot-map"));
+    } catch (java.io.IOException e) {
+      System.err.println("table-server: " + e.getMessage());
+      return 2;
+    }
     TableServer server = new TableServer(engine, host, port, n, interceptors,
         tls == null ? null : tls.credentials(), dataPort,
         replicas == null ? java.util.List.of() : java.util.List.of(replicas));

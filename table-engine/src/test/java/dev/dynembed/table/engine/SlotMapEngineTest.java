@@ -1,0 +1,173 @@
+package dev.dynembed.table.engine;
+
+import static dev.dynembed.table.engine.Fixtures.assertError;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.common.SlotMap;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.ApplyGradientsRequest;
+import dev.dynembed.table.v1.CallId;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.ReadRequest;
+import dev.dynembed.table.v1.ReadResult;
+import dev.dynembed.table.v1.WriteRequest;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A shard's slot map (docs/design/0021-slot-moves-proposal.md): calls routed by another epoch are
+ * refused whole before anything is applied, keys are checked against the map, and the map is
+ * kept in the state directory.
+ */
+class SlotMapEngineTest {
+  private static final int DIM = 4;
+
+  @TempDir Path dir;
+
+  /** Shard 0 of 2 with table t (SGD, rate 1). */
+  private ShardEngine shard0() {
+    ShardEngine e = new ShardEngine(0, 2, dir);
+    e.create(TableConfigs.normalize(TableConfigs.builder("t", DIM)
+        .setOptimizer(TableConfigs.sgd(1f)).build()));
+    return e;
+  }
+
+  /** Keys of shard {@code shard} of 2 under the implicit map, with distinct slots. */
+  private static List<String> keysOf(int shard, int count) {
+    List<String> out = new ArrayList<>();
+    for (int i = 0; out.size() < count; i++) {
+      if (KeyHashing.shardOf("k" + i, 2) == shard) {
+        out.add("k" + i);
+      }
+    }
+    return out;
+  }
+
+  private static WriteRequest write(long epoch, long seq, List<String> keys) {
+    float[] g = new float[keys.size() * DIM];
+    java.util.Arrays.fill(g, 0.5f);
+    ApplyGradientsRequest item = ApplyGradientsRequest.newBuilder().setTable("t")
+        .setKeys(PackedKeys.of(keys.toArray(String[]::new)).toProto())
+        .setGradients(Rows.encode(g)).build();
+    return WriteRequest.newBuilder().addItems(item).setMapEpoch(epoch)
+        .setCallId(CallId.newBuilder().setClient(7).setSeq(seq)).build();
+  }
+
+  /** A read call of counting find_or_insert items, one per key list. */
+  private static List<ReadResult> count(ShardEngine e, long epoch, List<List<String>> items) {
+    ReadRequest.Builder b = ReadRequest.newBuilder().setMapEpoch(epoch);
+    for (List<String> keys : items) {
+      b.addItems(ReadItem.newBuilder().setFindOrInsert(FindOrInsertRequest.newBuilder()
+          .setTable("t").setKeys(PackedKeys.of(keys.toArray(String[]::new)).toProto())
+          .setOmitRows(true)));
+    }
+    return e.read(b.build(), (item, resent) -> {
+      FindOrInsertRequest f = item.getFindOrInsert();
+      e.get("t").findOrInsert(PackedKeys.fromProto(f.getKeys(), 256, "keys"), null, !resent,
+          (float[]) null, null, null);
+      return ReadResult.getDefaultInstance();
+    }).getResultsList();
+  }
+
+  /** Slot of key {@code k} given to shard {@code to} at {@code epoch}. */
+  private static SlotMap moveSlotOf(SlotMap m, String k, int to, long epoch) {
+    int slot = m.slotOf(KeyHashing.hash(k));
+    return m.withOwner(slot, slot + 1, to, epoch);
+  }
+
+  @Test
+  void aCallRoutedByAnOlderMapIsRefusedWholeBeforeAnythingIsApplied() {
+    ShardEngine e = shard0();
+    List<String> mine = keysOf(0, 3);
+    List<String> theirs = keysOf(1, 1);
+    assertEquals(0, e.slotMap().epoch());
+    assertEquals(SlotMap.implicit(2), e.slotMap());
+    e.write(write(0, 1, mine), ShardState::checkWrite);
+
+    // shard 1's slot of one key comes to shard 0: its keys route here from epoch 1 on
+    SlotMap m1 = moveSlotOf(e.slotMap(), theirs.get(0), 0, 1);
+    assertEquals(m1, e.installSlotMap(m1));
+    assertEquals(m1, e.installSlotMap(SlotMap.fromProto(m1.toProto())), "idempotent");
+
+    float[] before = Fixtures.rows(e.get("t"), mine.get(0));
+    long countBefore = e.get("t").record(mine.get(0)).frequency();
+    // a write at epoch 0 naming only keys still here is refused whole: MOVED with the new epoch
+    TableException moved = assertError(ErrorCode.FAILED_PRECONDITION, "MOVED(epoch 1)",
+        () -> e.write(write(0, 2, mine), ShardState::checkWrite));
+    assertTrue(moved.isMoved());
+    // so is a read whose first item alone would have been fine
+    assertError(ErrorCode.FAILED_PRECONDITION, "MOVED(epoch 1)",
+        () -> count(e, 0, List.of(mine, theirs)));
+    assertArrayEquals(before, Fixtures.rows(e.get("t"), mine.get(0)), "nothing applied");
+    assertEquals(countBefore + 1, e.get("t").record(mine.get(0)).frequency(),
+        "nothing counted (the +1 is this check's own findOrInsert)");
+    assertNull(e.get("t").record(theirs.get(0)));
+
+    // resent at the new epoch with the same call id: applied, once
+    List<String> now = new ArrayList<>(mine);
+    now.add(theirs.get(0));
+    e.write(write(1, 2, now), ShardState::checkWrite);
+    e.write(write(1, 2, now), ShardState::checkWrite);
+    assertEquals(before[0] - 0.5f, Fixtures.rows(e.get("t"), mine.get(0))[0], 1e-6);
+    assertEquals(1, e.get("t").record(theirs.get(0)).updates());
+
+    // a call routed by a map newer than the shard's: the shard is behind, the client resends
+    assertError(ErrorCode.UNAVAILABLE, "older than the call's 2",
+        () -> e.write(write(2, 3, mine), ShardState::checkWrite));
+  }
+
+  @Test
+  void keysAreCheckedAgainstTheMap() {
+    ShardEngine e = shard0();
+    String given = keysOf(0, 1).get(0);
+    String taken = keysOf(1, 1).get(0);
+    // one of shard 0's slots goes to shard 1, one of shard 1's comes here
+    SlotMap m = moveSlotOf(moveSlotOf(e.slotMap(), given, 1, 1), taken, 0, 2);
+    e.installSlotMap(m);
+    assertError(ErrorCode.INVALID_ARGUMENT, "key '" + given + "' belongs to shard 1 of 2",
+        () -> e.write(write(2, 1, List.of(given)), ShardState::checkWrite));
+    assertEquals(1, e.write(write(2, 2, List.of(taken)), ShardState::checkWrite)[0]);
+  }
+
+  @Test
+  void theMapIsKeptInTheStateDirectoryAndOnlyNewerMapsReplaceIt() throws Exception {
+    Path file = dir.resolve("slot-map");
+    ShardEngine e = shard0();
+    e.keepSlotMapIn(file);
+    SlotMap m2 = SlotMap.implicit(2).rebalanced(3, 2);
+    e.installSlotMap(m2);
+    assertTrue(Files.exists(file));
+
+    ShardEngine again = new ShardEngine(0, 2, dir);
+    again.keepSlotMapIn(file);
+    assertEquals(m2, again.slotMap());
+
+    assertError(ErrorCode.FAILED_PRECONDITION, "newer than the 1 offered",
+        () -> again.installSlotMap(SlotMap.implicit(2).rebalanced(3, 1)));
+    assertError(ErrorCode.FAILED_PRECONDITION, "another slot map at epoch 2",
+        () -> again.installSlotMap(SlotMap.implicit(2).withOwner(0, 1, 1, 2)));
+    assertError(ErrorCode.INVALID_ARGUMENT, "slot count is fixed",
+        () -> again.installSlotMap(SlotMap.implicit(3).rebalanced(3, 3)));
+    assertError(ErrorCode.INVALID_ARGUMENT, "cannot be installed on shard 2",
+        () -> new ShardEngine(2, 3, dir).installSlotMap(SlotMap.implicit(3).rebalanced(2, 1)));
+    assertEquals(m2, again.slotMap(), "a refused map changes nothing");
+
+    Files.write(file, new byte[] {1, 2, 3});
+    java.io.IOException bad = org.junit.jupiter.api.Assertions.assertThrows(
+        java.io.IOException.class, () -> new ShardEngine(0, 2, dir).keepSlotMapIn(file));
+    assertTrue(bad.getMessage().contains("cannot be read"), bad.getMessage());
+  }
+}
