@@ -2,6 +2,7 @@ package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.GradientChecks;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.client.spi.Shard;
@@ -23,7 +24,8 @@ final class GradientWrite extends ShardCalls.WriteItem {
 
   /** @param direct the batch goes unchanged to a single in-process shard */
   GradientWrite(TableConfig config, PackedKeys keys, float[] gradients, float learningRate,
-      long step, int numShards, boolean direct) {
+      long step, SlotMap map, int numShards, boolean direct) {
+    super(map.epoch());
     this.table = config.getName();
     this.dim = config.getDim();
     this.keys = keys;
@@ -35,7 +37,7 @@ final class GradientWrite extends ShardCalls.WriteItem {
       return;
     }
     check(config);
-    this.route = new Routing(keys, numShards);
+    this.route = new Routing(keys, map, numShards);
   }
 
   private void check(TableConfig config) {

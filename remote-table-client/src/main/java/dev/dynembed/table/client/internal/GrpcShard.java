@@ -290,7 +290,12 @@ public final class GrpcShard implements Shard {
 
   @Override
   public CompletableFuture<List<Object>> read(List<Read> items) {
-    ReadRequest.Builder b = ReadRequest.newBuilder();
+    return read(items, 0);
+  }
+
+  @Override
+  public CompletableFuture<List<Object>> read(List<Read> items, long mapEpoch) {
+    ReadRequest.Builder b = ReadRequest.newBuilder().setMapEpoch(mapEpoch);
     boolean counts = false;
     for (Read r : items) {
       b.addItems(toProto(r));
@@ -452,8 +457,13 @@ public final class GrpcShard implements Shard {
 
   @Override
   public CompletableFuture<int[]> write(List<Write> items) {
+    return write(items, 0);
+  }
+
+  @Override
+  public CompletableFuture<int[]> write(List<Write> items, long mapEpoch) {
     CallId id = nextCallId();
-    WriteRequest.Builder b = WriteRequest.newBuilder().setCallId(id);
+    WriteRequest.Builder b = WriteRequest.newBuilder().setCallId(id).setMapEpoch(mapEpoch);
     for (Write w : items) {
       ApplyGradientsRequest.Builder item = ApplyGradientsRequest.newBuilder()
           .setTable(w.table()).setKeys(w.keys().toProto())
@@ -584,6 +594,18 @@ public final class GrpcShard implements Shard {
     // a rebuild is O(rows): the checkpoint deadline; resending is safe (nothing more to evict)
     return call("evict", request.getTable(),
         () -> stub(options.checkpointDeadline()).evict(request), r -> r, true);
+  }
+
+  @Override
+  public CompletableFuture<dev.dynembed.table.v1.SlotMap> slotMap() {
+    return call("getSlotMap", null, () -> data().getSlotMap(
+        dev.dynembed.table.v1.GetSlotMapRequest.getDefaultInstance()), r -> r, true);
+  }
+
+  @Override
+  public CompletableFuture<dev.dynembed.table.v1.SlotMap> installSlotMap(
+      dev.dynembed.table.v1.SlotMap map) {
+    return call("setSlotMap", null, () -> data().setSlotMap(map), r -> r, true);
   }
 
   @Override

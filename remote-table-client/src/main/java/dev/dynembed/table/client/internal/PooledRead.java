@@ -2,6 +2,7 @@ package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.client.spi.Shard;
 
 /**
@@ -20,13 +21,14 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
   private final KeyBags[] shardBags;
 
   PooledRead(String table, int dim, PackedKeys keys, KeyBags bags, boolean insert, boolean count,
-      int numShards) {
+      SlotMap map, int numShards) {
+    super(map.epoch());
     this.table = table;
     this.dim = dim;
     this.bags = bags.bags();
     this.insert = insert;
     this.count = count;
-    Routing route = new Routing(keys, numShards);
+    Routing route = new Routing(keys, map, numShards);
     this.shardKeys = route.shardKeys;
     this.shardBags = route.split(bags);
   }

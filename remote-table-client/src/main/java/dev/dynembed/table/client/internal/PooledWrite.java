@@ -3,6 +3,7 @@ package dev.dynembed.table.client.internal;
 import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.client.spi.Shard;
 
@@ -21,7 +22,8 @@ final class PooledWrite extends ShardCalls.WriteItem {
   private final KeyBags[] shardBags;
 
   PooledWrite(String table, int dim, PackedKeys keys, KeyBags bags, float[] gradients,
-      float learningRate, long step, int numShards) {
+      float learningRate, long step, SlotMap map, int numShards) {
+    super(map.epoch());
     this.table = table;
     this.gradients = gradients;
     this.learningRate = learningRate;
@@ -44,7 +46,7 @@ final class PooledWrite extends ShardCalls.WriteItem {
     } catch (TableException e) {
       throw invalid("%s", e.getMessage());
     }
-    Routing route = new Routing(keys, numShards);
+    Routing route = new Routing(keys, map, numShards);
     this.shardKeys = route.shardKeys;
     this.shardBags = route.split(bags);
   }

@@ -19,7 +19,7 @@ import dev.dynembed.table.client.spi.Shard;
  * any other {@link EmbeddingTable} is read through its own methods when the batch is submitted.
  */
 public final class ReadBatch {
-  private final Map<List<Shard>, List<ShardCalls.ReadItem<?>>> groups = new IdentityHashMap<>();
+  private final Map<SlotRouter, List<ShardCalls.ReadItem<?>>> groups = new IdentityHashMap<>();
   private final List<Runnable> others = new ArrayList<>();
   private boolean submitted;
 
@@ -31,7 +31,7 @@ public final class ReadBatch {
 
   private <T> CompletableFuture<T> add(ShardedTable t, ShardCalls.ReadItem<T> item) {
     checkOpen();
-    groups.computeIfAbsent(t.shards(), k -> new ArrayList<>()).add(item);
+    groups.computeIfAbsent(t.router(), k -> new ArrayList<>()).add(item);
     return item.result;
   }
 
@@ -102,8 +102,8 @@ public final class ReadBatch {
     checkOpen();
     submitted = true;
     List<CompletableFuture<?>> all = new ArrayList<>();
-    groups.forEach((shards, items) -> {
-      ShardCalls.read(shards, items);
+    groups.forEach((router, items) -> {
+      ShardCalls.read(router, items);
       for (ShardCalls.ReadItem<?> it : items) {
         all.add(it.result);
       }

@@ -4,10 +4,12 @@ import dev.dynembed.table.common.BatchDedup;
 import dev.dynembed.table.common.FloatKernels;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.SlotMap;
 
 /**
- * Partition of a batch over shards: keys de-duplicated, each distinct key routed by {@link
- * KeyHashing#shardOf}, with the positions needed to stitch replies back in request order.
+ * Partition of a batch over shards: keys de-duplicated, each distinct key routed by a slot map
+ * ({@link SlotMap#ownerOf}; the implicit map is {@link KeyHashing#shardOf}), with the positions
+ * needed to stitch replies back in request order.
  */
 final class Routing {
   final PackedKeys keys;
@@ -18,7 +20,8 @@ final class Routing {
   final PackedKeys[] shardKeys;
   final int[][] shardUniques; // shard -> distinct key ids in shard order
 
-  Routing(PackedKeys keys, int numShards) {
+  /** @param numShards the client's shards (the map names at most as many) */
+  Routing(PackedKeys keys, SlotMap map, int numShards) {
     this.keys = keys;
     this.numShards = numShards;
     this.dedup = BatchDedup.of(keys);
@@ -27,7 +30,7 @@ final class Routing {
     posInShard = new int[u];
     int[] counts = new int[numShards];
     for (int i = 0; i < u; i++) {
-      int s = KeyHashing.shardOf(keys.hash(dedup.firstPosition(i)), numShards);
+      int s = map.ownerOf(keys.hash(dedup.firstPosition(i)));
       shardOfUnique[i] = s;
       posInShard[i] = counts[s]++;
     }

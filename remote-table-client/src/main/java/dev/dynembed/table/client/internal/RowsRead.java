@@ -1,6 +1,7 @@
 package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.client.spi.Shard;
 
 /**
@@ -32,13 +33,14 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
    * @param direct the batch goes unchanged to a single in-process shard
    */
   RowsRead(String table, int dim, int slotFloats, PackedKeys keys, Shard.InsertMode mode,
-      int numShards, boolean direct) {
+      SlotMap map, int numShards, boolean direct) {
+    super(map.epoch());
     this.table = table;
     this.dim = dim;
     this.slotFloats = slotFloats;
     this.keys = keys;
     this.mode = mode;
-    this.route = direct || keys.size() == 0 ? null : new Routing(keys, numShards);
+    this.route = direct || keys.size() == 0 ? null : new Routing(keys, map, numShards);
   }
 
   @Override

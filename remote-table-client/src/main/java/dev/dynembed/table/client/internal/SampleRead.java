@@ -3,7 +3,7 @@ package dev.dynembed.table.client.internal;
 import dev.dynembed.table.client.SampleResult;
 import dev.dynembed.table.client.SampledRows;
 import dev.dynembed.table.common.ErrorCode;
-import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.SamplerKind;
@@ -51,7 +51,8 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
    */
   SampleRead(String table, int dim, int slotFloats, PackedKeys positives, int numSampled,
       SamplerKind sampler, float alpha, long seed, boolean distinct, boolean withSlots,
-      int numShards, double[] mass, Consumer<double[]> reportMasses) {
+      SlotMap map, int numShards, double[] mass, Consumer<double[]> reportMasses) {
+    super(map.epoch());
     this.table = table;
     this.dim = dim;
     this.slotFloats = slotFloats;
@@ -81,7 +82,7 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
       pb[s] = new PackedKeys.Builder(positives.size() / n + 1);
     }
     for (int i = 0; i < positives.size(); i++) {
-      int s = n == 1 ? 0 : KeyHashing.shardOf(positives.hash(i), n);
+      int s = n == 1 ? 0 : map.ownerOf(positives.hash(i));
       posShard[i] = s;
       posIndex[i] = pb[s].size();
       pb[s].add(positives, i);

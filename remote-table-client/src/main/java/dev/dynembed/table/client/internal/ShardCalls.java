@@ -13,6 +13,10 @@ import dev.dynembed.table.client.spi.Shard;
  * call, sends the calls to all shards at once, and when every shard has answered lets each item
  * merge its parts into its result, in the thread that completed the last reply. A failing shard
  * fails every item, with the first failure by shard order. Writes go the same way.
+ *
+ * <p>A call carries the slot map epoch its items were routed by (the oldest, when items were
+ * routed at different epochs); a shard that routes by a newer map refuses it whole and its
+ * items are re-routed ({@link Rerouted}).
  */
 final class ShardCalls {
   private ShardCalls() {}
@@ -21,6 +25,12 @@ final class ShardCalls {
   abstract static class ReadItem<T> {
     final CompletableFuture<T> result = new CompletableFuture<>();
     private int[] slot;
+    /** The slot map epoch the item's keys were routed by. */
+    final long epoch;
+
+    ReadItem(long epoch) {
+      this.epoch = epoch;
+    }
 
     /** This item's request to shard s, or null when it has nothing there. */
     abstract Shard.Read request(int shard);
@@ -33,13 +43,23 @@ final class ShardCalls {
   abstract static class WriteItem {
     final CompletableFuture<Integer> result = new CompletableFuture<>();
     private int[] slot;
+    /** The slot map epoch the item's keys were routed by. */
+    final long epoch;
+
+    WriteItem(long epoch) {
+      this.epoch = epoch;
+    }
 
     abstract Shard.Write request(int shard);
   }
 
   /** Sends the items' parts, one read call per shard, and completes each item's result. */
-  static CompletableFuture<Void> read(List<Shard> shards, List<? extends ReadItem<?>> items) {
-    int n = shards.size();
+  static CompletableFuture<Void> read(SlotRouter router, List<? extends ReadItem<?>> items) {
+    int n = router.shards().size();
+    long epoch = Long.MAX_VALUE; // the oldest routing: a shard at a newer map re-routes them all
+    for (ReadItem<?> it : items) {
+      epoch = Math.min(epoch, it.epoch);
+    }
     List<CompletableFuture<List<Object>>> calls = new ArrayList<>(n);
     for (ReadItem<?> it : items) {
       it.slot = new int[n];
@@ -53,7 +73,7 @@ final class ShardCalls {
           reqs.add(r);
         }
       }
-      calls.add(reqs.isEmpty() ? null : shards.get(s).read(reqs));
+      calls.add(reqs.isEmpty() ? null : Rerouted.read(router, s, reqs, epoch, 0));
     }
     return Futures.all(calls).handle((replies, failure) -> {
       for (ReadItem<?> it : items) {
@@ -81,8 +101,12 @@ final class ShardCalls {
   }
 
   /** Sends the items' parts, one write call per shard, and completes each item's result. */
-  static CompletableFuture<Void> write(List<Shard> shards, List<? extends WriteItem> items) {
-    int n = shards.size();
+  static CompletableFuture<Void> write(SlotRouter router, List<? extends WriteItem> items) {
+    int n = router.shards().size();
+    long epoch = Long.MAX_VALUE;
+    for (WriteItem it : items) {
+      epoch = Math.min(epoch, it.epoch);
+    }
     List<CompletableFuture<int[]>> calls = new ArrayList<>(n);
     for (WriteItem it : items) {
       it.slot = new int[n];
@@ -96,7 +120,7 @@ final class ShardCalls {
           reqs.add(w);
         }
       }
-      calls.add(reqs.isEmpty() ? null : shards.get(s).write(reqs));
+      calls.add(reqs.isEmpty() ? null : Rerouted.write(router, s, reqs, epoch, 0));
     }
     return Futures.all(calls).handle((replies, failure) -> {
       for (WriteItem it : items) {

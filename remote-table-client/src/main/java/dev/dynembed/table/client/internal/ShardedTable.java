@@ -36,6 +36,7 @@ import dev.dynembed.table.client.spi.Shard;
  */
 public final class ShardedTable implements EmbeddingTable {
   private final TableConfig config;
+  private final SlotRouter router;
   private final List<Shard> shards;
   private final int n;
   private final int dim;
@@ -44,9 +45,10 @@ public final class ShardedTable implements EmbeddingTable {
   /** Last known sampler mass of each shard, per sampler and alpha. */
   private final ConcurrentHashMap<String, double[]> masses = new ConcurrentHashMap<>();
 
-  public ShardedTable(TableConfig config, List<Shard> shards) {
+  public ShardedTable(TableConfig config, SlotRouter router) {
     this.config = config;
-    this.shards = shards;
+    this.router = router;
+    this.shards = router.shards();
     this.n = shards.size();
     this.dim = config.getDim();
     this.direct = n == 1 && shards.get(0).takesBatchesUnchanged();
@@ -67,9 +69,9 @@ public final class ShardedTable implements EmbeddingTable {
     return config;
   }
 
-  /** The shards, in shard order; tables of one client share this list. */
-  List<Shard> shards() {
-    return shards;
+  /** The shards and their slot map; tables of one client share it. */
+  SlotRouter router() {
+    return router;
   }
 
   private PackedKeys pack(String[] keys, String call) {
@@ -95,7 +97,8 @@ public final class ShardedTable implements EmbeddingTable {
   /** A find (mode null), findOrInsert or count of these keys. */
   RowsRead rowsItem(String[] keys, Shard.InsertMode mode) {
     String call = mode == null ? "find" : mode.rows() ? "findOrInsert" : "count";
-    return new RowsRead(name(), dim, slotFloats(), pack(keys, call), mode, n, direct);
+    return new RowsRead(name(), dim, slotFloats(), pack(keys, call), mode, router.map(), n,
+        direct);
   }
 
   /** Floats of optimizer slots beside each row (slots x dim). */
@@ -118,8 +121,7 @@ public final class ShardedTable implements EmbeddingTable {
     }
     String id = sampler + "/" + alpha;
     return new SampleRead<>(name(), dim, slotFloats(), pos, numSampled, sampler, alpha, seed,
-        distinct, withSlots, n,
-        masses.get(id), reported -> masses.compute(id, (k, old) -> {
+        distinct, withSlots, router.map(), n, masses.get(id), reported -> masses.compute(id, (k, old) -> {
           double[] m = old == null ? new double[n] : old.clone();
           for (int s = 0; s < n; s++) {
             if (!Double.isNaN(reported[s])) {
@@ -132,21 +134,21 @@ public final class ShardedTable implements EmbeddingTable {
 
   GradientWrite gradientItem(String[] keys, float[] gradients, float learningRate, long step) {
     return new GradientWrite(config, pack(keys, "applyGradients"), gradients, learningRate, step,
-        n, direct);
+        router.map(), n, direct);
   }
 
   /** A pooled find or findOrInsert of these keys. */
   PooledRead pooledItem(String[] keys, KeyBags bags, boolean insert, boolean count) {
     String call = insert ? "pooled findOrInsert" : "pooled find";
     checkBags(keys, bags, call);
-    return new PooledRead(name(), dim, pack(keys, call), bags, insert, count, n);
+    return new PooledRead(name(), dim, pack(keys, call), bags, insert, count, router.map(), n);
   }
 
   PooledWrite pooledGradientItem(String[] keys, KeyBags bags, float[] gradients,
       float learningRate, long step) {
     checkBags(keys, bags, "applyPooledGradients");
     return new PooledWrite(name(), dim, pack(keys, "applyPooledGradients"), bags, gradients,
-        learningRate, step, n);
+        learningRate, step, router.map(), n);
   }
 
   private void checkBags(String[] keys, KeyBags bags, String call) {
@@ -158,7 +160,7 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   private <T> T readOne(ShardCalls.ReadItem<T> item) {
-    ShardCalls.read(shards, List.of(item));
+    ShardCalls.read(router, List.of(item));
     return Futures.await(item.result);
   }
 
@@ -189,7 +191,7 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public int applyGradients(String[] keys, float[] gradients, float learningRate, long step) {
     GradientWrite w = gradientItem(keys, gradients, learningRate, step);
-    ShardCalls.write(shards, List.of(w));
+    ShardCalls.write(router, List.of(w));
     return Futures.await(w.result);
   }
 
@@ -202,7 +204,7 @@ public final class ShardedTable implements EmbeddingTable {
   public int applyPooledGradients(String[] keys, KeyBags bags, float[] bagGradients,
       float learningRate, long step) {
     PooledWrite w = pooledGradientItem(keys, bags, bagGradients, learningRate, step);
-    ShardCalls.write(shards, List.of(w));
+    ShardCalls.write(router, List.of(w));
     return Futures.await(w.result);
   }
 
@@ -322,7 +324,7 @@ public final class ShardedTable implements EmbeddingTable {
     if (all.size() == 0) {
       return 0;
     }
-    Routing route = new Routing(all, n);
+    Routing route = new Routing(all, router.map(), n);
     List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>();
     for (int s = 0; s < n; s++) {
       if (route.shardKeys[s].size() > 0) {

@@ -14,7 +14,7 @@ import dev.dynembed.table.client.spi.Shard;
  * {@code applyGradients} when the batch is submitted.
  */
 public final class WriteBatch {
-  private final Map<List<Shard>, List<ShardCalls.WriteItem>> groups = new IdentityHashMap<>();
+  private final Map<SlotRouter, List<ShardCalls.WriteItem>> groups = new IdentityHashMap<>();
   private final List<Runnable> others = new ArrayList<>();
   private final List<CompletableFuture<Integer>> results = new ArrayList<>();
   private boolean submitted;
@@ -47,7 +47,7 @@ public final class WriteBatch {
 
   /** A routed write of a sharded table, sent with its shards' calls. */
   private CompletableFuture<Integer> add(ShardedTable st, ShardCalls.WriteItem w) {
-    groups.computeIfAbsent(st.shards(), k -> new ArrayList<>()).add(w);
+    groups.computeIfAbsent(st.router(), k -> new ArrayList<>()).add(w);
     results.add(w.result);
     return w.result;
   }

@@ -159,8 +159,38 @@ public interface Shard extends AutoCloseable {
    */
   CompletableFuture<List<Object>> read(List<Read> items);
 
+  /**
+   * As {@link #read(List)}, for items routed by slot map epoch {@code mapEpoch}: a shard that
+   * routes by another refuses the call whole ({@link
+   * dev.dynembed.table.common.TableException#isMoved}). A shard without slot maps (in process,
+   * Redis) ignores the epoch.
+   */
+  default CompletableFuture<List<Object>> read(List<Read> items, long mapEpoch) {
+    return read(items);
+  }
+
   /** Applies the gradient batches (all checked before any is applied); rows updated per item. */
   CompletableFuture<int[]> write(List<Write> items);
+
+  /** As {@link #write(List)}, for items routed by slot map epoch {@code mapEpoch}. */
+  default CompletableFuture<int[]> write(List<Write> items, long mapEpoch) {
+    return write(items);
+  }
+
+  /**
+   * The slot map this shard routes by, or null for a shard without one (in process, Redis: the
+   * implicit map of the shard count).
+   */
+  default CompletableFuture<dev.dynembed.table.v1.SlotMap> slotMap() {
+    return CompletableFuture.completedFuture(null);
+  }
+
+  /** Installs a slot map on this shard (admin; see the SetSlotMap RPC). */
+  default CompletableFuture<dev.dynembed.table.v1.SlotMap> installSlotMap(
+      dev.dynembed.table.v1.SlotMap map) {
+    return CompletableFuture.failedFuture(dev.dynembed.table.common.TableException.invalid(
+        "this shard (%s) has no slot map", getClass().getSimpleName()));
+  }
 
   CompletableFuture<TableInfo> create(TableConfig config);
 

@@ -12,10 +12,12 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import dev.dynembed.table.client.internal.Futures;
 import dev.dynembed.table.client.internal.ShardedTable;
+import dev.dynembed.table.client.internal.SlotRouter;
 
 /** {@link TableClient} over a fixed list of shards, in shard order. */
 public final class ShardedTableClient implements TableClient {
   private final List<Shard> shards;
+  private final SlotRouter router;
   private volatile boolean layoutVerified;
   /** Closed after the shards (what found them, e.g. a cluster map's watch); null: nothing. */
   private final AutoCloseable onClose;
@@ -27,12 +29,18 @@ public final class ShardedTableClient implements TableClient {
   /** As above; {@code onClose} is closed after the shards. */
   public ShardedTableClient(List<Shard> shards, AutoCloseable onClose) {
     this.shards = List.copyOf(shards);
+    this.router = new SlotRouter(this.shards);
     this.onClose = onClose;
   }
 
   /** The shards, in shard order. */
   public List<Shard> shards() {
     return shards;
+  }
+
+  /** The shards' slot map as this client routes by it (refreshed when a shard says MOVED). */
+  public SlotRouter router() {
+    return router;
   }
 
   /** Checks once that endpoint i serves shard i of numShards(), before anything is created. */
@@ -91,7 +99,7 @@ public final class ShardedTableClient implements TableClient {
             "shards disagree on the table's config", name, i, "openTable", null);
       }
     }
-    return new ShardedTable(config, shards);
+    return new ShardedTable(config, router);
   }
 
   @Override
