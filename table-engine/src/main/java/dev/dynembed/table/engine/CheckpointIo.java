@@ -217,7 +217,10 @@ public final class CheckpointIo {
     if (readInt(in) != crc(payload, payload.length)) {
       throw TableException.dataLoss("%s: admission sketch checksum mismatch (corrupt)", p);
     }
-    boolean sameLayout = h.getNumShards() == target.numShards;
+    // the sketch cannot be split by key: a shard of the same layout (and no moved slots) takes
+    // its own file's, any other shard every file's (counts may then over-admit, never lose)
+    boolean sameLayout = h.getNumShards() == target.numShards
+        && (target.map == null || target.map.epoch() == 0);
     if (sameLayout && h.getShardIndex() != target.shardIndex) {
       return; // another shard's keys
     }
@@ -245,8 +248,7 @@ public final class CheckpointIo {
     for (long i = 0; i < entries; i++) {
       long hash = b.getLong();
       long count = b.getLong();
-      if (target.numShards == 1
-          || KeyHashing.shardOf(hash, target.numShards) == target.shardIndex) {
+      if (target.owns(hash)) {
         target.table.restorePending(hash, count);
       }
     }
@@ -274,16 +276,30 @@ public final class CheckpointIo {
   }
 
   /**
+   * As above, keeping the keys {@code map} gives to shard {@code shardIndex} (a shard's own
+   * snapshot and a restore both route by the shard's slot map).
+   */
+  public static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
+      int shardIndex, dev.dynembed.table.common.SlotMap map,
+      java.util.function.UnaryOperator<TableConfig> adapt) {
+    return read(dir, files, expectedName, new Target(shardIndex, map.numShards(), map), adapt);
+  }
+
+  /**
    * As above, the table taking {@code adapt} of the config the checkpoint was written with (e.g.
    * {@link TableConfigs#withoutRedisTier} where there is no Redis tier, {@link
    * TableConfigs#uncapped} for a reader of the whole checkpoint).
    */
   public static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
       int shardIndex, int numShards, java.util.function.UnaryOperator<TableConfig> adapt) {
+    return read(dir, files, expectedName, new Target(shardIndex, numShards, null), adapt);
+  }
+
+  private static TableStore read(Path dir, List<CheckpointFile> files, String expectedName,
+      Target target, java.util.function.UnaryOperator<TableConfig> adapt) {
     if (files.isEmpty()) {
       throw TableException.invalid("table '%s': restore lists no checkpoint files", expectedName);
     }
-    Target target = new Target(shardIndex, numShards);
     target.adapt = adapt;
     for (CheckpointFile f : files) {
       if (f.getName().contains("/") || f.getName().contains("\\") || f.getName().startsWith(".")) {
@@ -321,9 +337,22 @@ public final class CheckpointIo {
     TableStore table;
     java.util.function.UnaryOperator<TableConfig> adapt = c -> c;
 
-    Target(int shardIndex, int numShards) {
+    /** The slot map keys are routed by, or null: {@code xxh3 mod numShards}. */
+    final dev.dynembed.table.common.SlotMap map;
+
+    Target(int shardIndex, int numShards, dev.dynembed.table.common.SlotMap map) {
       this.shardIndex = shardIndex;
       this.numShards = numShards;
+      this.map = map;
+    }
+
+    /** Whether a key's hash routes to the shard being rebuilt. */
+    boolean owns(long hash) {
+      if (numShards <= 1) {
+        return true;
+      }
+      return map != null ? map.ownerOf(hash) == shardIndex
+          : KeyHashing.shardOf(hash, numShards) == shardIndex;
     }
   }
 
@@ -413,7 +442,7 @@ public final class CheckpointIo {
             long upd = b.getLong();
             records++;
             PackedKeys key = new PackedKeys.Builder(1).add(kbytes, 0, klen).build();
-            if (numShards > 1 && KeyHashing.shardOf(key.hash(0), numShards) != shardIndex) {
+            if (!target.owns(key.hash(0))) {
               continue;
             }
             if (!t.restoreRecord(key, 0, rec, 0, freq, step, upd)) {

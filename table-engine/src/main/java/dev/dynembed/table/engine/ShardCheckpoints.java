@@ -103,7 +103,7 @@ final class ShardCheckpoints {
     for (CheckpointFile f : files) { // a file may not be a link to elsewhere either
       resolve(directory + "/" + f.getName());
     }
-    TableStore fresh = CheckpointIo.read(dir, files, table, engine.shardIndex(), engine.numShards(),
+    TableStore fresh = CheckpointIo.read(dir, files, table, engine.shardIndex(), engine.slotMap(),
         adapt);
     TableStore old = engine.lookup(table);
     long budget = engine.memoryBudget();

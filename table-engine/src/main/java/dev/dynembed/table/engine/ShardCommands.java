@@ -299,6 +299,7 @@ public final class ShardCommands {
       while (locked == null) {
         checked.clear();
         stores.clear();
+        engine.checkRoutedAt(mapEpoch); // before the keys are checked against the map
         long need = 0;
         for (W item : items) { // checked outside the locks: decoding waits for nobody
           TableStore t = engine.get(codec.table(item));
@@ -310,7 +311,6 @@ public final class ShardCommands {
           }
         }
         engine.checkBudget(need, stores);
-        engine.checkRoutedAt(mapEpoch);
         try {
           locked = ShardEngine.lockShared(stores);
         } catch (TableException e) {

@@ -211,6 +211,22 @@ public final class ShardEngine {
 
   // ---------------------------------------------------------------- slot map
 
+  private final SlotMoves moves = new SlotMoves(this);
+
+  /** This shard's side of slot moves. */
+  public SlotMoves moves() {
+    return moves;
+  }
+
+  ShardEvictions evictions() {
+    return evictions;
+  }
+
+  /** Whether keys are checked against the slot map (not while the log replays). */
+  void enforceOwnership(boolean on) {
+    ownership.enforced = on;
+  }
+
   /** A store the catalogue takes in checks its keys against this shard's slot map. */
   private TableStore owned(TableStore t) {
     if (t != null) {
@@ -277,7 +293,9 @@ public final class ShardEngine {
       throw TableException.invalid("a slot map of %d shards cannot be installed on shard %d",
           m.numShards(), shardIndex);
     }
-    if (m.slots() != cur.slots()) {
+    if (m.slots() != cur.slots() && (cur.epoch() > 0 || holdsRows())) {
+      // a shard that never had a map and holds nothing (a shard added to a cluster) adopts the
+      // cluster's slot count; any other keeps its own
       throw TableException.invalid("a cluster's slot count is fixed: shard %d has %d slots, the"
           + " map %d", shardIndex, cur.slots(), m.slots());
     }
@@ -313,6 +331,15 @@ public final class ShardEngine {
       }
     }
     return m;
+  }
+
+  private boolean holdsRows() {
+    for (TableStore t : tables.values()) {
+      if (t.size() > 0) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

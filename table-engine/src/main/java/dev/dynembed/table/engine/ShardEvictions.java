@@ -23,6 +23,11 @@ final class ShardEvictions {
    */
   public dev.dynembed.table.v1.EvictResponse evict(dev.dynembed.table.v1.EvictRequest req) {
     engine.checkReady();
+    return evictUnchecked(req);
+  }
+
+  /** As {@link #evict}, also while the shard is not ready (its recovery's sweep). */
+  dev.dynembed.table.v1.EvictResponse evictUnchecked(dev.dynembed.table.v1.EvictRequest req) {
     Eviction.check(req);
     long lsn = 0;
     Eviction.Result r;

@@ -162,7 +162,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       Path dir = snapDir.resolve(snapshotName(m.getStartLsn()));
       for (SnapshotTable st : m.getTablesList()) {
         engine.install(st.getTable(), CheckpointIo.read(dir, List.of(st.getFile()),
-            st.getTable(), engine.shardIndex(), engine.numShards()));
+            st.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
         thresholds.put(st.getTable(), st.getLsn());
       }
       engine.ledger().restore(m.getClientsList());
@@ -171,10 +171,19 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     }
     long from = start;
     long[] replayed = {0};
-    long next = ShardLog.replay(walDir, start, (lsn, payload) -> {
-      replay(engine, walDir, LogRecord.parseFrom(payload), lsn, thresholds, from);
-      replayed[0]++;
-    });
+    // records replay as they were applied: their keys were this shard's when they came, even
+    // where slots have moved away since (a sweep below drops what the map no longer gives it)
+    engine.enforceOwnership(false);
+    long next;
+    try {
+      next = ShardLog.replay(walDir, start, (lsn, payload) -> {
+        replay(engine, walDir, LogRecord.parseFrom(payload), lsn, thresholds, from);
+        replayed[0]++;
+      });
+    } finally {
+      engine.enforceOwnership(true);
+    }
+    long swept = engine.slotMap().epoch() > 0 ? engine.moves().dropUnowned() : 0;
     ShardLog wal = new ShardLog(walDir, policy, next, onLogFailure);
     ShardState s = new ShardState(engine, root, wal, snapshotBytes);
     s.thresholds = thresholds;
@@ -189,7 +198,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         : 0;
     s.recovery = new Recovery(recovered, start, replayed[0], next,
         (System.nanoTime() - t0) / 1e9, fromRedis);
-    if (replayed[0] > 0) {
+    if (replayed[0] > 0 || swept > 0) {
       s.snapshot(); // the next start replays nothing of this; the replayed log can go
     }
     engine.setReady(true);
@@ -222,7 +231,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         RestoredTable rt = r.getRestore();
         if (lsn >= thresholds.getOrDefault(rt.getTable(), start)) {
           engine.install(rt.getTable(), CheckpointIo.read(walDir.resolve(rt.getDirectory()),
-              rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.numShards()));
+              rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
         }
       }
       case EVICT -> {
@@ -319,6 +328,11 @@ public final class ShardState implements AutoCloseable, ShardJournal {
    * record appended from now on is handed to it in LSN order, and every mutating call waits for
    * {@link ReplicationHook#awaitReplicated} before it is answered.
    */
+  /** Whether a replication hook ships this shard's records to followers. */
+  public boolean replicating() {
+    return replication != null;
+  }
+
   public void replicateTo(ReplicationHook hook) {
     this.replication = hook;
     wal.tail(hook == null ? null : (bytes, lsn) -> hook.appended(lsn, parseRecord(bytes)));

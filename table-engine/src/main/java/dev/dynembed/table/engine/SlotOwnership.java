@@ -23,6 +23,9 @@ final class SlotOwnership {
 
   /** Whether keys are spread over more than one shard (else every key is this shard's). */
   boolean sharded() {
-    return map.numShards() > 1;
+    return enforced && map.numShards() > 1;
   }
+
+  /** False while the log replays (its records were checked when they first came). */
+  volatile boolean enforced = true;
 }

@@ -254,6 +254,10 @@ public final class TableStore extends StoreIndex {
         }
       }
       totalFrequency.add(added);
+      SlotMoves.Tracker mt = moveTracker;
+      if (mt != null) {
+        mt.touched(keys); // after the change: an export that drains the key reads it
+      }
       for (int i = 0; rows != null && i < n; i++) { // counts after the whole call
         if (rows[i] >= 0) {
           frequencies[i] = meta(rows[i], M_FREQ);
@@ -396,6 +400,10 @@ public final class TableStore extends StoreIndex {
       }
       updates.add(applied);
       lastStep.accumulateAndGet(step, Math::max);
+      SlotMoves.Tracker mt = moveTracker;
+      if (mt != null) {
+        mt.touched(keys);
+      }
       return applied;
     } finally {
       if (cr != null) {
@@ -493,6 +501,48 @@ public final class TableStore extends StoreIndex {
 
 
 
+
+  /**
+   * The slot move this store's slots are leaving by, or null: keys its writes touch in the moving
+   * slots are recorded for the move's catch-up ({@link SlotMoves}).
+   */
+  volatile SlotMoves.Tracker moveTracker;
+
+  /**
+   * Sets key i's stored record (row then optimizer slots, and metadata), creating the key if it is
+   * missing and replacing it otherwise: a slot move's import. The caller holds {@link #quiesce}
+   * exclusively, or the store is not published.
+   */
+  void setRecord(PackedKeys keys, int i, float[] record, int off, long freq, long step,
+      long upd) {
+    int row = lookupOrInsert(keys, i);
+    float[] page = rowPages[row >>> pageShift];
+    long[] meta = metaPages[row >>> pageShift];
+    int base = (row & pageMask) * rowFloats;
+    int m = (row & pageMask) * META;
+    synchronized (stripes[row & (STRIPES - 1)]) {
+      System.arraycopy(record, off, page, base, rowFloats);
+      long old = meta[m + M_FREQ];
+      meta[m + M_FREQ] = freq;
+      meta[m + M_STEP] = step;
+      meta[m + M_UPDATES] = upd;
+      totalFrequency.add(freq - old);
+    }
+    lastStep.accumulateAndGet(step, Math::max);
+  }
+
+  /** Rows of the store (row ids are 0 .. size-1; a store never frees one). */
+  int rowCount() {
+    return numRows;
+  }
+
+  /** Copies row {@code row}'s record (row then slots) into {@code out} at {@code off}. */
+  void copyRecord(int row, float[] out, int off) {
+    synchronized (stripes[row & (STRIPES - 1)]) {
+      System.arraycopy(rowPages[row >>> pageShift], (row & pageMask) * rowFloats, out, off,
+          rowFloats);
+    }
+  }
 
   /** The record of one key (weights, optimizer slots, metadata), or null. Counts nothing. */
   public Record record(String key) {

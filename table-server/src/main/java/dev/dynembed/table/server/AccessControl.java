@@ -39,7 +39,8 @@ import javax.net.ssl.SSLSession;
 public final class AccessControl implements ServerInterceptor {
   private static final Logger audit = Logger.getLogger("dynembed.audit");
   static final Set<String> ADMIN_METHODS = Set.of("CreateTable", "DropTable", "Save", "Restore",
-      "Evict", "BuildIndex", "Follow", "SetSlotMap"); // Follow: a follower streams the whole log
+      "Evict", "BuildIndex", "SetSlotMap", "ExportSlots", "ImportSlots", "CommitSlots",
+      "DropUnowned", "Follow"); // Follow: a follower streams the whole log
   private static final Metadata.Key<String> AUTHORIZATION =
       Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
 

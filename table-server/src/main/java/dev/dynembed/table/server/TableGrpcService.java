@@ -394,6 +394,46 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         dev.dynembed.table.common.SlotMap.fromProto(req)).toProto());
   }
 
+  @Override
+  public void exportSlots(dev.dynembed.table.v1.ExportSlotsRequest req,
+      StreamObserver<dev.dynembed.table.v1.ExportSlotsResponse> out) {
+    run(out, req.getTable(), () -> {
+      SlotMoves.Page p = engine.moves().export(req.getTable(), SlotMoves.bounds(
+          req.getRangesList()), req.getCursor(), req.getLimit(), req.getDirty(), req.getLast());
+      return dev.dynembed.table.v1.ExportSlotsResponse.newBuilder()
+          .setRows(SlotMoves.toProto(p)).setNext(p.next()).build();
+    });
+  }
+
+  @Override
+  public void importSlots(dev.dynembed.table.v1.ImportSlotsRequest req,
+      StreamObserver<dev.dynembed.table.v1.ImportSlotsResponse> out) {
+    run(out, req.getTable(), () -> dev.dynembed.table.v1.ImportSlotsResponse.newBuilder()
+        .setStaged(engine.moves().importRows(req.getTable(),
+            SlotMoves.fromProto(req.getRows(), 0))).build());
+  }
+
+  @Override
+  public void commitSlots(dev.dynembed.table.v1.CommitSlotsRequest req,
+      StreamObserver<dev.dynembed.table.v1.CommitSlotsResponse> out) {
+    run(out, "", () -> {
+      if (req.getAbort()) {
+        engine.moves().abortImport();
+        return dev.dynembed.table.v1.CommitSlotsResponse.getDefaultInstance();
+      }
+      return dev.dynembed.table.v1.CommitSlotsResponse.newBuilder().setMerged(
+          engine.moves().commit(dev.dynembed.table.common.SlotMap.fromProto(req.getMap())))
+          .build();
+    });
+  }
+
+  @Override
+  public void dropUnowned(dev.dynembed.table.v1.DropUnownedRequest req,
+      StreamObserver<dev.dynembed.table.v1.DropUnownedResponse> out) {
+    run(out, "", () -> dev.dynembed.table.v1.DropUnownedResponse.newBuilder()
+        .setDropped(engine.moves().dropUnowned()).build());
+  }
+
   private volatile int dataPlanePort; // 0: none
 
   /** Announces the native data plane's port through {@code DataPlane}, before gRPC starts. */

@@ -609,6 +609,31 @@ public final class GrpcShard implements Shard {
   }
 
   @Override
+  public CompletableFuture<dev.dynembed.table.v1.ExportSlotsResponse> exportSlots(
+      dev.dynembed.table.v1.ExportSlotsRequest req) {
+    return call("exportSlots", req.getTable(), () -> data().exportSlots(req), r -> r, true);
+  }
+
+  @Override
+  public CompletableFuture<dev.dynembed.table.v1.ImportSlotsResponse> importSlots(
+      dev.dynembed.table.v1.ImportSlotsRequest req) {
+    return call("importSlots", req.getTable(), () -> data().importSlots(req), r -> r, true);
+  }
+
+  @Override
+  public CompletableFuture<dev.dynembed.table.v1.CommitSlotsResponse> commitSlots(
+      dev.dynembed.table.v1.CommitSlotsRequest req) {
+    return call("commitSlots", null, () -> data().commitSlots(req), r -> r, true);
+  }
+
+  @Override
+  public CompletableFuture<Long> dropUnowned() {
+    return call("dropUnowned", null, () -> data().dropUnowned(
+        dev.dynembed.table.v1.DropUnownedRequest.getDefaultInstance()), r -> r.getDropped(),
+        true);
+  }
+
+  @Override
   public CompletableFuture<StatsResponse> stats() {
     return call("stats", null, () -> data().stats(StatsRequest.getDefaultInstance()), r -> r,
         true);

@@ -185,6 +185,34 @@ public interface Shard extends AutoCloseable {
     return CompletableFuture.completedFuture(null);
   }
 
+  /** A slot move's export from this shard (admin; see the ExportSlots RPC). */
+  default CompletableFuture<dev.dynembed.table.v1.ExportSlotsResponse> exportSlots(
+      dev.dynembed.table.v1.ExportSlotsRequest req) {
+    return unsupported("move slots");
+  }
+
+  /** A slot move's import into this shard (admin; see the ImportSlots RPC). */
+  default CompletableFuture<dev.dynembed.table.v1.ImportSlotsResponse> importSlots(
+      dev.dynembed.table.v1.ImportSlotsRequest req) {
+    return unsupported("move slots");
+  }
+
+  /** A slot move's commit on this shard (admin; see the CommitSlots RPC). */
+  default CompletableFuture<dev.dynembed.table.v1.CommitSlotsResponse> commitSlots(
+      dev.dynembed.table.v1.CommitSlotsRequest req) {
+    return unsupported("move slots");
+  }
+
+  /** Removes the rows this shard's map does not give it (admin; see the DropUnowned RPC). */
+  default CompletableFuture<Long> dropUnowned() {
+    return unsupported("move slots");
+  }
+
+  private <T> CompletableFuture<T> unsupported(String what) {
+    return CompletableFuture.failedFuture(dev.dynembed.table.common.TableException.invalid(
+        "this shard (%s) cannot %s", getClass().getSimpleName(), what));
+  }
+
   /** Installs a slot map on this shard (admin; see the SetSlotMap RPC). */
   default CompletableFuture<dev.dynembed.table.v1.SlotMap> installSlotMap(
       dev.dynembed.table.v1.SlotMap map) {

@@ -1,0 +1,325 @@
+package dev.dynembed.table.client;
+
+import dev.dynembed.table.client.internal.Futures;
+import dev.dynembed.table.client.spi.Shard;
+import dev.dynembed.table.client.spi.ShardedTableClient;
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.SlotMap;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.CommitSlotsRequest;
+import dev.dynembed.table.v1.ExportSlotsRequest;
+import dev.dynembed.table.v1.ExportSlotsResponse;
+import dev.dynembed.table.v1.ImportSlotsRequest;
+import dev.dynembed.table.v1.SlotRange;
+import dev.dynembed.table.v1.TableInfo;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
+
+/**
+ * Moves slots between the shards of a running table service while clients read and write
+ * (docs/design/0021-slot-moves-proposal.md): the operator side of {@code table-cli reshard}.
+ *
+ * <p>The target map is reached one (source, destination) pair at a time, each a map of its own
+ * epoch, so that no shard is a source and a destination of one step. A step:
+ *
+ * <ol>
+ *   <li>copy: every table's rows of the moving slots are exported page by page from the source
+ *       (which from then on records the keys writes touch there) and staged on the destination;
+ *   <li>catch up: the recorded keys' current records are sent again until few remain;
+ *   <li>flip: the step's map goes to every shard but the destination: the source refuses calls
+ *       on the old map and can no longer change the moving rows; clients re-route, and wait
+ *       (resending) while the destination still routes by the old map: the pause;
+ *   <li>the last recorded keys and the slots' admission counts go over, the destination merges
+ *       what it staged and installs the map (the pause ends);
+ *   <li>the source drops the rows it gave away.
+ * </ol>
+ *
+ * A step interrupted anywhere is finished by running the resharding again: a shard behind the
+ * newest map is brought to it (with a full copy if it gains slots), then the rest goes on.
+ */
+public final class Resharding {
+  /** Keys per export page. */
+  static final int PAGE = 4096;
+  /** Catch-up rounds stop once a round moved fewer keys than this. */
+  static final int SETTLED = 2048;
+  static final int MAX_CATCH_UP_ROUNDS = 8;
+
+  private final ShardedTableClient client;
+  private final Consumer<String> progress;
+  private long movedRows;
+  private long pauseNanos;
+
+  private Resharding(ShardedTableClient client, Consumer<String> progress) {
+    this.client = client;
+    this.progress = progress;
+  }
+
+  /** What a resharding did. */
+  public record Result(SlotMap map, long rowsMoved, long steps, double longestPauseMillis) {}
+
+  /**
+   * Spreads the slots evenly over the first {@code shards} shards of the client (which must know
+   * at least that many endpoints), moving as few as it can.
+   */
+  public static Result rebalance(TableClient client, int shards, Consumer<String> progress) {
+    ShardedTableClient c = sharded(client);
+    if (shards < 1 || shards > c.shards().size()) {
+      throw TableException.invalid("rebalance onto %d shards: this client knows %d endpoints"
+          + " (start the new shards and name every endpoint)", shards, c.shards().size());
+    }
+    Resharding r = new Resharding(c, progress);
+    SlotMap now = r.settle();
+    return r.run(now.rebalanced(shards, now.epoch() + 1));
+  }
+
+  /** Moves the slots so that the service routes by {@code target}'s owners. */
+  public static Result reshard(TableClient client, SlotMap target, Consumer<String> progress) {
+    Resharding r = new Resharding(sharded(client), progress);
+    r.settle();
+    return r.run(target);
+  }
+
+  private static ShardedTableClient sharded(TableClient client) {
+    if (!(client instanceof ShardedTableClient c)) {
+      throw TableException.invalid("resharding needs a client of table-server shards, not %s",
+          client.getClass().getSimpleName());
+    }
+    return c;
+  }
+
+  private List<Shard> shards() {
+    return client.shards();
+  }
+
+  private List<SlotMap> maps() {
+    List<CompletableFuture<dev.dynembed.table.v1.SlotMap>> f = new ArrayList<>();
+    for (Shard s : shards()) {
+      f.add(s.slotMap());
+    }
+    List<SlotMap> out = new ArrayList<>();
+    for (dev.dynembed.table.v1.SlotMap p : Futures.awaitAll(f)) {
+      if (p == null) {
+        throw TableException.invalid("a shard of this client has no slot map (in process or"
+            + " Redis): it cannot be resharded");
+      }
+      out.add(SlotMap.fromProto(p));
+    }
+    return out;
+  }
+
+  private List<String> tables() {
+    TreeSet<String> names = new TreeSet<>();
+    for (var st : client.stats()) {
+      for (TableInfo t : st.getTablesList()) {
+        names.add(t.getConfig().getName());
+      }
+    }
+    return new ArrayList<>(names);
+  }
+
+  /**
+   * Brings every shard to the newest map any shard has (finishing a step a resharding left
+   * half done) and drops rows shards no longer own.
+   *
+   * @return that map
+   */
+  private SlotMap settle() {
+    List<SlotMap> maps = maps();
+    SlotMap newest = maps.get(0);
+    for (SlotMap m : maps) {
+      if (m.epoch() > newest.epoch()) {
+        newest = m;
+      }
+    }
+    for (int s = 0; s < maps.size(); s++) {
+      SlotMap mine = maps.get(s);
+      if (mine.epoch() == newest.epoch()) {
+        if (!mine.sameOwners(newest)) {
+          throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format("shards disagree"
+              + " on slot map epoch %d: shard %d's differs", newest.epoch(), s), null, s,
+              "reshard", null);
+        }
+        continue;
+      }
+      boolean gains = false;
+      for (int slot = 0; slot < newest.slots(); slot++) {
+        if (newest.ownerOfSlot(slot) == s && mine.ownerOfSlot(slot) != s) {
+          gains = true;
+          break;
+        }
+      }
+      if (!gains) {
+        Futures.await(shards().get(s).installSlotMap(newest.toProto()));
+        continue;
+      }
+      progress.accept(String.format("finishing an interrupted step: shard %d takes its slots of"
+          + " map epoch %d", s, newest.epoch()));
+      for (int from = 0; from < maps.size(); from++) {
+        if (from == s) {
+          continue;
+        }
+        List<SlotRange> ranges = ranges(mine, newest, from, s);
+        if (!ranges.isEmpty()) {
+          for (String t : tables()) {
+            copy(from, s, t, ranges);
+            drainDirty(from, s, t, ranges, true);
+          }
+        }
+      }
+      Futures.await(shards().get(s).commitSlots(CommitSlotsRequest.newBuilder()
+          .setMap(newest.toProto()).build()));
+    }
+    dropEverywhere();
+    return newest;
+  }
+
+  private void dropEverywhere() {
+    List<CompletableFuture<Long>> f = new ArrayList<>();
+    for (Shard s : shards()) {
+      f.add(s.dropUnowned());
+    }
+    Futures.awaitAll(f);
+  }
+
+  /** Slots that {@code from} owns in {@code before} and {@code to} owns in {@code after}. */
+  private static List<SlotRange> ranges(SlotMap before, SlotMap after, int from, int to) {
+    List<SlotRange> out = new ArrayList<>();
+    int start = -1;
+    for (int slot = 0; slot <= before.slots(); slot++) {
+      boolean moves = slot < before.slots() && before.ownerOfSlot(slot) == from
+          && after.ownerOfSlot(slot) == to;
+      if (moves && start < 0) {
+        start = slot;
+      } else if (!moves && start >= 0) {
+        out.add(SlotRange.newBuilder().setStart(start).setEnd(slot).build());
+        start = -1;
+      }
+    }
+    return out;
+  }
+
+  private Result run(SlotMap target) {
+    SlotMap cur = maps().get(0);
+    if (target.slots() != cur.slots()) {
+      throw TableException.invalid("the target map has %d slots; the service's has %d (a"
+          + " cluster's slot count is fixed)", target.slots(), cur.slots());
+    }
+    if (target.numShards() > shards().size()) {
+      throw TableException.invalid("the target map names %d shards; this client knows %d"
+          + " endpoints", target.numShards(), shards().size());
+    }
+    long steps = 0;
+    double longest = 0;
+    for (int from = 0; from < shards().size(); from++) {
+      for (int to = 0; to < shards().size(); to++) {
+        if (from == to) {
+          continue;
+        }
+        List<SlotRange> ranges = ranges(cur, target, from, to);
+        if (ranges.isEmpty()) {
+          continue;
+        }
+        SlotMap next = cur;
+        for (SlotRange r : ranges) {
+          next = withOwner(next, r, to);
+        }
+        next = epoch(next, cur.epoch() + 1);
+        pauseNanos = 0;
+        step(cur, next, from, to, ranges);
+        longest = Math.max(longest, pauseNanos / 1e6);
+        cur = next;
+        steps++;
+      }
+    }
+    progress.accept(String.format("done: map epoch %d, %d rows moved in %d steps, longest pause"
+        + " %.1f ms", cur.epoch(), movedRows, steps, longest));
+    return new Result(cur, movedRows, steps, longest);
+  }
+
+  private static SlotMap withOwner(SlotMap m, SlotRange r, int owner) {
+    dev.dynembed.table.v1.SlotMap p = m.withOwner(r.getStart(), r.getEnd(), owner,
+        m.epoch() + 1).toProto();
+    return SlotMap.fromProto(p.toBuilder().setEpoch(m.epoch()).build());
+  }
+
+  private static SlotMap epoch(SlotMap m, long epoch) {
+    return SlotMap.fromProto(m.toProto().toBuilder().setEpoch(epoch).build());
+  }
+
+  private void step(SlotMap cur, SlotMap next, int from, int to, List<SlotRange> ranges) {
+    int slots = 0;
+    for (SlotRange r : ranges) {
+      slots += r.getEnd() - r.getStart();
+    }
+    progress.accept(String.format("epoch %d: %d slots from shard %d to shard %d", next.epoch(),
+        slots, from, to));
+    List<String> tables = tables();
+    for (String t : tables) {
+      long rows = copy(from, to, t, ranges);
+      progress.accept(String.format("  table '%s': %d rows copied", t, rows));
+      for (int round = 0; round < MAX_CATCH_UP_ROUNDS; round++) {
+        long again = drainDirty(from, to, t, ranges, false);
+        if (again < SETTLED) {
+          break;
+        }
+      }
+    }
+    long pause = System.nanoTime();
+    for (int s = 0; s < shards().size(); s++) { // the source first: it stops taking the slots
+      int shard = s == 0 ? from : s == from ? 0 : s;
+      if (shard != to) {
+        Futures.await(shards().get(shard).installSlotMap(next.toProto()));
+      }
+    }
+    long last = 0;
+    for (String t : tables) {
+      last += drainDirty(from, to, t, ranges, true);
+    }
+    long merged = Futures.await(shards().get(to).commitSlots(CommitSlotsRequest.newBuilder()
+        .setMap(next.toProto()).build())).getMerged();
+    pauseNanos = System.nanoTime() - pause;
+    long dropped = Futures.await(shards().get(from).dropUnowned());
+    progress.accept(String.format("  cutover: %d last records, %d merged, %d dropped at the"
+        + " source, pause %.1f ms", last, merged, dropped, pauseNanos / 1e6));
+  }
+
+  /** Every page of the table's rows in the moving slots, from scratch. */
+  private long copy(int from, int to, String table, List<SlotRange> ranges) {
+    long cursor = 0;
+    long rows = 0;
+    do {
+      ExportSlotsResponse page = Futures.await(shards().get(from).exportSlots(
+          ExportSlotsRequest.newBuilder().setTable(table).addAllRanges(ranges).setCursor(cursor)
+              .setLimit(PAGE).build()));
+      rows += put(to, table, page);
+      cursor = page.getNext();
+    } while (cursor != 0);
+    return rows;
+  }
+
+  /** Sends the recorded keys again (until none remain, for the final round). */
+  private long drainDirty(int from, int to, String table, List<SlotRange> ranges, boolean last) {
+    long rows = 0;
+    ExportSlotsResponse page;
+    do {
+      page = Futures.await(shards().get(from).exportSlots(ExportSlotsRequest.newBuilder()
+          .setTable(table).addAllRanges(ranges).setLimit(PAGE).setDirty(true).setLast(last)
+          .build()));
+      rows += put(to, table, page);
+    } while (page.getNext() != 0 && (last || page.getRows().getFrequenciesCount() == PAGE));
+    return rows;
+  }
+
+  private long put(int to, String table, ExportSlotsResponse page) {
+    int n = page.getRows().getFrequenciesCount();
+    if (n > 0 || page.getRows().getPendingHashesCount() > 0) {
+      Futures.await(shards().get(to).importSlots(ImportSlotsRequest.newBuilder()
+          .setTable(table).setRows(page.getRows()).build()));
+    }
+    movedRows += n;
+    return n;
+  }
+}

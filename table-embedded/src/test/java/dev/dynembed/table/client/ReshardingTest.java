@@ -1,0 +1,264 @@
+package dev.dynembed.table.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.SlotMap;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.engine.ShardEngine;
+import dev.dynembed.table.v1.SamplerKind;
+import dev.dynembed.table.v1.TableConfig;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Live resharding with the exact oracle (issue 31): two trainers write (SGD at rate 1, zero
+ * rows at first, gradients that are multiples of 1/16, so every row is an exact sum whatever the
+ * order) while the table goes from 2 shards to 3 and back to 2. At the end of each move every
+ * row, count and update count is exactly what the trainers sent, each key lives on the shard the
+ * map names and only there, no trainer saw an error, and sampling probabilities and top-k are
+ * those of an in-process table holding the same rows and counts.
+ */
+class ReshardingTest {
+  private static final int DIM = 8;
+  private static final int VOCAB = 4000;
+
+  @TempDir Path dir;
+
+  private static TableConfig config() {
+    return TableConfigs.builder("emb", DIM).setOptimizer(TableConfigs.sgd(1f))
+        .setInitializer(TableConfigs.zeros()).build();
+  }
+
+  /** Column d of key k's gradient per occurrence: 1/16 .. 4/16. */
+  private static float grad(String k, int d) {
+    return (1 + (int) Long.remainderUnsigned(KeyHashing.hash(k) + d, 4)) / 16f;
+  }
+
+  /** What the trainers sent, per key: occurrences counted and batches that updated it. */
+  private static final class Oracle {
+    final Map<String, AtomicLong> occurrences = new ConcurrentHashMap<>();
+    final Map<String, AtomicLong> updates = new ConcurrentHashMap<>();
+  }
+
+  private static final class Trainer implements Runnable {
+    final TableClient client;
+    final Oracle oracle;
+    final long seed;
+    final AtomicBoolean stop;
+    final AtomicReference<Throwable> error = new AtomicReference<>();
+    long steps;
+
+    Trainer(TableClient client, Oracle oracle, long seed, AtomicBoolean stop) {
+      this.client = client;
+      this.oracle = oracle;
+      this.seed = seed;
+      this.stop = stop;
+    }
+
+    @Override
+    public void run() {
+      try {
+        EmbeddingTable t = client.openTable("emb");
+        Random rnd = new Random(seed);
+        while (!stop.get()) {
+          String[] keys = new String[256];
+          for (int i = 0; i < keys.length; i++) {
+            keys[i] = "k" + (int) Math.floor(Math.exp(rnd.nextDouble() * Math.log(VOCAB)));
+          }
+          t.findOrInsert(keys);
+          float[] g = new float[keys.length * DIM];
+          Set<String> distinct = new HashSet<>();
+          for (int i = 0; i < keys.length; i++) {
+            for (int d = 0; d < DIM; d++) {
+              g[i * DIM + d] = grad(keys[i], d);
+            }
+            oracle.occurrences.computeIfAbsent(keys[i], k -> new AtomicLong()).incrementAndGet();
+            distinct.add(keys[i]);
+          }
+          t.applyGradients(keys, g, 0f, ++steps);
+          for (String k : distinct) {
+            oracle.updates.computeIfAbsent(k, x -> new AtomicLong()).incrementAndGet();
+          }
+        }
+      } catch (Throwable e) {
+        error.set(e);
+      }
+    }
+  }
+
+  /** Trains with two trainers while {@code move} runs, then stops them; none may fail. */
+  private static void trainDuring(LoopbackCluster cluster, Oracle oracle, long seed,
+      Runnable move) throws Exception {
+    AtomicBoolean stop = new AtomicBoolean();
+    List<Trainer> trainers = new ArrayList<>();
+    List<Thread> threads = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      Trainer tr = new Trainer(cluster.client(), oracle, seed + i, stop);
+      trainers.add(tr);
+      Thread th = new Thread(tr, "trainer-" + i);
+      threads.add(th);
+      th.start();
+    }
+    Thread.sleep(300); // the trainers are writing when the move starts
+    move.run();
+    Thread.sleep(300); // and go on after it, through the new map
+    stop.set(true);
+    for (Thread th : threads) {
+      th.join(60_000);
+    }
+    for (Trainer tr : trainers) {
+      tr.client.close();
+      if (tr.error.get() != null) {
+        throw new AssertionError("a trainer failed", tr.error.get());
+      }
+      assertTrue(tr.steps > 5, "trainer steps: " + tr.steps);
+    }
+  }
+
+  /** Every row, count and update count exact; each key on its owner only; same samples, top-k. */
+  private static void assertExact(LoopbackCluster cluster, TableClient client, Oracle oracle,
+      SlotMap map, Path oracleDir) {
+    Map<String, Integer> home = new HashMap<>();
+    for (int s = 0; s < 3; s++) {
+      for (String k : cluster.engine(s).get("emb").keys()) {
+        Integer before = home.put(k, s);
+        assertEquals(null, before, "key " + k + " on shards " + before + " and " + s);
+        assertEquals(map.ownerOf(KeyHashing.hash(k)), s, "key " + k + " off its owner");
+      }
+    }
+    assertEquals(oracle.occurrences.keySet(), home.keySet());
+    String[] keys = home.keySet().toArray(String[]::new);
+    java.util.Arrays.sort(keys);
+    EmbeddingTable t = client.openTable("emb");
+    float[] rows = t.find(keys).rows();
+    KeyCounts counts = t.count(keys, false);
+    TableReads reads = new TableReads();
+    var state = reads.lookup(t, keys, false);
+    reads.submit().join();
+    try (TableClient local = TableClients.inProcess(oracleDir)) {
+      EmbeddingTable o = local.createTable(config());
+      for (int i = 0; i < keys.length; i++) {
+        long n = oracle.occurrences.get(keys[i]).get();
+        assertEquals(n, counts.frequencies()[i], "count of " + keys[i]);
+        assertEquals(oracle.updates.get(keys[i]).get(), state.join().updateCounts()[i],
+            "updates of " + keys[i]);
+        for (int d = 0; d < DIM; d++) {
+          assertEquals(-n * grad(keys[i], d), rows[i * DIM + d], 0f, keys[i] + "[" + d + "]");
+        }
+        String[] many = new String[(int) n];
+        java.util.Arrays.fill(many, keys[i]);
+        o.findOrInsert(many);
+      }
+      o.applyGradients(keys, java.util.Arrays.copyOf(negate(rows), rows.length), 0f, 1);
+      // sampling: the second call of each sees the masses the first reported
+      String[] probe = java.util.Arrays.copyOf(keys, 300);
+      t.sample(probe, 0, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 1);
+      SampleResult sa = t.sample(probe, 0, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 1);
+      SampleResult so = o.sample(probe, 0, SamplerKind.UNIGRAM_SAMPLER, 0.75f, 1);
+      for (int i = 0; i < probe.length; i++) {
+        assertEquals(so.probability()[i], sa.probability()[i], 1e-9 * so.probability()[i]);
+      }
+      float[] q = java.util.Arrays.copyOfRange(rows, 0, 3 * DIM);
+      TopKResult ka = t.topK(q, 3, 10, TopKOptions.DOT);
+      TopKResult ko = o.topK(q, 3, 10, TopKOptions.DOT);
+      for (int j = 0; j < 3; j++) {
+        assertArrayEquals(ko.scores()[j], ka.scores()[j], "top-k scores of query " + j);
+      }
+    }
+  }
+
+  private static float[] negate(float[] rows) {
+    float[] g = new float[rows.length];
+    for (int i = 0; i < g.length; i++) {
+      g[i] = -rows[i];
+    }
+    return g;
+  }
+
+  @Test
+  void theTableGoesFrom2To3To2ShardsWhileTwoTrainersWrite() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(3, dir.resolve("shards"))) {
+      // a cluster of 2 shards (8,192 slots) with a third shard started beside it, owning nothing
+      SlotMap two = SlotMap.fromProto(SlotMap.implicit(2).toProto().toBuilder().setEpoch(1)
+          .setNumShards(3).build());
+      for (int s = 0; s < 3; s++) {
+        cluster.engine(s).installSlotMap(two);
+      }
+      Oracle oracle = new Oracle();
+      try (TableClient admin = cluster.client()) {
+        admin.createTable(config());
+        List<String> log = new ArrayList<>();
+        AtomicReference<Resharding.Result> grown = new AtomicReference<>();
+        trainDuring(cluster, oracle, 1, () -> grown.set(Resharding.rebalance(admin, 3, log::add)));
+        SlotMap three = grown.get().map();
+        assertTrue(three.slotsOf(2) > 2700, "shard 2 took a third: " + three.slotsOf(2));
+        assertTrue(grown.get().rowsMoved() > 0, String.join("\n", log));
+        assertExact(cluster, admin, oracle, three, dir.resolve("oracle-3"));
+
+        AtomicReference<Resharding.Result> shrunk = new AtomicReference<>();
+        trainDuring(cluster, oracle, 7, () -> shrunk.set(Resharding.rebalance(admin, 2,
+            log::add)));
+        SlotMap back = shrunk.get().map();
+        assertEquals(0, back.slotsOf(2));
+        assertEquals(0, cluster.engine(2).get("emb").size(), "shard 2 holds nothing");
+        assertExact(cluster, admin, oracle, back, dir.resolve("oracle-2"));
+        for (int s = 0; s < 3; s++) {
+          assertEquals(back, cluster.engine(s).slotMap());
+        }
+        log.forEach(System.out::println); // what each step moved and how long it paused
+      }
+    }
+  }
+
+  @Test
+  void anInterruptedStepIsFinishedByTheNextRun() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("shards"));
+        TableClient admin = cluster.client()) {
+      EmbeddingTable t = admin.createTable(config());
+      String[] keys = new String[2000];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = "k" + i;
+      }
+      t.findOrInsert(keys);
+      float[] g = new float[keys.length * DIM];
+      java.util.Arrays.fill(g, 0.5f);
+      t.applyGradients(keys, g, 0f, 1);
+      // a step cut after the flip: shard 0 gave its slots [0, 4096) away, shard 1 never took them
+      ShardEngine s0 = cluster.engine(0);
+      SlotMap before = s0.slotMap();
+      SlotMap after = before.withOwner(0, 4096, 1, 1);
+      s0.moves().export("emb", new int[] {0, 4096}, 0, 65_536, false, false);
+      s0.installSlotMap(after);
+      Resharding.Result r = Resharding.reshard(admin, after, m -> { });
+      assertEquals(0, r.steps(), "nothing left to move after the interrupted step is finished");
+      assertEquals(after, cluster.engine(1).slotMap());
+      float[] rows = t.find(keys).rows();
+      for (float v : rows) {
+        assertEquals(-0.5f, v);
+      }
+      int moved = 0;
+      for (String k : cluster.engine(1).get("emb").keys()) {
+        moved += after.slotOf(KeyHashing.hash(k)) < 4096 && KeyHashing.shardOf(k, 2) == 0 ? 1 : 0;
+      }
+      assertTrue(moved > 400, "rows taken over by shard 1: " + moved);
+      for (String k : s0.get("emb").keys()) {
+        assertEquals(0, after.ownerOf(KeyHashing.hash(k)));
+      }
+    }
+  }
+}

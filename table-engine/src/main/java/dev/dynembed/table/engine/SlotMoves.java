@@ -1,0 +1,470 @@
+package dev.dynembed.table.engine;
+
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.SlotMap;
+import dev.dynembed.table.common.TableException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * A shard's side of slot moves (docs/design/0021-slot-moves-proposal.md, "Moving a slot range").
+ *
+ * <p>Source: {@link #export} pages through a table's rows in the moving slots and, from its first
+ * page on, records the keys that writes touch in those slots (a dirty set, kept beside the store:
+ * it works with or without a log); dirty exports send their current records again. Once the
+ * source's map gives the slots away (every write it took has finished, and no new one can touch
+ * them), the last dirty export is final and carries the slots' admission counts. {@link
+ * #dropUnowned} then removes every row the map does not give this shard (logged as evictions).
+ *
+ * <p>Destination: {@link #importRows} stages records in stores no call, sampler, scan or
+ * checkpoint sees; {@link #commit} merges them into the live tables under their exclusive locks,
+ * makes them durable (a snapshot of a shard with a log) and then installs the map that gives the
+ * slots to this shard. Every step can be repeated: an import replaces a staged record, a commit
+ * of an already installed map merges nothing new.
+ */
+public final class SlotMoves {
+  /** Most keys one export page holds. */
+  public static final int MAX_PAGE_KEYS = 65_536;
+
+  private final ShardEngine engine;
+  private final ConcurrentHashMap<String, Tracker> outgoing = new ConcurrentHashMap<>();
+  private final Map<String, Staged> staging = new HashMap<>(); // guarded by this
+
+  SlotMoves(ShardEngine engine) {
+    this.engine = engine;
+  }
+
+  /** The keys writes touched in the moving slots of one store since its move began. */
+  static final class Tracker {
+    final TableStore store;
+    final SlotMap map;
+    final boolean[] moving;
+    final Set<String> dirty = ConcurrentHashMap.newKeySet();
+
+    Tracker(TableStore store, SlotMap map, boolean[] moving) {
+      this.store = store;
+      this.map = map;
+      this.moving = moving;
+    }
+
+    void touched(PackedKeys keys) {
+      for (int i = 0; i < keys.size(); i++) {
+        if (moving[map.slotOf(keys.hash(i))]) {
+          dirty.add(keys.key(i));
+        }
+      }
+    }
+
+    boolean sameSlots(boolean[] other) {
+      return java.util.Arrays.equals(moving, other);
+    }
+  }
+
+  /**
+   * Rows of one export page.
+   *
+   * @param records per key, the row then its optimizer slots ({@code recordFloats} values)
+   * @param pendingHashes admission counts of keys not admitted yet (last page of a final export)
+   * @param next the cursor of the next page, 0 when this was the last
+   */
+  public record Page(PackedKeys keys, float[] records, int recordFloats, long[] frequencies,
+      long[] steps, long[] updates, long[] pendingHashes, long[] pendingCounts, long next) {}
+
+  /** A page in its wire form. */
+  public static dev.dynembed.table.v1.SlotRows toProto(Page p) {
+    dev.dynembed.table.v1.SlotRows.Builder b = dev.dynembed.table.v1.SlotRows.newBuilder()
+        .setKeys(p.keys().toProto()).setRecords(dev.dynembed.table.common.Rows.encode(
+            p.records())).setRecordFloats(p.recordFloats());
+    for (int i = 0; i < p.frequencies().length; i++) {
+      b.addFrequencies(p.frequencies()[i]).addSteps(p.steps()[i]).addUpdates(p.updates()[i]);
+    }
+    for (int j = 0; j < p.pendingHashes().length; j++) {
+      b.addPendingHashes(p.pendingHashes()[j]).addPendingCounts(p.pendingCounts()[j]);
+    }
+    return b.build();
+  }
+
+  /** A page from its wire form (shapes are checked by {@link #importRows}). */
+  public static Page fromProto(dev.dynembed.table.v1.SlotRows r, long next) {
+    PackedKeys keys = PackedKeys.fromProto(r.getKeys(),
+        dev.dynembed.table.common.Limits.MAX_KEY_BYTES, "moved keys");
+    return new Page(keys, dev.dynembed.table.common.Rows.decode(r.getRecords()),
+        r.getRecordFloats(), toArray(r.getFrequenciesList()), toArray(r.getStepsList()),
+        toArray(r.getUpdatesList()), toArray(r.getPendingHashesList()),
+        toArray(r.getPendingCountsList()), next);
+  }
+
+  private static long[] toArray(List<Long> values) {
+    long[] out = new long[values.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = values.get(i);
+    }
+    return out;
+  }
+
+  /** The [start, end) bounds of a request's ranges. */
+  public static int[] bounds(List<dev.dynembed.table.v1.SlotRange> ranges) {
+    int[] out = new int[2 * ranges.size()];
+    for (int i = 0; i < ranges.size(); i++) {
+      out[2 * i] = (int) Math.min(Integer.MAX_VALUE, Integer.toUnsignedLong(
+          ranges.get(i).getStart()));
+      out[2 * i + 1] = (int) Math.min(Integer.MAX_VALUE, Integer.toUnsignedLong(
+          ranges.get(i).getEnd()));
+    }
+    return out;
+  }
+
+  /** The slots set in {@code ranges} ([start, end) pairs) of the shard's map. */
+  private boolean[] slots(int[] ranges) {
+    SlotMap m = engine.slotMap();
+    boolean[] moving = new boolean[m.slots()];
+    if (ranges.length == 0 || ranges.length % 2 != 0) {
+      throw TableException.invalid("a slot move names its slots as [start, end) ranges; %d"
+          + " bounds were given", ranges.length);
+    }
+    for (int i = 0; i < ranges.length; i += 2) {
+      int start = ranges[i];
+      int end = ranges[i + 1];
+      if (start < 0 || end > moving.length || start >= end) {
+        throw TableException.invalid("slot range [%d, %d) is not within [0, %d)", start, end,
+            moving.length);
+      }
+      java.util.Arrays.fill(moving, start, end, true);
+    }
+    return moving;
+  }
+
+  private TableStore movable(String table) {
+    if (engine.journal() instanceof ShardState s && s.replicating()) {
+      throw TableException.precondition("shard %d is replicated: moving slots of replicated"
+          + " shards is not supported yet (the followers would not see the imported rows)",
+          engine.shardIndex());
+    }
+    TableStore t = engine.get(table);
+    if (t.cold() != null) {
+      throw TableException.precondition("table '%s' has a tier below memory (disk or Redis);"
+          + " moving its slots is not supported yet: save it and restore it into the new"
+          + " layout", table);
+    }
+    return t;
+  }
+
+  /**
+   * A page of the table's rows in the moving slots, from row {@code cursor} on; the first page
+   * (cursor 0, not dirty) starts recording the keys writes touch in those slots. A dirty export
+   * returns the recorded keys' current records and forgets them; a {@code last} one (only once
+   * the map gives the slots away) also returns their admission counts.
+   */
+  public Page export(String table, int[] ranges, long cursor, int limit, boolean dirty,
+      boolean last) {
+    engine.checkReady();
+    if (limit < 1 || limit > MAX_PAGE_KEYS) {
+      throw TableException.invalid("an export page holds 1..%d keys, not %d", MAX_PAGE_KEYS,
+          limit);
+    }
+    boolean[] moving = slots(ranges);
+    TableStore t = movable(table);
+    Tracker tr = outgoing.get(table);
+    if (!dirty) {
+      if (cursor == 0 && (tr == null || tr.store != t || !tr.sameSlots(moving))) {
+        tr = new Tracker(t, engine.slotMap(), moving);
+        t.quiesce.writeLock().lock(); // no write in flight misses the tracker
+        try {
+          t.moveTracker = tr;
+          outgoing.put(table, tr);
+        } finally {
+          t.quiesce.writeLock().unlock();
+        }
+      }
+      if (tr == null || tr.store != t || !tr.sameSlots(moving)) {
+        throw moveRestarted(table);
+      }
+      return scan(tr, cursor, limit);
+    }
+    if (tr == null || tr.store != t || !tr.sameSlots(moving)) {
+      throw moveRestarted(table);
+    }
+    if (last) {
+      SlotMap now = engine.slotMap();
+      for (int s = 0; s < moving.length; s++) {
+        if (moving[s] && now.ownerOfSlot(s) == engine.shardIndex()) {
+          throw TableException.precondition("slot %d is still shard %d's (map epoch %d): the"
+              + " final export comes after the map that gives the slots away", s,
+              engine.shardIndex(), now.epoch());
+        }
+      }
+    }
+    return drain(tr, limit, last);
+  }
+
+  private static TableException moveRestarted(String table) {
+    return TableException.precondition("table '%s': no move of these slots is under way here"
+        + " (its store was replaced by an eviction, a restore or a restart, or the move was"
+        + " begun with other slots): start the move again from cursor 0", table);
+  }
+
+  private Page scan(Tracker tr, long cursor, int limit) {
+    TableStore t = tr.store;
+    int n = t.rowCount();
+    int rf = t.rowFloats;
+    PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
+    List<float[]> recs = new ArrayList<>();
+    List<long[]> meta = new ArrayList<>();
+    long row = cursor;
+    PackedKeys.Builder one = new PackedKeys.Builder(1);
+    for (; row < n && keys.size() < limit; row++) {
+      int r = (int) row;
+      one = new PackedKeys.Builder(1);
+      t.appendKey(r, one);
+      PackedKeys k = one.build();
+      if (!tr.moving[tr.map.slotOf(k.hash(0))]) {
+        continue;
+      }
+      keys.add(k, 0);
+      float[] rec = new float[rf];
+      t.copyRecord(r, rec, 0);
+      recs.add(rec);
+      meta.add(new long[] {t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
+          t.meta(r, TableStore.M_UPDATES)});
+    }
+    return page(keys.build(), recs, meta, rf, null, row >= n ? 0 : row);
+  }
+
+  private Page drain(Tracker tr, int limit, boolean last) {
+    TableStore t = tr.store;
+    int rf = t.rowFloats;
+    PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
+    List<float[]> recs = new ArrayList<>();
+    List<long[]> meta = new ArrayList<>();
+    java.util.Iterator<String> it = tr.dirty.iterator();
+    while (it.hasNext() && keys.size() < limit) {
+      String key = it.next();
+      it.remove(); // before the read: a write after it records the key again
+      PackedKeys k = PackedKeys.of(key);
+      int r = t.lookupHot(k, 0);
+      if (r < 0) {
+        continue;
+      }
+      keys.add(k, 0);
+      float[] rec = new float[rf];
+      t.copyRecord(r, rec, 0);
+      recs.add(rec);
+      meta.add(new long[] {t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
+          t.meta(r, TableStore.M_UPDATES)});
+    }
+    boolean more = !tr.dirty.isEmpty();
+    Map<Long, Long> pending = null;
+    if (last && !more) {
+      pending = new HashMap<>();
+      for (Map.Entry<Long, Long> e : t.pendingCounts().entrySet()) {
+        if (tr.moving[tr.map.slotOf(e.getKey())]) {
+          pending.put(e.getKey(), e.getValue());
+        }
+      }
+    }
+    return page(keys.build(), recs, meta, rf, pending, more ? 1 : 0);
+  }
+
+  private static Page page(PackedKeys keys, List<float[]> recs, List<long[]> meta, int rf,
+      Map<Long, Long> pending, long next) {
+    int n = recs.size();
+    float[] all = new float[n * rf];
+    long[] f = new long[n];
+    long[] s = new long[n];
+    long[] u = new long[n];
+    for (int i = 0; i < n; i++) {
+      System.arraycopy(recs.get(i), 0, all, i * rf, rf);
+      f[i] = meta.get(i)[0];
+      s[i] = meta.get(i)[1];
+      u[i] = meta.get(i)[2];
+    }
+    long[] ph = new long[pending == null ? 0 : pending.size()];
+    long[] pc = new long[ph.length];
+    if (pending != null) {
+      int j = 0;
+      for (Map.Entry<Long, Long> e : pending.entrySet()) {
+        ph[j] = e.getKey();
+        pc[j++] = e.getValue();
+      }
+    }
+    return new Page(keys, all, rf, f, s, u, ph, pc, next);
+  }
+
+  // ---------------------------------------------------------------- destination
+
+  /** A table's staged records: an unpublished store, and admission counts by key hash. */
+  private static final class Staged {
+    final TableStore store;
+    final Map<Long, Long> pending = new HashMap<>();
+
+    Staged(TableStore store) {
+      this.store = store;
+    }
+  }
+
+  /**
+   * Stages a page of records of slots this shard does not own yet (replacing records staged
+   * before for the same keys). Nothing live changes.
+   *
+   * @return records staged for the table so far
+   */
+  public synchronized long importRows(String table, Page page) {
+    engine.checkReady();
+    TableStore live = movable(table);
+    if (page.recordFloats() != live.rowFloats) {
+      throw TableException.invalid("table '%s': imported records have %d values; the table's"
+          + " have %d (dim %d with its optimizer's slots)", table, page.recordFloats(),
+          live.rowFloats, live.dim);
+    }
+    int n = page.keys().size();
+    if (page.records().length != (long) n * live.rowFloats || page.frequencies().length != n
+        || page.steps().length != n || page.updates().length != n
+        || page.pendingHashes().length != page.pendingCounts().length) {
+      throw TableException.invalid("table '%s': an import page of %d keys has %d values, %d"
+          + " frequencies, %d steps, %d update counts, %d/%d admission counts", table, n,
+          page.records().length, page.frequencies().length, page.steps().length,
+          page.updates().length, page.pendingHashes().length, page.pendingCounts().length);
+    }
+    SlotMap m = engine.slotMap();
+    for (int i = 0; i < n; i++) {
+      if (m.ownerOf(page.keys().hash(i)) == engine.shardIndex()) {
+        throw TableException.invalid("table '%s': key '%s' is this shard's already (map epoch"
+            + " %d); an import brings keys of slots it does not own yet", table,
+            page.keys().key(i), m.epoch());
+      }
+      int k = dev.dynembed.table.common.FloatKernels.firstNonFinite(page.records(),
+          i * live.rowFloats, live.rowFloats);
+      if (k >= 0) {
+        throw TableException.invalid("table '%s': imported record of key '%s' holds %s", table,
+            page.keys().key(i), page.records()[k]);
+      }
+    }
+    Staged st = staging.get(table);
+    if (st == null || !st.store.config().equals(live.config())) {
+      st = new Staged(new TableStore(live.config(), live.shardIndex, live.numShards));
+      staging.put(table, st);
+    }
+    for (int i = 0; i < n; i++) {
+      st.store.setRecord(page.keys(), i, page.records(), i * live.rowFloats,
+          page.frequencies()[i], page.steps()[i], page.updates()[i]);
+    }
+    for (int j = 0; j < page.pendingHashes().length; j++) {
+      st.pending.put(page.pendingHashes()[j], page.pendingCounts()[j]);
+    }
+    return st.store.rowCount();
+  }
+
+  /**
+   * Merges every staged table into the live one (each under its exclusive lock), makes the
+   * shard's state durable (a snapshot, with a log), then installs {@code map}, which must give
+   * this shard the slots it imported. Staging is emptied.
+   *
+   * @return records merged
+   */
+  public synchronized long commit(SlotMap map) {
+    engine.checkReady();
+    SlotMap cur = engine.slotMap();
+    if (map.epoch() < cur.epoch()) {
+      throw TableException.precondition("shard %d routes by slot map epoch %d already, newer"
+          + " than the %d of this commit", engine.shardIndex(), cur.epoch(), map.epoch());
+    }
+    long merged = 0;
+    for (Map.Entry<String, Staged> e : staging.entrySet()) {
+      Staged st = e.getValue();
+      TableStore live = movable(e.getKey());
+      PackedKeys.Builder one;
+      live.quiesce.writeLock().lock();
+      try {
+        TableStore s = st.store;
+        float[] rec = new float[s.rowFloats];
+        for (int r = 0; r < s.rowCount(); r++) {
+          one = new PackedKeys.Builder(1);
+          s.appendKey(r, one);
+          PackedKeys k = one.build();
+          if (map.ownerOf(k.hash(0)) != engine.shardIndex()) {
+            throw TableException.invalid("table '%s': staged key '%s' is not this shard's under"
+                + " the map of epoch %d; nothing was merged into it", e.getKey(), k.key(0),
+                map.epoch());
+          }
+          s.copyRecord(r, rec, 0);
+          live.setRecord(k, 0, rec, 0, s.meta(r, TableStore.M_FREQ),
+              s.meta(r, TableStore.M_STEP), s.meta(r, TableStore.M_UPDATES));
+          merged++;
+        }
+        for (Map.Entry<Long, Long> p : st.pending.entrySet()) {
+          live.pendingCounts().put(p.getKey(), p.getValue());
+        }
+        live.samplers().invalidate(); // the shard's sampler mass changed
+      } finally {
+        live.quiesce.writeLock().unlock();
+      }
+    }
+    staging.clear();
+    if (merged > 0 && engine.journal() instanceof ShardState s) {
+      try {
+        s.snapshot(); // the merged rows are in no log record: the snapshot holds them
+      } catch (java.io.IOException e) {
+        throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
+            + ": the snapshot after a slot import failed: " + e, e);
+      }
+    }
+    if (map.epoch() > cur.epoch() || !map.sameOwners(cur)) {
+      engine.installSlotMap(map);
+    }
+    return merged;
+  }
+
+  /** Forgets staged records (a move given up before its commit). */
+  public synchronized void abortImport() {
+    staging.clear();
+  }
+
+  /**
+   * Removes every row (and admission count) this shard's map does not give it, as logged
+   * evictions of exactly those keys, and ends the moves out of it.
+   *
+   * @return rows removed
+   */
+  public long dropUnowned() {
+    SlotMap m = engine.slotMap();
+    long dropped = 0;
+    for (TableStore listed : engine.tables()) {
+      String name = listed.name();
+      TableStore t = engine.lookup(name);
+      if (t == null) {
+        continue;
+      }
+      List<String> gone = new ArrayList<>();
+      PackedKeys.Builder one;
+      for (int r = 0; r < t.rowCount(); r++) {
+        one = new PackedKeys.Builder(1);
+        t.appendKey(r, one);
+        PackedKeys k = one.build();
+        if (m.ownerOf(k.hash(0)) != engine.shardIndex()) {
+          gone.add(k.key(0));
+        }
+      }
+      for (int from = 0; from < gone.size(); from += 4096) {
+        List<String> part = gone.subList(from, Math.min(gone.size(), from + 4096));
+        dropped += engine.evictions().evictUnchecked(dev.dynembed.table.v1.EvictRequest
+            .newBuilder().setTable(name)
+            .setKeys(PackedKeys.of(part.toArray(String[]::new)).toProto()).build()).getEvicted();
+      }
+      TableStore now = engine.lookup(name);
+      if (now != null) {
+        now.pendingCounts().keySet().removeIf(h -> m.ownerOf(h) != engine.shardIndex());
+        now.moveTracker = null;
+        if (!gone.isEmpty()) {
+          now.samplers().invalidate();
+        }
+      }
+      outgoing.remove(name);
+    }
+    return dropped;
+  }
+}
