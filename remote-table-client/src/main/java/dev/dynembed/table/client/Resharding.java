@@ -128,6 +128,21 @@ public final class Resharding {
    */
   private SlotMap settle() {
     List<SlotMap> maps = maps();
+    if (maps.stream().allMatch(m -> m.epoch() == 0)
+        && maps.stream().anyMatch(m -> !m.sameOwners(maps.get(0)))) {
+      // shards started beside a cluster that never moved slots (their own shard count differs):
+      // they take the cluster's map (shard 0's), extended to name them, owning nothing yet
+      SlotMap base = maps.get(0);
+      SlotMap extended = SlotMap.fromProto(base.toProto().toBuilder().setEpoch(1)
+          .setNumShards(Math.max(base.numShards(), shards().size())).build());
+      progress.accept(String.format("shards %d..%d join the cluster's map (%d slots) at epoch 1,"
+          + " owning no slot yet", base.numShards(), shards().size() - 1, base.slots()));
+      for (Shard s : shards()) {
+        Futures.await(s.installSlotMap(extended.toProto()));
+      }
+      return settle();
+    }
+    ensureTables();
     SlotMap newest = maps.get(0);
     for (SlotMap m : maps) {
       if (m.epoch() > newest.epoch()) {
@@ -174,6 +189,28 @@ public final class Resharding {
     }
     dropEverywhere();
     return newest;
+  }
+
+  /** Creates on every shard the tables some shard has (a new shard has none). */
+  private void ensureTables() {
+    java.util.Map<String, dev.dynembed.table.v1.TableConfig> configs = new java.util.TreeMap<>();
+    List<java.util.Set<String>> has = new ArrayList<>();
+    for (var st : client.stats()) {
+      java.util.Set<String> names = new java.util.HashSet<>();
+      for (TableInfo t : st.getTablesList()) {
+        configs.putIfAbsent(t.getConfig().getName(), t.getConfig());
+        names.add(t.getConfig().getName());
+      }
+      has.add(names);
+    }
+    for (int s = 0; s < has.size(); s++) {
+      for (var e : configs.entrySet()) {
+        if (!has.get(s).contains(e.getKey())) {
+          Futures.await(shards().get(s).create(e.getValue()));
+          progress.accept(String.format("table '%s' created on shard %d", e.getKey(), s));
+        }
+      }
+    }
   }
 
   private void dropEverywhere() {

@@ -43,21 +43,59 @@ public final class ShardedTableClient implements TableClient {
     return router;
   }
 
-  /** Checks once that endpoint i serves shard i of numShards(), before anything is created. */
+  /**
+   * Checks once that endpoint i serves shard i, before anything is created: of numShards() while
+   * the shards route by their implicit map; once slots have moved, of a slot map naming at most
+   * the client's endpoints (shards added or retired since they started report other counts).
+   * The client then routes by the newest map a shard has.
+   */
   private void verifyLayout(String table, String call) {
     if (layoutVerified) {
       return;
     }
     List<StatsResponse> stats = stats();
     for (int i = 0; i < stats.size(); i++) {
-      StatsResponse s = stats.get(i);
-      if (s.getNumShards() != shards.size() || s.getShardIndex() != i) {
-        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
-            "endpoint %d serves shard %d of %d, but this client has %d endpoints in shard order",
-            i, s.getShardIndex(), s.getNumShards(), shards.size()), table, i, call, null);
-      }
+      checkShard(i, stats.get(i).getShardIndex(), stats.get(i).getNumShards(), table, call);
     }
     layoutVerified = true;
+  }
+
+  private dev.dynembed.table.common.SlotMap layoutMap;
+
+  /** The newest slot map of the shards (asked once), or null while none moved slots. */
+  private synchronized dev.dynembed.table.common.SlotMap layoutMap() {
+    if (layoutMap == null) {
+      List<CompletableFuture<dev.dynembed.table.v1.SlotMap>> f = new ArrayList<>();
+      for (Shard s : shards) {
+        f.add(s.slotMap());
+      }
+      dev.dynembed.table.common.SlotMap newest = router.map();
+      for (dev.dynembed.table.v1.SlotMap p : Futures.awaitAll(f)) {
+        if (p != null && p.getEpoch() > newest.epoch()) {
+          newest = dev.dynembed.table.common.SlotMap.fromProto(p);
+        }
+      }
+      layoutMap = newest;
+      if (newest.epoch() > 0 && newest.numShards() <= shards.size()) {
+        router.refresh(newest.epoch());
+      }
+    }
+    return layoutMap.epoch() > 0 ? layoutMap : null;
+  }
+
+  private void checkShard(int i, int index, int numShards, String table, String call) {
+    dev.dynembed.table.common.SlotMap m = index == i && numShards != shards.size()
+        ? layoutMap() : null;
+    if (index != i || (m == null && numShards != shards.size())) {
+      throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
+          "endpoint %d serves shard %d of %d, but this client has %d endpoints in shard order",
+          i, index, numShards, shards.size()), table, i, call, null);
+    }
+    if (m != null && m.numShards() > shards.size()) {
+      throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format("the shards' slot"
+          + " map (epoch %d) names %d shards, but this client has %d endpoints: name every"
+          + " shard", m.epoch(), m.numShards(), shards.size()), table, i, call, null);
+    }
   }
 
   @Override
@@ -88,12 +126,7 @@ public final class ShardedTableClient implements TableClient {
     TableConfig config = infos.get(0).getConfig();
     for (int i = 0; i < infos.size(); i++) {
       TableInfo info = infos.get(i);
-      if (info.getNumShards() != shards.size() || info.getShardIndex() != i) {
-        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
-            "endpoint %d serves shard %d of %d, but this client has %d endpoints in shard order",
-            i, info.getShardIndex(), info.getNumShards(), shards.size()), name, i, "openTable",
-            null);
-      }
+      checkShard(i, info.getShardIndex(), info.getNumShards(), name, "openTable");
       if (!info.getConfig().equals(config)) {
         throw TableException.of(ErrorCode.FAILED_PRECONDITION,
             "shards disagree on the table's config", name, i, "openTable", null);

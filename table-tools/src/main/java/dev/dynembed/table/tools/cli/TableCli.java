@@ -27,7 +27,8 @@ import dev.dynembed.table.tools.DevCertificates;
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
         TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
         TableCli.Evict.class, TableCli.Export.class, TableCli.Ingest.class, TableCli.Sample.class,
-        TableCli.Index.class, TableCli.Cluster.class, TableCli.DevCerts.class})
+        TableCli.Index.class, TableCli.Cluster.class, TableCli.DevCerts.class,
+        TableCli.Reshard.class, TableCli.SlotMapShow.class})
 public final class TableCli {
   static class Common {
     @Option(names = "--endpoints", required = true,
@@ -243,6 +244,47 @@ public final class TableCli {
       JsonFormat.Printer p = JsonFormat.printer().omittingInsignificantWhitespace();
       for (int i = 0; i < infos.size(); i++) {
         System.out.println("shard " + i + ": " + p.print(infos.get(i)));
+      }
+    }
+  }
+
+  @Command(name = "reshard", description = "Move slots between running shards while clients"
+      + " read and write (docs/design/0021-slot-moves-proposal.md): spread them evenly over the"
+      + " first --shards shards of --endpoints (a new shard: start it with --shards set to the"
+      + " endpoint count and name it last; to retire the last shards, give fewer). Safe to"
+      + " interrupt: running it again finishes an interrupted step.")
+  static final class Reshard extends Base {
+    @Option(names = "--shards", required = true,
+        description = "shards to spread the slots over (1..number of endpoints)")
+    int shards;
+
+    @Override
+    void run(TableClient c) {
+      dev.dynembed.table.client.Resharding.Result r = dev.dynembed.table.client.Resharding
+          .rebalance(c, shards, m -> System.out.println(m));
+      System.out.printf("slot map epoch %d: %d rows moved in %d steps, longest cutover pause"
+          + " %.1f ms%n", r.map().epoch(), r.rowsMoved(), r.steps(), r.longestPauseMillis());
+    }
+  }
+
+  @Command(name = "slot-map", description = "Each shard's slot map: epoch, slots, and how many"
+      + " slots each shard owns.")
+  static final class SlotMapShow extends Base {
+    @Override
+    void run(TableClient c) {
+      if (!(c instanceof dev.dynembed.table.client.spi.ShardedTableClient sc)) {
+        throw new IllegalArgumentException("slot maps are kept by table-server shards");
+      }
+      for (int i = 0; i < sc.shards().size(); i++) {
+        dev.dynembed.table.v1.SlotMap p = dev.dynembed.table.client.internal.Futures.await(
+            sc.shards().get(i).slotMap());
+        dev.dynembed.table.common.SlotMap m = dev.dynembed.table.common.SlotMap.fromProto(p);
+        StringBuilder owners = new StringBuilder();
+        for (int s = 0; s < m.numShards(); s++) {
+          owners.append(s == 0 ? "" : ", ").append(s).append(": ").append(m.slotsOf(s));
+        }
+        System.out.printf("shard %d: epoch %d, %d slots over %d shards (%s)%n", i, m.epoch(),
+            m.slots(), m.numShards(), owners);
       }
     }
   }
