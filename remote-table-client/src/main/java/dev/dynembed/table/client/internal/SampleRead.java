@@ -125,8 +125,10 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
 
   @Override
   Shard.Read request(int shard) {
-    if (asked[shard] == 0 && shardPositives[shard].size() == 0) {
-      return null;
+    if (asked[shard] == 0 && shardPositives[shard].size() == 0
+        && (knownMass == null || knownMass[shard] > 0)) {
+      return null; // a shard last known without weight is asked for its mass (no draws): it
+                   // may have gained keys since (counting, a slot move)
     }
     return new Shard.Sample(table, shardPositives[shard], asked[shard], sampler, alpha,
         shardSeed(seed, shard), distinct, knownMass == null, withSlots);

@@ -44,6 +44,7 @@ public final class ShardedTable implements EmbeddingTable {
   private final boolean direct;
   /** Last known sampler mass of each shard, per sampler and alpha. */
   private final ConcurrentHashMap<String, double[]> masses = new ConcurrentHashMap<>();
+  private volatile long massesEpoch;
 
   public ShardedTable(TableConfig config, SlotRouter router) {
     this.config = config;
@@ -119,9 +120,14 @@ public final class ShardedTable implements EmbeddingTable {
       throw invalid("sample", "num_sampled must be in [0, %d] but was %d",
           Limits.MAX_NUM_SAMPLED, numSampled);
     }
+    dev.dynembed.table.common.SlotMap map = router.map();
+    if (map.epoch() != massesEpoch) { // slots moved: every shard's mass changed
+      masses.clear();
+      massesEpoch = map.epoch();
+    }
     String id = sampler + "/" + alpha;
     return new SampleRead<>(name(), dim, slotFloats(), pos, numSampled, sampler, alpha, seed,
-        distinct, withSlots, router.map(), n, masses.get(id), reported -> masses.compute(id, (k, old) -> {
+        distinct, withSlots, map, n, masses.get(id), reported -> masses.compute(id, (k, old) -> {
           double[] m = old == null ? new double[n] : old.clone();
           for (int s = 0; s < n; s++) {
             if (!Double.isNaN(reported[s])) {
