@@ -31,6 +31,8 @@ public final class SlotMoves {
   /** Most keys one export page holds. */
   public static final int MAX_PAGE_KEYS = 65_536;
 
+  private static final java.util.logging.Logger LOG =
+      java.util.logging.Logger.getLogger(SlotMoves.class.getName());
   private final ShardEngine engine;
   private final ConcurrentHashMap<String, Tracker> outgoing = new ConcurrentHashMap<>();
   private final Map<String, Staged> staging = new HashMap<>(); // guarded by this
@@ -374,6 +376,7 @@ public final class SlotMoves {
           + " than the %d of this commit", engine.shardIndex(), cur.epoch(), map.epoch());
     }
     long merged = 0;
+    long t0 = System.nanoTime();
     for (Map.Entry<String, Staged> e : staging.entrySet()) {
       Staged st = e.getValue();
       TableStore live = movable(e.getKey());
@@ -405,6 +408,7 @@ public final class SlotMoves {
       }
     }
     staging.clear();
+    long t1 = System.nanoTime();
     if (merged > 0 && engine.journal() instanceof ShardState s) {
       try {
         s.snapshot(); // the merged rows are in no log record: the snapshot holds them
@@ -413,9 +417,13 @@ public final class SlotMoves {
             + ": the snapshot after a slot import failed: " + e, e);
       }
     }
+    long t2 = System.nanoTime();
     if (map.epoch() > cur.epoch() || !map.sameOwners(cur)) {
       engine.installSlotMap(map);
     }
+    LOG.info(String.format(java.util.Locale.ROOT, "shard %d: slot import committed at map epoch"
+        + " %d: %d rows merged in %.1f ms, snapshot %.1f ms, map %.1f ms", engine.shardIndex(),
+        map.epoch(), merged, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (System.nanoTime() - t2) / 1e6));
     return merged;
   }
 
@@ -449,8 +457,9 @@ public final class SlotMoves {
           gone.add(k.key(0));
         }
       }
-      for (int from = 0; from < gone.size(); from += 4096) {
-        List<String> part = gone.subList(from, Math.min(gone.size(), from + 4096));
+      int chunk = dev.dynembed.table.common.Limits.MAX_BATCH_KEYS; // one rebuild per chunk
+      for (int from = 0; from < gone.size(); from += chunk) {
+        List<String> part = gone.subList(from, Math.min(gone.size(), from + chunk));
         dropped += engine.evictions().evictUnchecked(dev.dynembed.table.v1.EvictRequest
             .newBuilder().setTable(name)
             .setKeys(PackedKeys.of(part.toArray(String[]::new)).toProto()).build()).getEvicted();
