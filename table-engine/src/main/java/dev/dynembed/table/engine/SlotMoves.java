@@ -218,21 +218,15 @@ public final class SlotMoves {
     List<float[]> recs = new ArrayList<>();
     List<long[]> meta = new ArrayList<>();
     long row = cursor;
-    PackedKeys.Builder one = new PackedKeys.Builder(1);
     for (; row < n && keys.size() < limit; row++) {
       int r = (int) row;
-      one = new PackedKeys.Builder(1);
+      PackedKeys.Builder one = new PackedKeys.Builder(1);
       t.appendKey(r, one);
       PackedKeys k = one.build();
       if (!tr.moving[tr.map.slotOf(k.hash(0))]) {
         continue;
       }
-      keys.add(k, 0);
-      float[] rec = new float[rf];
-      t.copyRecord(r, rec, 0);
-      recs.add(rec);
-      meta.add(new long[] {t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
-          t.meta(r, TableStore.M_UPDATES)});
+      take(t, r, k, keys, recs, meta);
     }
     return page(keys.build(), recs, meta, rf, null, row >= n ? 0 : row);
   }
@@ -252,12 +246,7 @@ public final class SlotMoves {
       if (r < 0) {
         continue;
       }
-      keys.add(k, 0);
-      float[] rec = new float[rf];
-      t.copyRecord(r, rec, 0);
-      recs.add(rec);
-      meta.add(new long[] {t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
-          t.meta(r, TableStore.M_UPDATES)});
+      take(t, r, k, keys, recs, meta);
     }
     boolean more = !tr.dirty.isEmpty();
     Map<Long, Long> pending = null;
@@ -270,6 +259,17 @@ public final class SlotMoves {
       }
     }
     return page(keys.build(), recs, meta, rf, pending, more ? 1 : 0);
+  }
+
+  /** Adds row {@code r} (key {@code k}) to a page being built: its record and metadata. */
+  private static void take(TableStore t, int r, PackedKeys k, PackedKeys.Builder keys,
+      List<float[]> recs, List<long[]> meta) {
+    keys.add(k, 0);
+    float[] rec = new float[t.rowFloats];
+    t.copyRecord(r, rec, 0);
+    recs.add(rec);
+    meta.add(new long[] {t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
+        t.meta(r, TableStore.M_UPDATES)});
   }
 
   private static Page page(PackedKeys keys, List<float[]> recs, List<long[]> meta, int rf,

@@ -43,7 +43,17 @@ final class Rerouted {
   /** Shard {@code s}'s read call at {@code epoch}, re-routed if the shard says MOVED. */
   static CompletableFuture<List<Object>> read(SlotRouter router, int s, List<Shard.Read> items,
       long epoch, int moves) {
-    return router.shards().get(s).read(items, epoch).exceptionallyCompose(e -> {
+    return onMoved(router.shards().get(s).read(items, epoch), router, moves,
+        map -> resendReads(router, s, items, map, moves + 1));
+  }
+
+  /**
+   * The call's result; if the shard refused it as MOVED, {@code resend}'s by the map read after
+   * the refusal (up to {@link #MAX_MOVES} times in a row).
+   */
+  private static <T> CompletableFuture<T> onMoved(CompletableFuture<T> call, SlotRouter router,
+      int moves, java.util.function.Function<SlotMap, CompletableFuture<T>> resend) {
+    return call.exceptionallyCompose(e -> {
       TableException m = moved(e);
       if (m == null) {
         return CompletableFuture.failedFuture(e);
@@ -51,8 +61,7 @@ final class Rerouted {
       if (moves >= MAX_MOVES) {
         return CompletableFuture.failedFuture(tooManyMoves(m));
       }
-      return router.refreshAsync(TableException.movedEpoch(m.getMessage()))
-          .thenCompose(map -> resendReads(router, s, items, map, moves + 1));
+      return router.refreshAsync(TableException.movedEpoch(m.getMessage())).thenCompose(resend);
     });
   }
 
@@ -309,17 +318,8 @@ final class Rerouted {
   /** Shard {@code s}'s write call at {@code epoch}, re-routed if the shard says MOVED. */
   static CompletableFuture<int[]> write(SlotRouter router, int s, List<Shard.Write> items,
       long epoch, int moves) {
-    return router.shards().get(s).write(items, epoch).exceptionallyCompose(e -> {
-      TableException m = moved(e);
-      if (m == null) {
-        return CompletableFuture.failedFuture(e);
-      }
-      if (moves >= MAX_MOVES) {
-        return CompletableFuture.failedFuture(tooManyMoves(m));
-      }
-      return router.refreshAsync(TableException.movedEpoch(m.getMessage()))
-          .thenCompose(map -> resendWrites(router, items, map, moves + 1));
-    });
+    return onMoved(router.shards().get(s).write(items, epoch), router, moves,
+        map -> resendWrites(router, items, map, moves + 1));
   }
 
   private static CompletableFuture<int[]> resendWrites(SlotRouter router,
