@@ -170,4 +170,67 @@ class SlotMapEngineTest {
         java.io.IOException.class, () -> new ShardEngine(0, 2, dir).keepSlotMapIn(file));
     assertTrue(bad.getMessage().contains("cannot be read"), bad.getMessage());
   }
+
+  /** A shard with a log and snapshots under {@code dir/state}, its map kept there too. */
+  private ShardState durable(ShardEngine e) throws Exception {
+    Path states = dir.resolve("state");
+    Path root = ShardState.root(states, e.shardIndex());
+    Files.createDirectories(root);
+    e.keepSlotMapIn(root.resolve("slot-map"));
+    return ShardState.recover(e, states, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
+  }
+
+  @Test
+  void movedRowsSurviveRestartsOnBothSides() throws Exception {
+    // shard 0 holds keys of a slot that moves to shard 1 (rows written, so logged)
+    ShardEngine a = new ShardEngine(0, 2, dir.resolve("a"));
+    ShardState sa = durable(a);
+    a.create(TableConfigs.normalize(TableConfigs.builder("t", DIM)
+        .setOptimizer(TableConfigs.sgd(1f)).build()));
+    List<String> mine = keysOf(0, 40);
+    a.write(write(0, 1, mine), ShardState::checkWrite);
+    String moving = mine.get(0);
+    int slot = a.slotMap().slotOf(KeyHashing.hash(moving));
+    SlotMap next = a.slotMap().withOwner(slot, slot + 1, 1, 1);
+    SlotMoves.Page page = a.moves().export("t", new int[] {slot, slot + 1}, 0, 1000, false,
+        false);
+    assertEquals(List.of(moving), List.of(page.keys().toStrings()));
+    a.installSlotMap(next);
+    SlotMoves.Page last = a.moves().export("t", new int[] {slot, slot + 1}, 0, 1000, true, true);
+    assertEquals(0, last.keys().size(), "no write touched the slot since the copy");
+
+    // shard 1 (its own directory) stages the rows, commits, and is stopped without a snapshot
+    Path other = dir.resolve("b");
+    ShardEngine b = new ShardEngine(1, 2, other);
+    Path statesB = other.resolve("state");
+    Files.createDirectories(ShardState.root(statesB, 1));
+    b.keepSlotMapIn(ShardState.root(statesB, 1).resolve("slot-map"));
+    ShardState sb = ShardState.recover(b, statesB, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
+    b.create(a.get("t").config());
+    b.moves().importRows("t", SlotMoves.fromProto(SlotMoves.toProto(page), 0));
+    assertNull(b.get("t").record(moving), "staged rows are invisible");
+    assertEquals(1, b.moves().commit(next));
+    TableStore.Record moved = b.get("t").record(moving);
+    assertEquals(a.get("t").record(moving), moved);
+    assertEquals(1, a.moves().dropUnowned());
+    assertNull(a.get("t").record(moving));
+    sa.close(false);
+    sb.close(false);
+
+    // both restart from their logs and snapshots: the row lives on shard 1 only
+    ShardEngine a2 = new ShardEngine(0, 2, dir.resolve("a"));
+    ShardState sa2 = durable(a2);
+    assertEquals(next, a2.slotMap());
+    assertNull(a2.get("t").record(moving));
+    assertEquals(39, a2.get("t").size());
+    ShardEngine b2 = new ShardEngine(1, 2, other);
+    b2.keepSlotMapIn(ShardState.root(statesB, 1).resolve("slot-map"));
+    ShardState sb2 = ShardState.recover(b2, statesB, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
+    assertEquals(next, b2.slotMap());
+    assertEquals(moved, b2.get("t").record(moving));
+    // and the moved key takes writes on its new shard, at the new epoch
+    assertEquals(1, b2.write(write(1, 9, List.of(moving)), ShardState::checkWrite)[0]);
+    sa2.close(false);
+    sb2.close(false);
+  }
 }
