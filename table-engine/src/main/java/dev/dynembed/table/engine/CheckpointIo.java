@@ -58,8 +58,18 @@ public final class CheckpointIo {
 
   /** Writes a table's shard file from a frozen copy; needs no lock. */
   public static CheckpointFile write(TableStore.Frozen f, Path dir, long step) throws IOException {
+    return write(f, dir, step, null);
+  }
+
+  /**
+   * As above, keeping only the keys {@code owned} gives the store's shard (null: every key). A
+   * checkpoint taken between a slot move's merge on the destination and the drop on the source
+   * then holds each key once.
+   */
+  public static CheckpointFile write(TableStore.Frozen f, Path dir, long step,
+      dev.dynembed.table.common.SlotMap owned) throws IOException {
     try {
-      return writeFrozen(f, dir, step);
+      return writeFrozen(f, dir, step, owned);
     } finally {
       if (f.cold != null) {
         f.cold.close();
@@ -67,8 +77,8 @@ public final class CheckpointIo {
     }
   }
 
-  private static CheckpointFile writeFrozen(TableStore.Frozen f, Path dir, long step)
-      throws IOException {
+  private static CheckpointFile writeFrozen(TableStore.Frozen f, Path dir, long step,
+      dev.dynembed.table.common.SlotMap owned) throws IOException {
     TableStore t = f.table; // config and layout; every row comes from the copy
     Files.createDirectories(dir);
     String name = fileName(t.name(), t.shardIndex, t.numShards);
@@ -105,6 +115,9 @@ public final class CheckpointIo {
         PackedKeys.Builder kb = new PackedKeys.Builder(1);
         f.appendKey(r, kb);
         PackedKeys key = kb.build();
+        if (owned != null && owned.ownerOf(key.hash(0)) != t.shardIndex) {
+          continue; // given away by a slot move, not yet dropped
+        }
         block.putShort((short) key.length(0));
         block.put(key.bytes(), 0, key.length(0));
         float[] page = f.rowPage(r);
@@ -159,7 +172,12 @@ public final class CheckpointIo {
       if (t.config().getAdmissionSketchKib() > 0) {
         writeSketch(out, f.sketchCounters());
       } else if (t.config().getMinCount() > 1) {
-        writePending(out, f.pendingCounts());
+        java.util.Map<Long, Long> pending = f.pendingCounts();
+        if (owned != null) {
+          pending = new java.util.HashMap<>(pending);
+          pending.keySet().removeIf(h -> owned.ownerOf(h) != t.shardIndex);
+        }
+        writePending(out, pending);
       }
       out.flush();
       writeInt(out, (int) whole.getValue());

@@ -75,7 +75,7 @@ final class ShardCheckpoints {
       t.quiesce.writeLock().unlock();
     }
     try {
-      return CheckpointIo.write(copy, dir, step);
+      return CheckpointIo.write(copy, dir, step, engine.slotMap());
     } catch (IOException e) {
       throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
           String.format("table '%s': writing checkpoint '%s' failed (%s)", table, directory,

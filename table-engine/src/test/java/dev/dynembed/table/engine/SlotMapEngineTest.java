@@ -15,6 +15,7 @@ import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.ApplyGradientsRequest;
 import dev.dynembed.table.v1.CallId;
+import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.FindOrInsertRequest;
 import dev.dynembed.table.v1.ReadItem;
 import dev.dynembed.table.v1.ReadRequest;
@@ -212,6 +213,15 @@ class SlotMapEngineTest {
     assertEquals(1, b.moves().commit(next));
     TableStore.Record moved = b.get("t").record(moving);
     assertEquals(a.get("t").record(moving), moved);
+    // a checkpoint cut before the source drops the row holds it once: on its new shard
+    Files.createDirectories(dir.resolve("a"));
+    CheckpointFile fa = a.save("t", "ckpt", 5);
+    CheckpointFile fb = b.save("t", "ckpt", 5);
+    TableStore whole = CheckpointIo.read(dir.resolve("a").resolve("ckpt"), List.of(fa), "t", 0, 1);
+    assertNull(whole.record(moving));
+    assertEquals(39, whole.size());
+    assertEquals(moved, CheckpointIo.read(other.resolve("ckpt"), List.of(fb), "t", 0, 1)
+        .record(moving));
     assertEquals(1, a.moves().dropUnowned());
     assertNull(a.get("t").record(moving));
     sa.close(false);

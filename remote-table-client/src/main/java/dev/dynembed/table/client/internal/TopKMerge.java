@@ -33,12 +33,21 @@ final class TopKMerge {
         cursor[s] += c;
       }
       all.sort(ORDER);
-      int m = Math.min(k, all.size());
+      // a key answered by two shards (a slot move's source between the destination's merge and
+      // its own drop) counts once
+      List<Hit> distinct = new ArrayList<>(Math.min(k, all.size()));
+      java.util.Set<String> seen = new java.util.HashSet<>();
+      for (int j = 0; j < all.size() && distinct.size() < k; j++) {
+        if (seen.add(all.get(j).key())) {
+          distinct.add(all.get(j));
+        }
+      }
+      int m = distinct.size();
       keys[q] = new String[m];
       scores[q] = new float[m];
       for (int j = 0; j < m; j++) {
-        keys[q][j] = all.get(j).key();
-        scores[q][j] = all.get(j).score();
+        keys[q][j] = distinct.get(j).key();
+        scores[q][j] = distinct.get(j).score();
       }
     }
     int approximate = 0;
