@@ -295,14 +295,22 @@ public final class Resharding {
         slots, from, to));
     List<String> tables = tables();
     for (String t : tables) {
+      long c0 = System.nanoTime();
       long rows = copy(from, to, t, ranges);
-      progress.accept(String.format("  table '%s': %d rows copied", t, rows));
-      for (int round = 0; round < MAX_CATCH_UP_ROUNDS; round++) {
-        long again = drainDirty(from, to, t, ranges, false);
-        if (again < SETTLED) {
+      long c1 = System.nanoTime();
+      long again = 0;
+      int rounds = 0;
+      for (; rounds < MAX_CATCH_UP_ROUNDS; rounds++) {
+        long n = drainDirty(from, to, t, ranges, false);
+        again += n;
+        if (n < SETTLED) {
+          rounds++;
           break;
         }
       }
+      progress.accept(String.format(java.util.Locale.ROOT, "  table '%s': %d rows copied in"
+          + " %.2f s, %d resent in %d catch-up rounds in %.2f s", t, rows, (c1 - c0) / 1e9,
+          again, rounds, (System.nanoTime() - c1) / 1e9));
     }
     long pause = System.nanoTime();
     for (int s = 0; s < shards().size(); s++) { // the source first: it stops taking the slots
@@ -318,9 +326,11 @@ public final class Resharding {
     long merged = Futures.await(shards().get(to).commitSlots(CommitSlotsRequest.newBuilder()
         .setMap(next.toProto()).build())).getMerged();
     pauseNanos = System.nanoTime() - pause;
+    long d0 = System.nanoTime();
     long dropped = Futures.await(shards().get(from).dropUnowned());
-    progress.accept(String.format("  cutover: %d last records, %d merged, %d dropped at the"
-        + " source, pause %.1f ms", last, merged, dropped, pauseNanos / 1e6));
+    progress.accept(String.format(java.util.Locale.ROOT, "  cutover: %d last records, %d"
+        + " merged, pause %.1f ms; %d dropped at the source in %.2f s", last, merged,
+        pauseNanos / 1e6, dropped, (System.nanoTime() - d0) / 1e9));
   }
 
   /** Every page of the table's rows in the moving slots, from scratch. */

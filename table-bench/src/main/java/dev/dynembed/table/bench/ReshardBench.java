@@ -138,7 +138,8 @@ public final class ReshardBench implements Callable<Integer> {
         Thread.sleep(settle * 1000L);
         long before = System.nanoTime() - settle * 1_000_000_000L;
         long m0 = System.nanoTime();
-        Resharding.Result r = Resharding.rebalance(admin, target, m -> { });
+        List<String> steps = new ArrayList<>();
+        Resharding.Result r = Resharding.rebalance(admin, target, steps::add);
         long m1 = System.nanoTime();
         Thread.sleep(settle * 1000L);
         double secs = (m1 - m0) / 1e9;
@@ -146,6 +147,7 @@ public final class ReshardBench implements Callable<Integer> {
             target == 3 ? "2 -> 3" : "3 -> 2", r.rowsMoved(), secs, r.rowsMoved() / secs,
             r.longestPauseMillis(), rate(before, m0), rate(m0, m1),
             rate(m1, System.nanoTime()));
+        steps.forEach(line -> System.out.println("    " + line));
       }
       stop.set(true);
       tr.join();
