@@ -133,8 +133,7 @@ public final class Resharding {
       // shards started beside a cluster that never moved slots (their own shard count differs):
       // they take the cluster's map (shard 0's), extended to name them, owning nothing yet
       SlotMap base = maps.get(0);
-      SlotMap extended = SlotMap.fromProto(base.toProto().toBuilder().setEpoch(1)
-          .setNumShards(Math.max(base.numShards(), shards().size())).build());
+      SlotMap extended = base.extended(Math.max(base.numShards(), shards().size()), 1);
       progress.accept(String.format("shards %d..%d join the cluster's map (%d slots) at epoch 1,"
           + " owning no slot yet", base.numShards(), shards().size() - 1, base.slots()));
       for (Shard s : shards()) {
@@ -259,11 +258,7 @@ public final class Resharding {
         if (ranges.isEmpty()) {
           continue;
         }
-        SlotMap next = cur;
-        for (SlotRange r : ranges) {
-          next = withOwner(next, r, to);
-        }
-        next = epoch(next, cur.epoch() + 1);
+        SlotMap next = cur.movedTowards(target, from, to, cur.epoch() + 1);
         pauseNanos = 0;
         step(cur, next, from, to, ranges);
         longest = Math.max(longest, pauseNanos / 1e6);
@@ -274,16 +269,6 @@ public final class Resharding {
     progress.accept(String.format("done: map epoch %d, %d rows moved in %d steps, longest pause"
         + " %.1f ms", cur.epoch(), movedRows, steps, longest));
     return new Result(cur, movedRows, steps, longest);
-  }
-
-  private static SlotMap withOwner(SlotMap m, SlotRange r, int owner) {
-    dev.dynembed.table.v1.SlotMap p = m.withOwner(r.getStart(), r.getEnd(), owner,
-        m.epoch() + 1).toProto();
-    return SlotMap.fromProto(p.toBuilder().setEpoch(m.epoch()).build());
-  }
-
-  private static SlotMap epoch(SlotMap m, long epoch) {
-    return SlotMap.fromProto(m.toProto().toBuilder().setEpoch(epoch).build());
   }
 
   private void step(SlotMap cur, SlotMap next, int from, int to, List<SlotRange> ranges) {

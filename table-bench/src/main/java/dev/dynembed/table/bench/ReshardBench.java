@@ -110,8 +110,7 @@ public final class ReshardBench implements Callable<Integer> {
         TableClient admin = TableClients.connect(p.endpoints());
         TableClient train = TableClients.connect(p.endpoints())) {
       // a cluster of 2 shards (their implicit map) with a third shard beside it owning nothing
-      SlotMap two = SlotMap.fromProto(SlotMap.implicit(2).toProto().toBuilder().setEpoch(1)
-          .setNumShards(3).build());
+      SlotMap two = SlotMap.implicit(2).extended(3, 1);
       for (Shard s : ((ShardedTableClient) admin).shards()) {
         Futures.await(s.installSlotMap(two.toProto()));
       }

@@ -194,8 +194,7 @@ class ReshardingTest {
   void theTableGoesFrom2To3To2ShardsWhileTwoTrainersWrite() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(3, dir.resolve("shards"))) {
       // a cluster of 2 shards (8,192 slots) with a third shard started beside it, owning nothing
-      SlotMap two = SlotMap.fromProto(SlotMap.implicit(2).toProto().toBuilder().setEpoch(1)
-          .setNumShards(3).build());
+      SlotMap two = SlotMap.implicit(2).extended(3, 1);
       for (int s = 0; s < 3; s++) {
         cluster.engine(s).installSlotMap(two);
       }

@@ -302,15 +302,7 @@ public final class ShardEngine {
     Path file = slotMapFile;
     if (file != null) {
       try {
-        Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
-        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(tmp,
-            java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE,
-            java.nio.file.StandardOpenOption.TRUNCATE_EXISTING)) {
-          ch.write(java.nio.ByteBuffer.wrap(m.toProto().toByteArray()));
-          ch.force(true);
-        }
-        java.nio.file.Files.move(tmp, file, java.nio.file.StandardCopyOption.ATOMIC_MOVE,
-            java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        dev.dynembed.table.common.Durable.writeAtomically(file, m.toProto().toByteArray());
       } catch (IOException e) {
         throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
             "shard " + shardIndex + " cannot write its slot map " + file + ": " + e, e);

@@ -323,16 +323,16 @@ public final class ShardState implements AutoCloseable, ShardJournal {
 
   // ---------------------------------------------------------------- replication (design 0019)
 
-  /**
-   * Makes this shard a primary whose records {@code hook} ships to followers (null: none). Every
-   * record appended from now on is handed to it in LSN order, and every mutating call waits for
-   * {@link ReplicationHook#awaitReplicated} before it is answered.
-   */
   /** Whether a replication hook ships this shard's records to followers. */
   public boolean replicating() {
     return replication != null;
   }
 
+  /**
+   * Makes this shard a primary whose records {@code hook} ships to followers (null: none). Every
+   * record appended from now on is handed to it in LSN order, and every mutating call waits for
+   * {@link ReplicationHook#awaitReplicated} before it is answered.
+   */
   public void replicateTo(ReplicationHook hook) {
     this.replication = hook;
     wal.tail(hook == null ? null : (bytes, lsn) -> hook.appended(lsn, parseRecord(bytes)));

@@ -172,24 +172,21 @@ public final class SlotMoves {
     boolean[] moving = slots(ranges);
     TableStore t = movable(table);
     Tracker tr = outgoing.get(table);
-    if (!dirty) {
-      if (cursor == 0 && (tr == null || tr.store != t || !tr.sameSlots(moving))) {
-        tr = new Tracker(t, engine.slotMap(), moving);
-        t.quiesce.writeLock().lock(); // no write in flight misses the tracker
-        try {
-          t.moveTracker = tr;
-          outgoing.put(table, tr);
-        } finally {
-          t.quiesce.writeLock().unlock();
-        }
+    if (!dirty && cursor == 0 && !tracks(tr, t, moving)) {
+      tr = new Tracker(t, engine.slotMap(), moving);
+      t.quiesce.writeLock().lock(); // no write in flight misses the tracker
+      try {
+        t.moveTracker = tr;
+        outgoing.put(table, tr);
+      } finally {
+        t.quiesce.writeLock().unlock();
       }
-      if (tr == null || tr.store != t || !tr.sameSlots(moving)) {
-        throw moveRestarted(table);
-      }
-      return scan(tr, cursor, limit);
     }
-    if (tr == null || tr.store != t || !tr.sameSlots(moving)) {
+    if (!tracks(tr, t, moving)) {
       throw moveRestarted(table);
+    }
+    if (!dirty) {
+      return scan(tr, cursor, limit);
     }
     if (last) {
       SlotMap now = engine.slotMap();
@@ -204,6 +201,11 @@ public final class SlotMoves {
     return drain(tr, limit, last);
   }
 
+  /** Whether {@code tr} records the moving slots of the table's current store. */
+  private static boolean tracks(Tracker tr, TableStore t, boolean[] moving) {
+    return tr != null && tr.store == t && tr.sameSlots(moving);
+  }
+
   private static TableException moveRestarted(String table) {
     return TableException.precondition("table '%s': no move of these slots is under way here"
         + " (its store was replaced by an eviction, a restore or a restart, or the move was"
@@ -213,40 +215,31 @@ public final class SlotMoves {
   private Page scan(Tracker tr, long cursor, int limit) {
     TableStore t = tr.store;
     int n = t.rowCount();
-    int rf = t.rowFloats;
     PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
-    List<float[]> recs = new ArrayList<>();
-    List<long[]> meta = new ArrayList<>();
+    int[] rows = new int[Math.min(limit, 1024)];
     long row = cursor;
     for (; row < n && keys.size() < limit; row++) {
-      int r = (int) row;
-      PackedKeys.Builder one = new PackedKeys.Builder(1);
-      t.appendKey(r, one);
-      PackedKeys k = one.build();
-      if (!tr.moving[tr.map.slotOf(k.hash(0))]) {
-        continue;
+      PackedKeys k = t.keyAt((int) row);
+      if (tr.moving[tr.map.slotOf(k.hash(0))]) {
+        rows = take(rows, keys, k, (int) row);
       }
-      take(t, r, k, keys, recs, meta);
     }
-    return page(keys.build(), recs, meta, rf, null, row >= n ? 0 : row);
+    return page(t, keys.build(), rows, null, row >= n ? 0 : row);
   }
 
   private Page drain(Tracker tr, int limit, boolean last) {
     TableStore t = tr.store;
-    int rf = t.rowFloats;
     PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
-    List<float[]> recs = new ArrayList<>();
-    List<long[]> meta = new ArrayList<>();
+    int[] rows = new int[Math.min(limit, 1024)];
     java.util.Iterator<String> it = tr.dirty.iterator();
     while (it.hasNext() && keys.size() < limit) {
       String key = it.next();
       it.remove(); // before the read: a write after it records the key again
       PackedKeys k = PackedKeys.of(key);
       int r = t.lookupHot(k, 0);
-      if (r < 0) {
-        continue;
+      if (r >= 0) {
+        rows = take(rows, keys, k, r);
       }
-      take(t, r, k, keys, recs, meta);
     }
     boolean more = !tr.dirty.isEmpty();
     Map<Long, Long> pending = null;
@@ -258,32 +251,35 @@ public final class SlotMoves {
         }
       }
     }
-    return page(keys.build(), recs, meta, rf, pending, more ? 1 : 0);
+    return page(t, keys.build(), rows, pending, more ? 1 : 0);
   }
 
-  /** Adds row {@code r} (key {@code k}) to a page being built: its record and metadata. */
-  private static void take(TableStore t, int r, PackedKeys k, PackedKeys.Builder keys,
-      List<float[]> recs, List<long[]> meta) {
+  /** Adds key {@code k} (at row {@code r}) to a page being gathered; returns the rows array. */
+  private static int[] take(int[] rows, PackedKeys.Builder keys, PackedKeys k, int r) {
+    int i = keys.size();
     keys.add(k, 0);
-    float[] rec = new float[t.rowFloats];
-    t.copyRecord(r, rec, 0);
-    recs.add(rec);
-    meta.add(new long[] {t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
-        t.meta(r, TableStore.M_UPDATES)});
+    if (i == rows.length) {
+      rows = java.util.Arrays.copyOf(rows, 2 * rows.length);
+    }
+    rows[i] = r;
+    return rows;
   }
 
-  private static Page page(PackedKeys keys, List<float[]> recs, List<long[]> meta, int rf,
-      Map<Long, Long> pending, long next) {
-    int n = recs.size();
+  /** The page of the gathered keys: their rows' records and metadata, read now. */
+  private static Page page(TableStore t, PackedKeys keys, int[] rows, Map<Long, Long> pending,
+      long next) {
+    int n = keys.size();
+    int rf = t.rowFloats;
     float[] all = new float[n * rf];
     long[] f = new long[n];
     long[] s = new long[n];
     long[] u = new long[n];
     for (int i = 0; i < n; i++) {
-      System.arraycopy(recs.get(i), 0, all, i * rf, rf);
-      f[i] = meta.get(i)[0];
-      s[i] = meta.get(i)[1];
-      u[i] = meta.get(i)[2];
+      int r = rows[i];
+      t.copyRecord(r, all, i * rf);
+      f[i] = t.meta(r, TableStore.M_FREQ);
+      s[i] = t.meta(r, TableStore.M_STEP);
+      u[i] = t.meta(r, TableStore.M_UPDATES);
     }
     long[] ph = new long[pending == null ? 0 : pending.size()];
     long[] pc = new long[ph.length];
@@ -377,25 +373,26 @@ public final class SlotMoves {
     }
     long merged = 0;
     long t0 = System.nanoTime();
+    for (Map.Entry<String, Staged> e : staging.entrySet()) { // every key checked before any merge
+      TableStore s = e.getValue().store;
+      for (int r = 0; r < s.rowCount(); r++) {
+        PackedKeys k = s.keyAt(r);
+        if (map.ownerOf(k.hash(0)) != engine.shardIndex()) {
+          throw TableException.invalid("table '%s': staged key '%s' is not this shard's under"
+              + " the map of epoch %d; nothing was merged", e.getKey(), k.key(0), map.epoch());
+        }
+      }
+    }
     for (Map.Entry<String, Staged> e : staging.entrySet()) {
       Staged st = e.getValue();
       TableStore live = movable(e.getKey());
-      PackedKeys.Builder one;
       live.quiesce.writeLock().lock();
       try {
         TableStore s = st.store;
         float[] rec = new float[s.rowFloats];
         for (int r = 0; r < s.rowCount(); r++) {
-          one = new PackedKeys.Builder(1);
-          s.appendKey(r, one);
-          PackedKeys k = one.build();
-          if (map.ownerOf(k.hash(0)) != engine.shardIndex()) {
-            throw TableException.invalid("table '%s': staged key '%s' is not this shard's under"
-                + " the map of epoch %d; nothing was merged into it", e.getKey(), k.key(0),
-                map.epoch());
-          }
           s.copyRecord(r, rec, 0);
-          live.setRecord(k, 0, rec, 0, s.meta(r, TableStore.M_FREQ),
+          live.setRecord(s.keyAt(r), 0, rec, 0, s.meta(r, TableStore.M_FREQ),
               s.meta(r, TableStore.M_STEP), s.meta(r, TableStore.M_UPDATES));
           merged++;
         }
@@ -448,11 +445,8 @@ public final class SlotMoves {
         continue;
       }
       List<String> gone = new ArrayList<>();
-      PackedKeys.Builder one;
       for (int r = 0; r < t.rowCount(); r++) {
-        one = new PackedKeys.Builder(1);
-        t.appendKey(r, one);
-        PackedKeys k = one.build();
+        PackedKeys k = t.keyAt(r);
         if (m.ownerOf(k.hash(0)) != engine.shardIndex()) {
           gone.add(k.key(0));
         }

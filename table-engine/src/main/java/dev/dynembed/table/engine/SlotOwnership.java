@@ -21,11 +21,6 @@ final class SlotOwnership {
     map = m;
   }
 
-  /** Whether keys are spread over more than one shard (else every key is this shard's). */
-  boolean sharded() {
-    return enforced && map.numShards() > 1;
-  }
-
   /** False while the log replays (its records were checked when they first came). */
   volatile boolean enforced = true;
 }

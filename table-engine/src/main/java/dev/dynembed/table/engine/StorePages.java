@@ -213,9 +213,14 @@ abstract class StorePages {
   }
 
   String key(int row) {
+    return keyAt(row).key(0);
+  }
+
+  /** Row {@code row}'s key as a batch of one (its hash computed when asked). */
+  PackedKeys keyAt(int row) {
     PackedKeys.Builder b = new PackedKeys.Builder(1);
     appendKey(row, b);
-    return b.build().key(0);
+    return b.build();
   }
 
   // ---------------------------------------------------------------- batches
@@ -273,6 +278,10 @@ abstract class StorePages {
           "table '%s': a batch of %d keys at dim %d exceeds the limits (%d keys, %d floats)",
           name(), n, dim, Limits.MAX_BATCH_KEYS, Limits.MAX_BATCH_FLOATS);
     }
+    // one map for the whole batch, read once: the check runs per key on the hot path
+    SlotOwnership o = ownership;
+    dev.dynembed.table.common.SlotMap m = o != null ? o.map() : null;
+    boolean sharded = m != null ? o.enforced && m.numShards() > 1 : numShards > 1;
     for (int i = 0; i < n; i++) {
       int len = keys.length(i);
       if (len == 0) {
@@ -283,9 +292,7 @@ abstract class StorePages {
             "table '%s': %s %d is %d bytes long; the table's max_key_bytes is %d",
             name(), what, i, len, maxKeyBytes);
       }
-      SlotOwnership o = ownership;
-      if (o != null ? o.sharded() : numShards > 1) {
-        dev.dynembed.table.common.SlotMap m = o != null ? o.map() : null;
+      if (sharded) {
         int owner = m != null ? m.ownerOf(keys.hash(i))
             : KeyHashing.shardOf(keys.hash(i), numShards);
         if (owner != shardIndex) {

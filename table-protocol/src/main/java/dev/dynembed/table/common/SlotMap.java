@@ -93,13 +93,49 @@ public final class SlotMap {
     if (shard < 0 || shard >= MAX_SHARDS) {
       throw TableException.invalid("shard %d is out of range [0, %d)", shard, MAX_SHARDS);
     }
+    checkNewer(epoch);
+    short[] o = owner.clone();
+    Arrays.fill(o, start, end, (short) shard);
+    return new SlotMap(epoch, Math.max(numShards, shard + 1), o);
+  }
+
+  /**
+   * This map naming {@code numShards} shards (those it did not name own no slot), at {@code
+   * epoch}: shards started beside a cluster join its map.
+   */
+  public SlotMap extended(int numShards, long epoch) {
+    if (numShards < this.numShards || numShards > MAX_SHARDS) {
+      throw TableException.invalid("a map of %d shards can name %d..%d, not %d", this.numShards,
+          this.numShards, MAX_SHARDS, numShards);
+    }
+    checkNewer(epoch);
+    return new SlotMap(epoch, numShards, owner);
+  }
+
+  /**
+   * This map with every slot {@code from} owns here and {@code to} owns in {@code target} given
+   * to {@code to}, at {@code epoch}: one step of a resharding towards {@code target}.
+   */
+  public SlotMap movedTowards(SlotMap target, int from, int to, long epoch) {
+    if (target.slots() != slots()) {
+      throw TableException.invalid("maps of %d and %d slots cannot be compared", slots(),
+          target.slots());
+    }
+    checkNewer(epoch);
+    short[] o = owner.clone();
+    for (int s = 0; s < o.length; s++) {
+      if (o[s] == from && target.owner[s] == to) {
+        o[s] = (short) to;
+      }
+    }
+    return new SlotMap(epoch, Math.max(numShards, to + 1), o);
+  }
+
+  private void checkNewer(long epoch) {
     if (epoch <= this.epoch) {
       throw TableException.invalid("a changed map needs an epoch above %d, not %d", this.epoch,
           epoch);
     }
-    short[] o = owner.clone();
-    Arrays.fill(o, start, end, (short) shard);
-    return new SlotMap(epoch, Math.max(numShards, shard + 1), o);
   }
 
   /**
@@ -111,10 +147,7 @@ public final class SlotMap {
     if (n < 1 || n > MAX_SHARDS) {
       throw TableException.invalid("a slot map needs 1..%d shards, not %d", MAX_SHARDS, n);
     }
-    if (epoch <= this.epoch) {
-      throw TableException.invalid("a changed map needs an epoch above %d, not %d", this.epoch,
-          epoch);
-    }
+    checkNewer(epoch);
     int total = owner.length;
     int[] quota = new int[n];
     for (int i = 0; i < n; i++) {

@@ -72,6 +72,27 @@ class SlotMapTest {
   }
 
   @Test
+  void aClusterExtendedToNewShardsMovesTowardsItsTargetOnePairAtATime() {
+    SlotMap two = SlotMap.implicit(2);
+    SlotMap joined = two.extended(3, 1);
+    assertEquals(3, joined.numShards());
+    assertEquals(0, joined.slotsOf(2));
+    assertTrue(joined.sameOwners(two.extended(3, 5)), "owners unchanged");
+    SlotMap target = joined.rebalanced(3, 2);
+    SlotMap first = joined.movedTowards(target, 0, 2, 2);
+    for (int s = 0; s < first.slots(); s++) {
+      int want = joined.ownerOfSlot(s) == 0 && target.ownerOfSlot(s) == 2 ? 2
+          : joined.ownerOfSlot(s);
+      assertEquals(want, first.ownerOfSlot(s), "slot " + s);
+    }
+    assertTrue(first.movedTowards(target, 1, 2, 3).sameOwners(target));
+    TableException e = assertThrows(TableException.class, () -> joined.extended(2, 2));
+    assertTrue(e.getMessage().contains("can name 3.."), e.getMessage());
+    e = assertThrows(TableException.class, () -> joined.movedTowards(target, 0, 2, 1));
+    assertTrue(e.getMessage().contains("epoch above 1"), e.getMessage());
+  }
+
+  @Test
   void badMapsAreRefusedWithTheProblemNamed() {
     dev.dynembed.table.v1.SlotMap good = SlotMap.implicit(2).rebalanced(2, 1).toProto();
     TableException e = assertThrows(TableException.class, () -> SlotMap.fromProto(

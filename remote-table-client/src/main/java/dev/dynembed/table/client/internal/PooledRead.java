@@ -43,6 +43,11 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
 
   @Override
   float[] merge(Object[] replies) {
+    return sum(replies, bags, dim);
+  }
+
+  /** The shards' partial pooled vectors ({@link Shard.PooledReply}; nulls skipped) added up. */
+  static float[] sum(Object[] replies, int bags, int dim) {
     float[] out = new float[bags * dim];
     float[] part = new float[bags * dim];
     for (Object o : replies) {

@@ -115,28 +115,21 @@ final class Rerouted {
     });
   }
 
-  /** Each key's owner under {@code map} and its index among that owner's keys. */
-  private record KeySplit(int[] owner, int[] pos, PackedKeys[] keys) {
+  /**
+   * A refused item's keys routed by the new map ({@link Routing}), with each key's owner and its
+   * index among that owner's keys by the key's position in the item.
+   */
+  private record KeySplit(Routing route, int[] owner, int[] pos, PackedKeys[] keys) {
     static KeySplit of(PackedKeys k, SlotMap map, int n) {
+      Routing route = new Routing(k, map, n);
       int[] owner = new int[k.size()];
       int[] pos = new int[k.size()];
-      int[] counts = new int[n];
       for (int i = 0; i < owner.length; i++) {
-        owner[i] = map.ownerOf(k.hash(i));
-        pos[i] = counts[owner[i]]++;
+        int u = route.dedup.uniqueOf(i);
+        owner[i] = route.shardOfUnique[u];
+        pos[i] = route.posInShard[u];
       }
-      PackedKeys.Builder[] b = new PackedKeys.Builder[n];
-      for (int o = 0; o < n; o++) {
-        b[o] = new PackedKeys.Builder(counts[o]);
-      }
-      for (int i = 0; i < owner.length; i++) {
-        b[owner[i]].add(k, i);
-      }
-      PackedKeys[] keys = new PackedKeys[n];
-      for (int o = 0; o < n; o++) {
-        keys[o] = b[o].build();
-      }
-      return new KeySplit(owner, pos, keys);
+      return new KeySplit(route, owner, pos, route.shardKeys);
     }
 
     int[] sub(int[] values, int o) {
@@ -223,27 +216,13 @@ final class Rerouted {
 
   private static Parts pooledParts(Shard.Pooled p, SlotMap map, int n) {
     KeySplit ks = KeySplit.of(p.keys(), map, n);
-    KeyBags[] bags = p.bags().split(ks.owner, ks.pos, n);
+    KeyBags[] bags = ks.route.split(p.bags());
     Parts parts = new Parts(n) {
       @Override
       Object join(Object[] replies) {
         int k = ks.owner.length;
-        float[] sum = null;
-        float[] part = null;
-        int dim = 0;
-        for (Object o : replies) {
-          if (o instanceof Shard.PooledReply r) {
-            if (sum == null) {
-              dim = r.pooled().dim;
-              sum = new float[r.pooled().size() * dim];
-              part = new float[sum.length];
-            }
-            r.pooled().getAll(part, 0);
-            for (int j = 0; j < sum.length; j++) {
-              sum[j] += part[j];
-            }
-          }
-        }
+        int dim = ((Shard.PooledReply) replies[ks.owner[0]]).pooled().dim;
+        float[] sum = PooledRead.sum(replies, p.bags().bags(), dim);
         byte[] found = new byte[(k + 7) / 8];
         for (int i = 0; i < k; i++) {
           Shard.PooledReply r = (Shard.PooledReply) replies[ks.owner[i]];
@@ -357,7 +336,7 @@ final class Rerouted {
     KeySplit ks = KeySplit.of(w.keys(), map, n);
     Shard.Write[] out = new Shard.Write[n];
     if (w.bags() != null) {
-      KeyBags[] bags = w.bags().split(ks.owner, ks.pos, n);
+      KeyBags[] bags = ks.route.split(w.bags());
       for (int o = 0; o < n; o++) {
         if (ks.keys[o].size() > 0) {
           out[o] = new Shard.Write(w.table(), ks.keys[o], w.gradients(), w.learningRate(),
@@ -367,16 +346,10 @@ final class Rerouted {
       return out;
     }
     int dim = w.gradients().length / Math.max(1, ks.owner.length);
-    float[][] g = new float[n][];
-    for (int o = 0; o < n; o++) {
-      g[o] = new float[ks.keys[o].size() * dim];
-    }
-    for (int i = 0; i < ks.owner.length; i++) {
-      System.arraycopy(w.gradients(), i * dim, g[ks.owner[i]], ks.pos[i] * dim, dim);
-    }
     for (int o = 0; o < n; o++) {
       if (ks.keys[o].size() > 0) {
-        out[o] = new Shard.Write(w.table(), ks.keys[o], g[o], w.learningRate(), w.step());
+        out[o] = new Shard.Write(w.table(), ks.keys[o], ks.route.gradients(o, w.gradients(), dim),
+            w.learningRate(), w.step());
       }
     }
     return out;

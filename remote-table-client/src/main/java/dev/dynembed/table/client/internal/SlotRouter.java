@@ -46,12 +46,7 @@ public final class SlotRouter {
     if (map.epoch() >= atLeast) {
       return CompletableFuture.completedFuture(map);
     }
-    List<CompletableFuture<dev.dynembed.table.v1.SlotMap>> asked = new ArrayList<>();
-    for (Shard s : shards) {
-      asked.add(s.slotMap().exceptionally(e -> null)); // a shard down is skipped
-    }
-    return CompletableFuture.allOf(asked.toArray(CompletableFuture[]::new))
-        .thenApply(v -> adopt(asked.stream().map(CompletableFuture::join).toList(), atLeast));
+    return newestAsync().thenApply(m -> adopt(m, atLeast));
   }
 
   /** As {@link #refreshAsync}, waiting. */
@@ -59,21 +54,40 @@ public final class SlotRouter {
     return Futures.await(refreshAsync(atLeast));
   }
 
-  private synchronized SlotMap adopt(List<dev.dynembed.table.v1.SlotMap> answers, long atLeast) {
-    SlotMap best = map;
-    for (int i = 0; i < answers.size(); i++) {
-      dev.dynembed.table.v1.SlotMap p = answers.get(i);
-      if (p == null || p.getEpoch() <= best.epoch()) {
-        continue;
+  /**
+   * The newest of this client's map and the maps the shards answer now (a shard that does not
+   * answer is skipped); routes by nothing new.
+   */
+  public CompletableFuture<SlotMap> newestAsync() {
+    List<CompletableFuture<dev.dynembed.table.v1.SlotMap>> asked = new ArrayList<>();
+    for (Shard s : shards) {
+      asked.add(s.slotMap().exceptionally(e -> null)); // a shard down is skipped
+    }
+    return CompletableFuture.allOf(asked.toArray(CompletableFuture[]::new)).thenApply(v -> {
+      SlotMap best = map;
+      for (CompletableFuture<dev.dynembed.table.v1.SlotMap> f : asked) {
+        dev.dynembed.table.v1.SlotMap p = f.join();
+        if (p != null && p.getEpoch() > best.epoch()) {
+          best = SlotMap.fromProto(p);
+        }
       }
-      SlotMap m = SlotMap.fromProto(p);
-      if (m.numShards() > shards.size()) {
-        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format("shard %d routes by"
-            + " a slot map of %d shards (epoch %d), but this client knows %d endpoints: restart"
-            + " it with the new shards' endpoints", i, m.numShards(), m.epoch(), shards.size()),
-            null, i, "refresh slot map", null);
-      }
-      best = m;
+      return best;
+    });
+  }
+
+  /**
+   * Routes by {@code m} from now on if it is newer than this client's map, which must then be at
+   * least at epoch {@code atLeast}.
+   *
+   * @return the map routed by from then on
+   */
+  public synchronized SlotMap adopt(SlotMap m, long atLeast) {
+    SlotMap best = m.epoch() > map.epoch() ? m : map;
+    if (best.numShards() > shards.size()) {
+      throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format("the shards route by"
+          + " a slot map of %d shards (epoch %d), but this client knows %d endpoints: restart"
+          + " it with the new shards' endpoints", best.numShards(), best.epoch(), shards.size()),
+          null, -1, "refresh slot map", null);
     }
     if (best.epoch() < atLeast) {
       throw TableException.of(ErrorCode.UNAVAILABLE, String.format("a shard routes by slot map"

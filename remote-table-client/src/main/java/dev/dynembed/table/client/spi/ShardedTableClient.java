@@ -65,19 +65,9 @@ public final class ShardedTableClient implements TableClient {
   /** The newest slot map of the shards (asked once), or null while none moved slots. */
   private synchronized dev.dynembed.table.common.SlotMap layoutMap() {
     if (layoutMap == null) {
-      List<CompletableFuture<dev.dynembed.table.v1.SlotMap>> f = new ArrayList<>();
-      for (Shard s : shards) {
-        f.add(s.slotMap());
-      }
-      dev.dynembed.table.common.SlotMap newest = router.map();
-      for (dev.dynembed.table.v1.SlotMap p : Futures.awaitAll(f)) {
-        if (p != null && p.getEpoch() > newest.epoch()) {
-          newest = dev.dynembed.table.common.SlotMap.fromProto(p);
-        }
-      }
-      layoutMap = newest;
-      if (newest.epoch() > 0 && newest.numShards() <= shards.size()) {
-        router.refresh(newest.epoch());
+      layoutMap = Futures.await(router.newestAsync());
+      if (layoutMap.epoch() > 0 && layoutMap.numShards() <= shards.size()) {
+        router.adopt(layoutMap, layoutMap.epoch());
       }
     }
     return layoutMap.epoch() > 0 ? layoutMap : null;
