@@ -66,9 +66,14 @@ public final class Resharding {
    */
   public static Result rebalance(TableClient client, int shards, Consumer<String> progress) {
     ShardedTableClient c = sharded(client);
-    if (shards < 1 || shards > c.shards().size()) {
-      throw TableException.invalid("rebalance onto %d shards: this client knows %d endpoints"
-          + " (start the new shards and name every endpoint)", shards, c.shards().size());
+    if (shards < 1 || shards > SlotMap.MAX_SHARDS) {
+      throw TableException.invalid("rebalance onto %d shards: give 1..%d", shards,
+          SlotMap.MAX_SHARDS);
+    }
+    if (shards > c.shards().size()) {
+      // a cluster map's client opens the new shards (they must have registered); a client of
+      // fixed endpoints must name them
+      c.router().ensureShards(shards);
     }
     Resharding r = new Resharding(c, progress);
     SlotMap now = r.settle();
@@ -110,9 +115,18 @@ public final class Resharding {
     return out;
   }
 
+  /** Every shard's statistics: those that own slots, and those joining or retired. */
+  private List<dev.dynembed.table.v1.StatsResponse> stats() {
+    List<CompletableFuture<dev.dynembed.table.v1.StatsResponse>> f = new ArrayList<>();
+    for (Shard s : shards()) {
+      f.add(s.stats());
+    }
+    return Futures.awaitAll(f);
+  }
+
   private List<String> tables() {
     TreeSet<String> names = new TreeSet<>();
-    for (var st : client.stats()) {
+    for (var st : stats()) {
       for (TableInfo t : st.getTablesList()) {
         names.add(t.getConfig().getName());
       }
@@ -150,6 +164,9 @@ public final class Resharding {
     }
     for (int s = 0; s < maps.size(); s++) {
       SlotMap mine = maps.get(s);
+      if (s >= newest.numShards()) {
+        continue; // a shard the newest map does not name yet: it joins below
+      }
       if (mine.epoch() == newest.epoch()) {
         if (!mine.sameOwners(newest)) {
           throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format("shards disagree"
@@ -187,6 +204,17 @@ public final class Resharding {
           .setMap(newest.toProto()).build()));
     }
     dropEverywhere();
+    if (newest.numShards() < shards().size()) {
+      // shards added after slots moved: the map names them from the next epoch on (owning
+      // nothing yet), so that they can take slots
+      SlotMap extended = newest.extended(shards().size(), newest.epoch() + 1);
+      progress.accept(String.format("shards %d..%d join the cluster's map at epoch %d, owning no"
+          + " slot yet", newest.numShards(), shards().size() - 1, extended.epoch()));
+      for (Shard sh : shards()) {
+        Futures.await(sh.installSlotMap(extended.toProto()));
+      }
+      return extended;
+    }
     return newest;
   }
 
@@ -194,7 +222,7 @@ public final class Resharding {
   private void ensureTables() {
     java.util.Map<String, dev.dynembed.table.v1.TableConfig> configs = new java.util.TreeMap<>();
     List<java.util.Set<String>> has = new ArrayList<>();
-    for (var st : client.stats()) {
+    for (var st : stats()) {
       java.util.Set<String> names = new java.util.HashSet<>();
       for (TableInfo t : st.getTablesList()) {
         configs.putIfAbsent(t.getConfig().getName(), t.getConfig());

@@ -76,6 +76,14 @@ public record ClusterAddress(List<String> etcd, String name) {
     return ROOT + name + "/groups/";
   }
 
+  /**
+   * The cluster's slot map (docs/design/0021-slot-moves-proposal.md): the newest map a shard
+   * installed, as its protobuf; absent while no slot moved. No lease.
+   */
+  String slotMapKey() {
+    return ROOT + name + "/slot-map";
+  }
+
   /** The key of shard {@code index}. */
   String shardKey(int index) {
     return shardsPrefix() + index;

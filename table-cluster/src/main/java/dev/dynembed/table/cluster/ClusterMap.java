@@ -10,19 +10,21 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.logging.Logger;
 
 /**
  * A client's view of a cluster's shard map (docs/design/0019-cluster-map.md): read from etcd
- * when opened, then kept current by a watch on {@code /dynembed/clusters/NAME/shards/}. The shard
- * count is the cluster's (its oldest live shard's) when opened and stays fixed for this view.
+ * when opened, then kept current by watches on {@code /dynembed/clusters/NAME/shards/} and on the
+ * cluster's slot map ({@code slot-map}, published by the shards once slots moved: design 0021).
+ * {@link #numShards} is what a client starts with: the shards that own slots in the published
+ * map, or before any slot moved the count of the cluster's oldest live shard. Shards registered
+ * past it (added to the cluster) are followed too, for when a slot map gives them slots.
  *
  * <p>A shard's last known address is kept after its entry goes (its process died and its lease
  * expired): a process restarted on the same address serves again before it registers, and one
- * restarted elsewhere is followed as soon as it registers. An entry of another shard count (the
- * cluster was restarted with more or fewer shards) is not followed: calls to that index fail
- * with a message saying so.
+ * restarted elsewhere is followed as soon as it registers. Before any slot moved, an entry of
+ * another shard count at an index below the cluster's count (the cluster was restarted with more
+ * or fewer shards) is not followed: calls to that index fail with a message saying so.
  */
 public final class ClusterMap implements AutoCloseable {
   private static final Logger log = Logger.getLogger(ClusterMap.class.getName());
@@ -30,24 +32,28 @@ public final class ClusterMap implements AutoCloseable {
   private final ClusterAddress address;
   private final Client client;
   private final int numShards;
-  private final AtomicReferenceArray<ClusterMember> current;
-  private final AtomicReferenceArray<String> refused;
+  private final Map<Integer, ClusterMember> current = new ConcurrentHashMap<>();
   private final Map<Integer, List<Runnable>> listeners = new ConcurrentHashMap<>();
+  /** The cluster's published slot map (null: no slot moved yet). */
+  private volatile dev.dynembed.table.common.SlotMap slotMap;
   private volatile Watch.Watcher watcher;
+  private volatile Watch.Watcher slotMapWatcher;
   private volatile boolean closed;
 
-  private ClusterMap(ClusterAddress address, Client client, Etcd.Shards shards) {
+  private ClusterMap(ClusterAddress address, Client client, Etcd.Shards shards,
+      Etcd.PublishedSlotMap published) {
     this.address = address;
     this.client = client;
     ClusterMember oldest = shards.members().values().stream()
         .min(java.util.Comparator.comparingLong(ClusterMember::createRevision)).orElseThrow();
-    this.numShards = oldest.numShards();
-    this.current = new AtomicReferenceArray<>(numShards);
-    this.refused = new AtomicReferenceArray<>(numShards);
-    for (ClusterMember m : shards.members().values()) {
-      apply(m);
+    dev.dynembed.table.common.SlotMap m = published.map();
+    this.slotMap = m != null && m.epoch() > 0 ? m : null;
+    this.numShards = slotMap != null ? slotMap.shardsInUse() : oldest.numShards();
+    for (ClusterMember member : shards.members().values()) {
+      apply(member);
     }
     watch(shards.revision() + 1);
+    watchSlotMap(shards.revision() + 1);
   }
 
   /**
@@ -63,7 +69,7 @@ public final class ClusterMap implements AutoCloseable {
       while (true) {
         Etcd.Shards shards = Etcd.readShards(client, address);
         if (!shards.members().isEmpty()) {
-          return new ClusterMap(address, client, shards);
+          return new ClusterMap(address, client, shards, Etcd.readSlotMap(client, address));
         }
         if (System.nanoTime() >= deadline) {
           throw new ClusterException(String.format("no shard of cluster %s is registered in"
@@ -87,8 +93,14 @@ public final class ClusterMap implements AutoCloseable {
     return address;
   }
 
+  /** The shards a client of this view starts with (see the class comment). */
   public int numShards() {
     return numShards;
+  }
+
+  /** The slot map the shards published when slots moved (null: none moved yet). */
+  public dev.dynembed.table.common.SlotMap slotMap() {
+    return slotMap;
   }
 
   /** Shard {@code index}'s last known entry (null: never registered while this view watched). */
@@ -98,7 +110,39 @@ public final class ClusterMap implements AutoCloseable {
 
   /** Why shard {@code index}'s entry is not followed (another layout), or null. */
   public String refusal(int index) {
-    return refused.get(index);
+    ClusterMember m = current.get(index);
+    if (m == null || slotMap != null || index >= numShards || m.numShards() == numShards
+        || m.numShards() > numShards && m.index() >= numShards) {
+      return null;
+    }
+    return String.format("shard %d of cluster %s is now %s, registered as one of %d shards, but"
+        + " this client routes keys over %d: open a new client", m.index(), address.name(),
+        m.describe(), m.numShards(), numShards);
+  }
+
+  /**
+   * Waits up to {@code waitFor} for shard {@code index} to register (a shard added to the
+   * cluster).
+   *
+   * @throws ClusterException it did not
+   */
+  public ClusterMember awaitMember(int index, java.time.Duration waitFor) {
+    long deadline = System.nanoTime() + waitFor.toNanos();
+    while (current.get(index) == null) {
+      if (System.nanoTime() > deadline) {
+        throw new ClusterException(String.format("shard %d of cluster %s has not registered in"
+            + " etcd (waited %d s): start it with table-server --cluster %s --shard-index %d"
+            + " --num-shards %d", index, address.name(), waitFor.toSeconds(), address, index,
+            index + 1));
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new ClusterException("interrupted while waiting for shard " + index, e);
+      }
+    }
+    return current.get(index);
   }
 
   /** Shard {@code index}'s last known host:port, or a placeholder naming the cluster. */
@@ -120,22 +164,14 @@ public final class ClusterMap implements AutoCloseable {
   }
 
   private void apply(ClusterMember m) {
-    if (m.index() < 0 || m.index() >= numShards || m.numShards() != numShards) {
-      if (m.index() >= 0 && m.index() < numShards) {
-        refused.set(m.index(), String.format("shard %d of cluster %s is now %s, registered as one"
-            + " of %d shards, but this client routes keys over %d: open a new client",
-            m.index(), address.name(), m.describe(), m.numShards(), numShards));
-        notify(m.index());
-      } else {
-        log.warning(String.format("cluster %s: ignoring shard %d of %d at %s (this client routes"
-            + " over %d shards)", address.name(), m.index(), m.numShards(), m.endpoint(),
-            numShards));
-      }
+    if (m.index() < 0) {
       return;
     }
-    ClusterMember before = current.getAndSet(m.index(), m);
-    refused.set(m.index(), null);
-    if (before != null && !before.endpoint().equals(m.endpoint())) {
+    ClusterMember before = current.put(m.index(), m);
+    String why = refusal(m.index());
+    if (why != null) {
+      log.warning(why);
+    } else if (before != null && !before.endpoint().equals(m.endpoint())) {
       log.info(String.format("cluster %s: shard %d moved from %s to %s", address.name(),
           m.index(), before.endpoint(), m.endpoint()));
     }
@@ -157,6 +193,38 @@ public final class ClusterMap implements AutoCloseable {
         Watch.listener(this::onEvents, this::onWatchError));
   }
 
+  private void watchSlotMap(long fromRevision) {
+    if (closed) {
+      return;
+    }
+    slotMapWatcher = client.getWatchClient().watch(Etcd.bytes(address.slotMapKey()),
+        WatchOption.builder().withRevision(fromRevision).build(),
+        Watch.listener(this::onSlotMap, this::onWatchError));
+  }
+
+  private void onSlotMap(WatchResponse r) {
+    for (WatchEvent e : r.getEvents()) {
+      if (e.getEventType() != WatchEvent.EventType.PUT) {
+        continue;
+      }
+      try {
+        dev.dynembed.table.common.SlotMap m = dev.dynembed.table.common.SlotMap.fromProto(
+            dev.dynembed.table.v1.SlotMap.parseFrom(e.getKeyValue().getValue().getBytes()));
+        dev.dynembed.table.common.SlotMap had = slotMap;
+        if (m.epoch() > 0 && (had == null || m.epoch() > had.epoch())) {
+          slotMap = m;
+          if (had == null) { // entries of other counts are followed from now on
+            current.keySet().forEach(this::notify);
+          }
+        }
+      } catch (com.google.protobuf.InvalidProtocolBufferException
+          | dev.dynembed.table.common.TableException bad) {
+        log.warning("cluster " + address.name() + ": unreadable slot map in etcd: "
+            + bad.getMessage());
+      }
+    }
+  }
+
   private void onEvents(WatchResponse r) {
     // a deleted entry (its process's lease expired) changes nothing: the last address stays
     for (WatchEvent e : r.getEvents()) {
@@ -171,22 +239,32 @@ public final class ClusterMap implements AutoCloseable {
   }
 
   /** A broken watch (etcd restarted, history compacted): read the map again and watch anew. */
+  private final java.util.concurrent.atomic.AtomicBoolean rewatching =
+      new java.util.concurrent.atomic.AtomicBoolean();
+
   private void onWatchError(Throwable t) {
-    if (closed) {
-      return;
+    if (closed || !rewatching.compareAndSet(false, true)) {
+      return; // the other watch broke too: one thread reads and watches both again
     }
     log.warning("cluster " + address.name() + ": the watch on etcd broke (" + t.getMessage()
         + "); reading the map again");
     Thread th = new Thread(() -> {
       while (!closed) {
         try {
-          Watch.Watcher w = watcher;
-          if (w != null) {
-            w.close();
+          for (Watch.Watcher w : new Watch.Watcher[] {watcher, slotMapWatcher}) {
+            if (w != null) {
+              w.close();
+            }
           }
           Etcd.Shards s = Etcd.readShards(client, address);
+          dev.dynembed.table.common.SlotMap m = Etcd.readSlotMap(client, address).map();
+          if (m != null && m.epoch() > 0 && (slotMap == null || m.epoch() > slotMap.epoch())) {
+            slotMap = m;
+          }
           s.members().values().forEach(this::apply);
+          rewatching.set(false);
           watch(s.revision() + 1);
+          watchSlotMap(s.revision() + 1);
           return;
         } catch (RuntimeException e) {
           try {
@@ -204,9 +282,10 @@ public final class ClusterMap implements AutoCloseable {
   @Override
   public void close() {
     closed = true;
-    Watch.Watcher w = watcher;
-    if (w != null) {
-      w.close();
+    for (Watch.Watcher w : new Watch.Watcher[] {watcher, slotMapWatcher}) {
+      if (w != null) {
+        w.close();
+      }
     }
     client.close();
   }

@@ -7,7 +7,8 @@ import java.util.List;
 
 /** What a cluster's map holds now, for operators ({@code table-cli cluster}). */
 public record ClusterStatus(ClusterAddress address, List<Entry> shards,
-    java.util.Map<Integer, ShardGroup.Record> groups, List<ClusterMember> replicas) {
+    java.util.Map<Integer, ShardGroup.Record> groups, List<ClusterMember> replicas,
+    dev.dynembed.table.common.SlotMap slotMap) {
   /**
    * A registered shard and the seconds left on its lease (-1 if etcd would not say): a dead
    * process's entry is still listed until that reaches 0.
@@ -29,7 +30,7 @@ public record ClusterStatus(ClusterAddress address, List<Entry> shards,
         out.add(new Entry(m, ttl));
       }
       return new ClusterStatus(address, out, ShardGroup.records(client, address),
-          ShardGroup.allReplicas(client, address));
+          ShardGroup.allReplicas(client, address), Etcd.readSlotMap(client, address).map());
     }
   }
 
@@ -58,8 +59,14 @@ public record ClusterStatus(ClusterAddress address, List<Entry> shards,
     }
   }
 
-  /** The cluster's shard count: that of its oldest registered shard (0: none registered). */
+  /**
+   * The cluster's shard count: those its published slot map names once slots moved, else that of
+   * its oldest registered shard (0: none registered).
+   */
   public int numShards() {
+    if (slotMap != null && !shards.isEmpty()) {
+      return slotMap.numShards();
+    }
     return shards.stream().min(java.util.Comparator.comparingLong(
         e -> e.member().createRevision())).map(e -> e.member().numShards()).orElse(0);
   }
@@ -91,7 +98,16 @@ public record ClusterStatus(ClusterAddress address, List<Entry> shards,
       b.append(String.format("%-6d %-22s %-6s %-36s %-8d %-16s %-20s %s%s%n", i, m.endpoint(),
           m.dataPort() < 0 ? "-" : String.valueOf(m.dataPort()), m.member(), m.pid(), m.host(),
           m.since(), e.leaseSecondsLeft() < 0 ? "?" : e.leaseSecondsLeft() + " s",
-          m.numShards() != n ? "  (registered as one of " + m.numShards() + " shards!)" : ""));
+          m.numShards() != n && slotMap == null ? "  (registered as one of " + m.numShards()
+              + " shards!)" : ""));
+    }
+    if (slotMap != null) {
+      StringBuilder owners = new StringBuilder();
+      for (int s = 0; s < slotMap.numShards(); s++) {
+        owners.append(s == 0 ? "" : ", ").append(s).append(": ").append(slotMap.slotsOf(s));
+      }
+      b.append(String.format("slot map epoch %d: %d slots (shard: slots owned) %s%n",
+          slotMap.epoch(), slotMap.slots(), owners));
     }
     if (!groups.isEmpty() || !replicas.isEmpty()) {
       b.append(String.format("%nreplicated groups:%n%-6s %-6s %-8s %-22s %-36s %s%n", "shard",

@@ -66,6 +66,56 @@ final class Etcd {
         kv.getValue().getBytes(), kv.getLease(), kv.getCreateRevision(), kv.getModRevision());
   }
 
+  /** The cluster's published slot map and its key's modification revision (0: none). */
+  record PublishedSlotMap(dev.dynembed.table.common.SlotMap map, long modRevision) {}
+
+  static PublishedSlotMap readSlotMap(Client client, ClusterAddress a) {
+    GetResponse r = await(client.getKVClient().get(bytes(a.slotMapKey())), a,
+        "reading the slot map of cluster '" + a.name() + "'");
+    if (r.getKvs().isEmpty()) {
+      return new PublishedSlotMap(null, 0);
+    }
+    KeyValue kv = r.getKvs().get(0);
+    try {
+      return new PublishedSlotMap(dev.dynembed.table.common.SlotMap.fromProto(
+          dev.dynembed.table.v1.SlotMap.parseFrom(kv.getValue().getBytes())),
+          kv.getModRevision());
+    } catch (com.google.protobuf.InvalidProtocolBufferException
+        | dev.dynembed.table.common.TableException e) {
+      throw new ClusterException("the slot map of cluster '" + a.name() + "' in etcd ("
+          + a.slotMapKey() + ") cannot be read: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Publishes {@code m} as the cluster's slot map unless etcd holds one of its epoch or newer
+   * (shards installing maps of one move race to publish; the newest stays).
+   *
+   * @return whether etcd now holds {@code m} because of this call
+   */
+  static boolean publishSlotMap(Client client, ClusterAddress a,
+      dev.dynembed.table.common.SlotMap m) {
+    io.etcd.jetcd.ByteSequence key = bytes(a.slotMapKey());
+    while (true) {
+      PublishedSlotMap now = readSlotMap(client, a);
+      if (now.map() != null && now.map().epoch() >= m.epoch()) {
+        return false;
+      }
+      io.etcd.jetcd.op.Cmp unchanged = now.map() == null
+          ? new io.etcd.jetcd.op.Cmp(key, io.etcd.jetcd.op.Cmp.Op.EQUAL,
+              io.etcd.jetcd.op.CmpTarget.createRevision(0))
+          : new io.etcd.jetcd.op.Cmp(key, io.etcd.jetcd.op.Cmp.Op.EQUAL,
+              io.etcd.jetcd.op.CmpTarget.modRevision(now.modRevision()));
+      boolean won = await(client.getKVClient().txn().If(unchanged)
+          .Then(io.etcd.jetcd.op.Op.put(key, io.etcd.jetcd.ByteSequence.from(
+              m.toProto().toByteArray()), io.etcd.jetcd.options.PutOption.DEFAULT))
+          .commit(), a, "publishing slot map epoch " + m.epoch()).isSucceeded();
+      if (won) {
+        return true;
+      }
+    }
+  }
+
   /** Revokes {@code lease} (its keys go at once) and closes the client; etcd's failure ignored. */
   static void leave(Client client, long lease) {
     if (lease != 0) {

@@ -6,6 +6,7 @@ import dev.dynembed.table.client.TableClientProvider;
 import dev.dynembed.table.client.spi.RemoteShards;
 import dev.dynembed.table.client.spi.Shard;
 import dev.dynembed.table.client.spi.ShardedTableClient;
+import dev.dynembed.table.client.internal.SlotRouter;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -14,7 +15,9 @@ import java.util.List;
  * map in etcd and followed when they move ({@code TableClients.open} picks this provider by its
  * scheme). The client waits up to {@link ClientOptions#retryFor()} for the cluster's first shard
  * to register; shards that register later are reached once they do (calls to them are resent
- * meanwhile, as to a shard that does not answer).
+ * meanwhile, as to a shard that does not answer). It starts with the shards that own slots in
+ * the cluster's published slot map and routes by that map; when the shards' map gives slots to a
+ * shard added since (live resharding), the client opens it through the same watched map.
  */
 public final class EtcdTables implements TableClientProvider {
   @Override
@@ -31,6 +34,11 @@ public final class EtcdTables implements TableClientProvider {
   public static TableClient open(ClusterAddress address, ClientOptions options) {
     ClusterMap map = ClusterMap.open(address, options.retryFor());
     String view = ClusterNameResolvers.add(map);
+    SlotRouter.ShardOpener opener = index -> {
+      map.awaitMember(index, options.retryFor()); // a shard added to the cluster registers first
+      return RemoteShards.open(index, ClusterNameResolvers.target(view, index),
+          () -> map.endpoint(index), options);
+    };
     List<Shard> shards = new ArrayList<>();
     try {
       for (int i = 0; i < map.numShards(); i++) {
@@ -38,15 +46,15 @@ public final class EtcdTables implements TableClientProvider {
         shards.add(RemoteShards.open(i, ClusterNameResolvers.target(view, i),
             () -> map.endpoint(index), options));
       }
+      return new ShardedTableClient(new SlotRouter(shards, map.slotMap(), opener), () -> {
+        ClusterNameResolvers.remove(view);
+        map.close();
+      });
     } catch (RuntimeException e) {
       shards.forEach(Shard::close);
       ClusterNameResolvers.remove(view);
       map.close();
       throw e;
     }
-    return new ShardedTableClient(shards, () -> {
-      ClusterNameResolvers.remove(view);
-      map.close();
-    });
   }
 }

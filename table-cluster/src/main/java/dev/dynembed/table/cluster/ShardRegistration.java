@@ -26,9 +26,15 @@ import java.util.function.Consumer;
  * this shard's own earlier process (the same member id, kept in the state directory, whose lock
  * proves that process is gone). A holder with another id is waited for up to its lease's TTL (a
  * killed process's entry outlives it by that much) and then named in the refusal. A shard whose
- * shard count differs from the cluster's live shards is refused; of two registered at once with
- * different counts, the later withdraws. If etcd loses the lease (unreachable for longer than the
- * TTL), a watchdog registers the shard again once etcd answers.
+ * shard count differs from the cluster's live shards is refused, unless it joins the cluster
+ * (its index is past every live shard's count: a shard added for {@code table-cli reshard}) or
+ * slots have moved (the cluster's slot map in etcd then says who owns what, and the shards'
+ * counts are only where they started); of two registered at once with different counts, the
+ * later withdraws. If etcd loses the lease (unreachable for longer than the TTL), a watchdog
+ * registers the shard again once etcd answers.
+ *
+ * <p>The shard's slot map is published in etcd ({@code slot-map}) whenever it installs a newer
+ * one, from the watchdog's thread; etcd keeps the newest any shard published.
  */
 public final class ShardRegistration implements AutoCloseable {
   private final ClusterAddress address;
@@ -37,13 +43,19 @@ public final class ShardRegistration implements AutoCloseable {
   private final Duration ttl;
   private final Consumer<String> log;
   private final ScheduledExecutorService watchdog;
+  /** The shard's current slot map (null: none published). */
+  private final java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap;
+  /** The newest epoch this process saw in etcd or published there. */
+  private volatile long publishedEpoch = -1;
   private volatile long lease;
   private volatile CloseableClient keepAlive;
   private volatile boolean closed;
 
   private ShardRegistration(ClusterAddress address, Client client, ClusterMember me,
-      Duration ttl, Consumer<String> log) {
+      Duration ttl, Consumer<String> log,
+      java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap) {
     this.address = address;
+    this.slotMap = slotMap;
     this.client = client;
     this.me = me;
     this.ttl = ttl;
@@ -66,14 +78,25 @@ public final class ShardRegistration implements AutoCloseable {
    */
   public static ShardRegistration register(ClusterAddress address, ClusterMember me,
       Duration ttl, Consumer<String> log) {
+    return register(address, me, ttl, log, null);
+  }
+
+  /**
+   * As above, publishing the shard's slot map ({@code slotMap}: its current one) now, and again
+   * after each {@link #slotMapChanged}.
+   */
+  public static ShardRegistration register(ClusterAddress address, ClusterMember me,
+      Duration ttl, Consumer<String> log,
+      java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap) {
     if (ttl.toSeconds() < 2) {
       throw new IllegalArgumentException("the cluster lease must be at least 2 s but was "
           + ttl.toMillis() + " ms");
     }
     Client client = Etcd.client(address);
-    ShardRegistration r = new ShardRegistration(address, client, me, ttl, log);
+    ShardRegistration r = new ShardRegistration(address, client, me, ttl, log, slotMap);
     try {
       r.claim();
+      r.publish();
     } catch (RuntimeException e) {
       r.close();
       throw e;
@@ -93,7 +116,8 @@ public final class ShardRegistration implements AutoCloseable {
     boolean told = false;
     while (true) {
       Etcd.Shards shards = Etcd.readShards(client, address);
-      checkLayout(shards, Long.MAX_VALUE);
+      boolean moved = slotsMoved();
+      checkLayout(shards, Long.MAX_VALUE, moved);
       ClusterMember holder = shards.members().get(me.index());
       Cmp unchanged;
       if (holder == null) {
@@ -131,7 +155,7 @@ public final class ShardRegistration implements AutoCloseable {
     ClusterMember mine = after.members().get(me.index());
     if (mine != null && mine.lease() == l) {
       try {
-        checkLayout(after, mine.createRevision());
+        checkLayout(after, mine.createRevision(), slotsMoved());
       } catch (ClusterException e) {
         Etcd.await(client.getKVClient().txn()
             .If(new Cmp(key, Cmp.Op.EQUAL, CmpTarget.modRevision(mine.modRevision())))
@@ -142,24 +166,79 @@ public final class ShardRegistration implements AutoCloseable {
     }
   }
 
+  /** Whether the cluster's slot map in etcd shows that slots have moved (epoch above 0). */
+  private boolean slotsMoved() {
+    dev.dynembed.table.common.SlotMap m = Etcd.readSlotMap(client, address).map();
+    return m != null && m.epoch() > 0;
+  }
+
   /**
    * Refuses a layout that differs from a live shard's, one registered before {@code
-   * beforeRevision} (MAX_VALUE: any).
+   * beforeRevision} (MAX_VALUE: any). Once slots moved ({@code moved}), the shards' counts are
+   * only where they started: nothing is refused. A shard whose index is past another's count
+   * joins the cluster (started with a larger count to be given slots); it is not refused, nor
+   * is a shard of the original count beside such a joiner.
    */
-  private void checkLayout(Etcd.Shards shards, long beforeRevision) {
+  private void checkLayout(Etcd.Shards shards, long beforeRevision, boolean moved) {
+    if (moved) {
+      return;
+    }
     for (ClusterMember m : shards.members().values()) {
-      if (m.numShards() != me.numShards() && m.createRevision() < beforeRevision) {
+      if (m.createRevision() >= beforeRevision || m.member().equals(me.member())) {
+        continue;
+      }
+      boolean meJoins = me.numShards() > m.numShards() && me.index() >= m.numShards();
+      boolean itJoins = m.numShards() > me.numShards() && m.index() >= me.numShards();
+      if (m.numShards() != me.numShards() && !meJoins && !itJoins) {
         throw new ClusterException(String.format("cluster %s has %d shards (shard %d at %s"
             + " says so), but this shard was started with --num-shards %d: every shard of a"
-            + " cluster must be started with the same count (a new count takes a new cluster"
-            + " name, or stopping every shard, then a restore)", address.name(), m.numShards(),
-            m.index(), m.describe(), me.numShards()));
+            + " cluster must be started with the same count (to add a shard, start it with an"
+            + " index past the cluster's shards, then run table-cli reshard; a new count for"
+            + " every shard takes a new cluster name, or stopping every shard, then a restore)",
+            address.name(), m.numShards(), m.index(), m.describe(), me.numShards()));
       }
-      if (m.index() >= me.numShards()) {
+      if (m.index() >= me.numShards() && !itJoins) {
         throw new ClusterException(String.format("cluster %s has a shard %d at %s, which a"
             + " cluster of %d shards cannot have", address.name(), m.index(), m.describe(),
             me.numShards()));
       }
+    }
+  }
+
+  /** Publishes the shard's slot map soon (it installed a newer one), off the caller's thread. */
+  public void slotMapChanged() {
+    if (!closed && slotMap != null) {
+      try {
+        watchdog.execute(this::publishQuietly);
+      } catch (java.util.concurrent.RejectedExecutionException e) {
+        // closing
+      }
+    }
+  }
+
+  private void publishQuietly() {
+    try {
+      publish();
+    } catch (RuntimeException e) {
+      log.accept("cluster " + address.name() + ": publishing the slot map failed (" +
+          e.getMessage() + "); trying again");
+    }
+  }
+
+  /** Publishes the shard's map if it moved slots and etcd has not seen it (or a newer one). */
+  private void publish() {
+    if (slotMap == null) {
+      return;
+    }
+    dev.dynembed.table.common.SlotMap m = slotMap.get();
+    if (m.epoch() == 0 || m.epoch() <= publishedEpoch) {
+      return;
+    }
+    boolean mine = Etcd.publishSlotMap(client, address, m);
+    publishedEpoch = Math.max(publishedEpoch, m.epoch());
+    if (mine) {
+      log.accept(String.format("published slot map epoch %d in cluster %s", m.epoch(),
+          address.name()));
     }
   }
 
@@ -169,6 +248,7 @@ public final class ShardRegistration implements AutoCloseable {
       return;
     }
     try {
+      publish(); // a map installed while etcd did not answer
       ClusterMember now = Etcd.readShards(client, address).members().get(me.index());
       if (now != null && now.lease() == lease) {
         return;

@@ -322,7 +322,21 @@ public final class ShardEngine {
         t.quiesce.writeLock().unlock();
       }
     }
+    Runnable listener = slotMapListener;
+    if (listener != null) {
+      listener.run();
+    }
     return m;
+  }
+
+  private volatile Runnable slotMapListener;
+
+  /**
+   * Runs {@code r} after every map installed from now on (it must not block: a cluster's
+   * registration publishes the map in etcd from its own thread).
+   */
+  public void onSlotMapInstalled(Runnable r) {
+    slotMapListener = r;
   }
 
   private boolean holdsRows() {

@@ -24,11 +24,18 @@ public final class SlotMap {
   private final long epoch;
   private final int numShards;
   private final short[] owner;
+  /** One more than the highest shard that owns a slot. */
+  private final int inUse;
 
   private SlotMap(long epoch, int numShards, short[] owner) {
     this.epoch = epoch;
     this.numShards = numShards;
     this.owner = owner;
+    int top = -1;
+    for (short o : owner) {
+      top = Math.max(top, o);
+    }
+    this.inUse = top + 1;
   }
 
   /** The map a cluster of {@code n} shards routes by before any map was written (epoch 0). */
@@ -55,6 +62,14 @@ public final class SlotMap {
 
   public int slots() {
     return owner.length;
+  }
+
+  /**
+   * One more than the highest shard that owns a slot: the shards a client must reach (shards
+   * above it were retired or have not been given slots yet).
+   */
+  public int shardsInUse() {
+    return inUse;
   }
 
   /** The slot of a key's hash ({@link KeyHashing#hash}). */

@@ -475,11 +475,14 @@ public final class TableServerMain implements Callable<Integer> {
       String ep = advertisedEndpoint(server.port());
       String id = memberId(wal.equals("on") ? ShardState.root(states, shardIndex) : null);
       try {
-        registration.set(dev.dynembed.table.cluster.ShardRegistration.register(clusterAddress,
-            dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards, ep,
-                server.dataPort(), id),
-            java.time.Duration.ofSeconds(clusterLeaseS),
-            m -> System.err.println("table-server: " + m)));
+        dev.dynembed.table.cluster.ShardRegistration reg =
+            dev.dynembed.table.cluster.ShardRegistration.register(clusterAddress,
+                dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards, ep,
+                    server.dataPort(), id),
+                java.time.Duration.ofSeconds(clusterLeaseS),
+                m -> System.err.println("table-server: " + m), engine::slotMap);
+        registration.set(reg);
+        engine.onSlotMapInstalled(reg::slotMapChanged); // published in etcd: its slot-map key
       } catch (dev.dynembed.table.cluster.ClusterException e) {
         System.err.println("table-server: --cluster: " + e.getMessage());
         return 2;

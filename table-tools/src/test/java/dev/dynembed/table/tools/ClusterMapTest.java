@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.dynembed.job.LocalEtcd;
 import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.Resharding;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.cluster.ClusterAddress;
@@ -145,6 +146,115 @@ class ClusterMapTest {
       assertTrue(table.contains(endpoint[0]) && table.contains(endpoint[1]), table);
       System.out.printf("cluster map: %d steps of 2 trainers while the shards moved 3 times,"
           + " every row exact%n%s", oracle.steps, table);
+    }
+  }
+
+  /**
+   * Live resharding of a cluster in etcd (issue 31): a shard added at index 2 registers beside
+   * shards 0 and 1 of 2, {@code Resharding} (what {@code table-cli reshard} runs) gives it a
+   * third of the slots while two trainers write through one {@code etcd://} client, which opens
+   * the new shard when the shards' map gives it slots; shard 0 restarts with its original
+   * {@code --num-shards 2} (refused before slots moved, accepted once the map in etcd says they
+   * did); the slots go back to 2 shards and shard 2 stops. Every row and count exact, no trainer
+   * error, the slot map published in etcd, and a client opened afterwards reaches the two
+   * shards that own slots without the stopped one.
+   */
+  @Test
+  void clientsOfEtcd_followAClusterThatGrowsAndShrinksLive_everyRowExact() throws Exception {
+    try (LocalEtcd etcd = new LocalEtcd()) {
+      String cluster = "etcd://" + etcd.endpoint() + "/elastic";
+      ClusterAddress address = ClusterAddress.parse(cluster);
+      Process[] shard = new Process[3];
+      int[] starts = new int[3];
+      for (int i = 0; i < 2; i++) {
+        shard[i] = start("shard-" + i, shardArgs(cluster, i, 2, "state"));
+      }
+      for (int i = 0; i < 2; i++) {
+        registered("shard-" + i, shard[i], ++starts[i]);
+      }
+      ClientOptions options = ClientOptions.builder().retryFor(Duration.ofSeconds(60))
+          .deadline(Duration.ofSeconds(10)).build();
+      ExactOracle oracle = new ExactOracle(300, 4);
+      List<String> progress = java.util.Collections.synchronizedList(new ArrayList<>());
+      try (TableClient c = TableClients.open(cluster, options)) {
+        assertEquals(2, c.numShards());
+        EmbeddingTable t = c.createTable(ExactOracle.config("grow", 4).build());
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        long[] moverDone = new long[1];
+        Future<long[]> mover = pool.submit(() -> {
+          Thread.sleep(1500);
+          shard[2] = start("shard-2", shardArgs(cluster, 2, 3, "state"));
+          registered("shard-2", shard[2], ++starts[2]);
+          long[] epochs = new long[2];
+          try (TableClient admin = TableClients.open(cluster, options)) {
+            Resharding.Result up = Resharding.rebalance(admin, 3, progress::add);
+            assertTrue(up.rowsMoved() > 0, "nothing moved to shard 2: " + progress);
+            epochs[0] = up.map().epoch();
+            assertEquals(3, up.map().shardsInUse());
+            awaitPublished(address, epochs[0]);
+
+            // shard 0 again, with the count it was first started with: the map in etcd says
+            // slots moved, so its count no longer has to match shard 2's
+            shard[0].destroyForcibly().waitFor();
+            shard[0] = start("shard-0", shardArgs(cluster, 0, 2, "state"));
+            registered("shard-0", shard[0], ++starts[0]);
+
+            Resharding.Result down = Resharding.rebalance(admin, 2, progress::add);
+            epochs[1] = down.map().epoch();
+            assertEquals(2, down.map().shardsInUse());
+            assertEquals(0, down.map().slotsOf(2));
+            awaitPublished(address, epochs[1]);
+          }
+          moverDone[0] = System.nanoTime();
+          return epochs;
+        });
+        oracle.run(t, 2, end); // a trainer that saw an error fails the test here
+        long[] epochs = mover.get();
+        pool.shutdown();
+        assertTrue(moverDone[0] < end, "the moves ended after the trainers stopped");
+        assertTrue(oracle.steps > 50, "only " + oracle.steps + " steps");
+        assertEquals(3, ((dev.dynembed.table.client.spi.ShardedTableClient) c).shards().size(),
+            "the trainers' client did not open the added shard");
+        assertEquals(epochs[1], ((dev.dynembed.table.client.spi.ShardedTableClient) c).router()
+            .map().epoch());
+        String[] keys = oracle.keys();
+        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+      }
+      // shard 2 owns nothing now: stopped, a new client does not need it
+      shard[2].destroy();
+      assertTrue(shard[2].waitFor(30, TimeUnit.SECONDS));
+      try (TableClient fresh = TableClients.open(cluster, options)) {
+        assertEquals(2, fresh.numShards());
+        EmbeddingTable t = fresh.openTable("grow");
+        String[] keys = oracle.keys();
+        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+      }
+      ClusterStatus status = ClusterStatus.read(address);
+      String table = status.format();
+      assertTrue(table.contains("slot map epoch "), table);
+      assertEquals(3, status.numShards(), table);
+      System.out.printf("elastic cluster: %d steps of 2 trainers while the cluster went 2 -> 3 ->"
+          + " 2 shards, every row exact%n%s%n%s", oracle.steps, String.join("\n", progress),
+          table);
+    }
+  }
+
+  /** Waits until the cluster's slot map in etcd is at {@code epoch} (shards publish it). */
+  private static void awaitPublished(ClusterAddress address, long epoch) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (true) {
+      dev.dynembed.table.common.SlotMap m = ClusterStatus.read(address).slotMap();
+      if (m != null && m.epoch() >= epoch) {
+        assertEquals(epoch, m.epoch());
+        return;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("etcd holds slot map " + m + ", not epoch " + epoch);
+      }
+      Thread.sleep(100);
     }
   }
 

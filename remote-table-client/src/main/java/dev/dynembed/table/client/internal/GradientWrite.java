@@ -25,7 +25,7 @@ final class GradientWrite extends ShardCalls.WriteItem {
   /** @param direct the batch goes unchanged to a single in-process shard */
   GradientWrite(TableConfig config, PackedKeys keys, float[] gradients, float learningRate,
       long step, SlotMap map, int numShards, boolean direct) {
-    super(map.epoch());
+    super(map.epoch(), numShards);
     this.table = config.getName();
     this.dim = config.getDim();
     this.keys = keys;

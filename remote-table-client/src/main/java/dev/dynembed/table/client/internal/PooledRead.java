@@ -22,7 +22,7 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
 
   PooledRead(String table, int dim, PackedKeys keys, KeyBags bags, boolean insert, boolean count,
       SlotMap map, int numShards) {
-    super(map.epoch());
+    super(map.epoch(), numShards);
     this.table = table;
     this.dim = dim;
     this.bags = bags.bags();

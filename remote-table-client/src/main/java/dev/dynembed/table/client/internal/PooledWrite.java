@@ -23,7 +23,7 @@ final class PooledWrite extends ShardCalls.WriteItem {
 
   PooledWrite(String table, int dim, PackedKeys keys, KeyBags bags, float[] gradients,
       float learningRate, long step, SlotMap map, int numShards) {
-    super(map.epoch());
+    super(map.epoch(), numShards);
     this.table = table;
     this.gradients = gradients;
     this.learningRate = learningRate;

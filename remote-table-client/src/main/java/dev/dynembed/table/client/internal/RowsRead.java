@@ -34,7 +34,7 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
    */
   RowsRead(String table, int dim, int slotFloats, PackedKeys keys, Shard.InsertMode mode,
       SlotMap map, int numShards, boolean direct) {
-    super(map.epoch());
+    super(map.epoch(), numShards);
     this.table = table;
     this.dim = dim;
     this.slotFloats = slotFloats;

@@ -52,7 +52,7 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
   SampleRead(String table, int dim, int slotFloats, PackedKeys positives, int numSampled,
       SamplerKind sampler, float alpha, long seed, boolean distinct, boolean withSlots,
       SlotMap map, int numShards, double[] mass, Consumer<double[]> reportMasses) {
-    super(map.epoch());
+    super(map.epoch(), numShards);
     this.table = table;
     this.dim = dim;
     this.slotFloats = slotFloats;

@@ -27,9 +27,12 @@ final class ShardCalls {
     private int[] slot;
     /** The slot map epoch the item's keys were routed by. */
     final long epoch;
+    /** The client's shards when it was routed (a client of a cluster map may have more now). */
+    final int shards;
 
-    ReadItem(long epoch) {
+    ReadItem(long epoch, int shards) {
       this.epoch = epoch;
+      this.shards = shards;
     }
 
     /** This item's request to shard s, or null when it has nothing there. */
@@ -45,9 +48,12 @@ final class ShardCalls {
     private int[] slot;
     /** The slot map epoch the item's keys were routed by. */
     final long epoch;
+    /** The client's shards when it was routed (a client of a cluster map may have more now). */
+    final int shards;
 
-    WriteItem(long epoch) {
+    WriteItem(long epoch, int shards) {
       this.epoch = epoch;
+      this.shards = shards;
     }
 
     abstract Shard.Write request(int shard);
@@ -67,7 +73,7 @@ final class ShardCalls {
     for (int s = 0; s < n; s++) {
       List<Shard.Read> reqs = new ArrayList<>();
       for (ReadItem<?> it : items) {
-        Shard.Read r = it.request(s);
+        Shard.Read r = s < it.shards ? it.request(s) : null;
         it.slot[s] = r == null ? -1 : reqs.size();
         if (r != null) {
           reqs.add(r);
@@ -89,7 +95,7 @@ final class ShardCalls {
       it.result.completeExceptionally(Futures.unwrap(failure));
       return;
     }
-    Object[] parts = new Object[replies.size()];
+    Object[] parts = new Object[it.shards];
     for (int s = 0; s < parts.length; s++) {
       parts[s] = it.slot[s] < 0 ? null : replies.get(s).get(it.slot[s]);
     }
@@ -114,7 +120,7 @@ final class ShardCalls {
     for (int s = 0; s < n; s++) {
       List<Shard.Write> reqs = new ArrayList<>();
       for (WriteItem it : items) {
-        Shard.Write w = it.request(s);
+        Shard.Write w = s < it.shards ? it.request(s) : null;
         it.slot[s] = w == null ? -1 : reqs.size();
         if (w != null) {
           reqs.add(w);

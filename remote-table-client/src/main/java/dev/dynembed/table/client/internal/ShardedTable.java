@@ -23,6 +23,7 @@ import dev.dynembed.table.v1.TableInfo;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -37,8 +38,6 @@ import dev.dynembed.table.client.spi.Shard;
 public final class ShardedTable implements EmbeddingTable {
   private final TableConfig config;
   private final SlotRouter router;
-  private final List<Shard> shards;
-  private final int n;
   private final int dim;
   /** Whether calls go straight to a single in-process shard. */
   private final boolean direct;
@@ -49,10 +48,9 @@ public final class ShardedTable implements EmbeddingTable {
   public ShardedTable(TableConfig config, SlotRouter router) {
     this.config = config;
     this.router = router;
-    this.shards = router.shards();
-    this.n = shards.size();
     this.dim = config.getDim();
-    this.direct = n == 1 && shards.get(0).takesBatchesUnchanged();
+    List<Shard> shards = router.shards();
+    this.direct = shards.size() == 1 && shards.get(0).takesBatchesUnchanged();
   }
 
   @Override
@@ -73,6 +71,16 @@ public final class ShardedTable implements EmbeddingTable {
   /** The shards and their slot map; tables of one client share it. */
   SlotRouter router() {
     return router;
+  }
+
+  /** Shards a call over every shard goes to: those that own slots ({@link SlotRouter#inUse}). */
+  private List<Shard> shards() {
+    return router.inUse();
+  }
+
+  /** The client's shards(), for routing (a cluster map's client may gain shards()). */
+  private int n() {
+    return router.shards().size();
   }
 
   private PackedKeys pack(String[] keys, String call) {
@@ -98,7 +106,7 @@ public final class ShardedTable implements EmbeddingTable {
   /** A find (mode null), findOrInsert or count of these keys. */
   RowsRead rowsItem(String[] keys, Shard.InsertMode mode) {
     String call = mode == null ? "find" : mode.rows() ? "findOrInsert" : "count";
-    return new RowsRead(name(), dim, slotFloats(), pack(keys, call), mode, router.map(), n,
+    return new RowsRead(name(), dim, slotFloats(), pack(keys, call), mode, router.map(), n(),
         direct);
   }
 
@@ -126,9 +134,14 @@ public final class ShardedTable implements EmbeddingTable {
       massesEpoch = map.epoch();
     }
     String id = sampler + "/" + alpha;
+    int n = n();
+    double[] known = masses.get(id);
+    if (known != null && known.length != n) { // the client gained shards
+      known = Arrays.copyOf(known, n);
+    }
     return new SampleRead<>(name(), dim, slotFloats(), pos, numSampled, sampler, alpha, seed,
-        distinct, withSlots, map, n, masses.get(id), reported -> masses.compute(id, (k, old) -> {
-          double[] m = old == null ? new double[n] : old.clone();
+        distinct, withSlots, map, n, known, reported -> masses.compute(id, (k, old) -> {
+          double[] m = old == null ? new double[n] : Arrays.copyOf(old, n);
           for (int s = 0; s < n; s++) {
             if (!Double.isNaN(reported[s])) {
               m[s] = reported[s];
@@ -140,21 +153,21 @@ public final class ShardedTable implements EmbeddingTable {
 
   GradientWrite gradientItem(String[] keys, float[] gradients, float learningRate, long step) {
     return new GradientWrite(config, pack(keys, "applyGradients"), gradients, learningRate, step,
-        router.map(), n, direct);
+        router.map(), n(), direct);
   }
 
   /** A pooled find or findOrInsert of these keys. */
   PooledRead pooledItem(String[] keys, KeyBags bags, boolean insert, boolean count) {
     String call = insert ? "pooled findOrInsert" : "pooled find";
     checkBags(keys, bags, call);
-    return new PooledRead(name(), dim, pack(keys, call), bags, insert, count, router.map(), n);
+    return new PooledRead(name(), dim, pack(keys, call), bags, insert, count, router.map(), n());
   }
 
   PooledWrite pooledGradientItem(String[] keys, KeyBags bags, float[] gradients,
       float learningRate, long step) {
     checkBags(keys, bags, "applyPooledGradients");
     return new PooledWrite(name(), dim, pack(keys, "applyPooledGradients"), bags, gradients,
-        learningRate, step, router.map(), n);
+        learningRate, step, router.map(), n());
   }
 
   private void checkBags(String[] keys, KeyBags bags, String call) {
@@ -236,8 +249,8 @@ public final class ShardedTable implements EmbeddingTable {
           numQueries, width, (long) numQueries * width, queries.length);
     }
     PackedKeys exclude = pack(options.exclude().toArray(new String[0]), "topK");
-    List<CompletableFuture<Shard.TopKHitsReply>> futures = new ArrayList<>(n);
-    for (Shard s : shards) {
+    List<CompletableFuture<Shard.TopKHitsReply>> futures = new ArrayList<>();
+    for (Shard s : shards()) {
       futures.add(s.topK(name(), queries, numQueries, k, options.biasLastDim(), options.metric(),
           exclude, options.searchBreadth()));
     }
@@ -247,7 +260,8 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public CheckpointManifest save(Path directory, long step) {
     Path dir = directory.toAbsolutePath().normalize();
-    List<CompletableFuture<CheckpointFile>> futures = new ArrayList<>(n);
+    List<CompletableFuture<CheckpointFile>> futures = new ArrayList<>();
+    List<Shard> shards = shards();
     for (Shard s : shards) {
       futures.add(s.save(name(), dir.toString(), step));
     }
@@ -257,7 +271,7 @@ public final class ShardedTable implements EmbeddingTable {
         .setTable(name())
         .setConfig(config)
         .setStep(step)
-        .setNumShards(n)
+        .setNumShards(shards.size())
         .addAllFiles(files)
         .setCreatedAt(Instant.now().toString())
         .build();
@@ -269,7 +283,8 @@ public final class ShardedTable implements EmbeddingTable {
   public long restore(Path directory) {
     Path dir = directory.toAbsolutePath().normalize();
     CheckpointManifest m = Manifests.read(dir, name());
-    List<CompletableFuture<Long>> futures = new ArrayList<>(n);
+    List<CompletableFuture<Long>> futures = new ArrayList<>();
+    List<Shard> shards = shards();
     for (Shard s : shards) {
       futures.add(s.restore(name(), dir.toString(), m.getFilesList()));
     }
@@ -280,7 +295,8 @@ public final class ShardedTable implements EmbeddingTable {
     long expected = m.getFilesList().stream().mapToLong(CheckpointFile::getKeys).sum();
     if (total != expected) {
       throw TableException.of(ErrorCode.DATA_LOSS, String.format(
-          "restored %d keys over %d shards but the checkpoint holds %d", total, n, expected),
+          "restored %d keys over %d shards but the checkpoint holds %d", total, shards.size(),
+          expected),
           name(), -1, "restore", null);
     }
     masses.clear(); // the restored counts define new sampler masses
@@ -294,6 +310,7 @@ public final class ShardedTable implements EmbeddingTable {
       throw invalid("evict", "ttlSteps and maxKeys must be >= 0 and one of them > 0 (got %d"
           + " and %d; nowStep %d)", ttlSteps, maxKeys, nowStep);
     }
+    int n = shards().size();
     long perShard = maxKeys == 0 ? 0 : (maxKeys + n - 1) / n;
     return evictAll(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable(name())
         .setTtlSteps(ttlSteps).setNowStep(nowStep).setMaxKeys(perShard).setPolicy(policy)
@@ -303,7 +320,7 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public void scan(int pageKeys, java.util.function.Consumer<dev.dynembed.table.client.ScanPage>
       consumer) {
-    for (Shard s : shards) {
+    for (Shard s : shards()) {
       long cursor = 0;
       long generation = 0;
       do {
@@ -330,11 +347,12 @@ public final class ShardedTable implements EmbeddingTable {
     if (all.size() == 0) {
       return 0;
     }
+    int n = n();
     Routing route = new Routing(all, router.map(), n);
     List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>();
     for (int s = 0; s < n; s++) {
       if (route.shardKeys[s].size() > 0) {
-        futures.add(shards.get(s).evict(dev.dynembed.table.v1.EvictRequest.newBuilder()
+        futures.add(router.shards().get(s).evict(dev.dynembed.table.v1.EvictRequest.newBuilder()
             .setTable(name()).setKeys(route.shardKeys[s].toProto()).build()));
       }
     }
@@ -352,16 +370,16 @@ public final class ShardedTable implements EmbeddingTable {
         .newBuilder().setTable(name()).setMetric(metric == null
             ? dev.dynembed.table.v1.Metric.DOT : metric).setBiasLastDim(biasLastDim)
         .setMaxConn(maxConn).setBeamWidth(beamWidth).setWait(wait).build();
-    List<CompletableFuture<dev.dynembed.table.v1.IndexInfo>> futures = new ArrayList<>(n);
-    for (Shard s : shards) {
+    List<CompletableFuture<dev.dynembed.table.v1.IndexInfo>> futures = new ArrayList<>();
+    for (Shard s : shards()) {
       futures.add(s.buildIndex(req));
     }
     return Futures.awaitAll(futures);
   }
 
   private long evictAll(dev.dynembed.table.v1.EvictRequest req) {
-    List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>(n);
-    for (Shard s : shards) {
+    List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>();
+    for (Shard s : shards()) {
       futures.add(s.evict(req));
     }
     long evicted = evicted(futures);
@@ -369,7 +387,7 @@ public final class ShardedTable implements EmbeddingTable {
     return evicted;
   }
 
-  /** Rows evicted over the shards that answered these calls. */
+  /** Rows evicted over the shards() that answered these calls. */
   private static long evicted(List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> calls) {
     long evicted = 0;
     for (var r : Futures.awaitAll(calls)) {
@@ -384,8 +402,8 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   private List<TableInfo> describeShards() {
-    List<CompletableFuture<TableInfo>> futures = new ArrayList<>(n);
-    for (Shard s : shards) {
+    List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
+    for (Shard s : shards()) {
       futures.add(s.describe(name()));
     }
     return Futures.awaitAll(futures);
@@ -393,7 +411,7 @@ public final class ShardedTable implements EmbeddingTable {
 
   @Override
   public List<dev.dynembed.table.v1.IndexInfo> indexInfo() {
-    List<dev.dynembed.table.v1.IndexInfo> out = new ArrayList<>(n);
+    List<dev.dynembed.table.v1.IndexInfo> out = new ArrayList<>();
     for (TableInfo i : describeShards()) {
       out.add(i.getIndex());
     }

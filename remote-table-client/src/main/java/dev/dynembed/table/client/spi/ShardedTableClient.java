@@ -14,9 +14,11 @@ import dev.dynembed.table.client.internal.Futures;
 import dev.dynembed.table.client.internal.ShardedTable;
 import dev.dynembed.table.client.internal.SlotRouter;
 
-/** {@link TableClient} over a fixed list of shards, in shard order. */
+/**
+ * {@link TableClient} over a list of shards, in shard order: fixed endpoints, or the shards of a
+ * cluster map, which grows when the shards' slot map gives slots to a shard added since.
+ */
 public final class ShardedTableClient implements TableClient {
-  private final List<Shard> shards;
   private final SlotRouter router;
   private volatile boolean layoutVerified;
   /** Closed after the shards (what found them, e.g. a cluster map's watch); null: nothing. */
@@ -28,14 +30,21 @@ public final class ShardedTableClient implements TableClient {
 
   /** As above; {@code onClose} is closed after the shards. */
   public ShardedTableClient(List<Shard> shards, AutoCloseable onClose) {
-    this.shards = List.copyOf(shards);
-    this.router = new SlotRouter(this.shards);
+    this(new SlotRouter(shards), onClose);
+  }
+
+  /**
+   * Over {@code router}'s shards (a cluster map's client: its router opens the shards a newer
+   * map adds); {@code onClose} is closed after the shards.
+   */
+  public ShardedTableClient(SlotRouter router, AutoCloseable onClose) {
+    this.router = router;
     this.onClose = onClose;
   }
 
-  /** The shards, in shard order. */
+  /** The shards this client reaches, in shard order. */
   public List<Shard> shards() {
-    return shards;
+    return router.shards();
   }
 
   /** The shards' slot map as this client routes by it (refreshed when a shard says MOVED). */
@@ -66,7 +75,7 @@ public final class ShardedTableClient implements TableClient {
   private synchronized dev.dynembed.table.common.SlotMap layoutMap() {
     if (layoutMap == null) {
       layoutMap = Futures.await(router.newestAsync());
-      if (layoutMap.epoch() > 0 && layoutMap.numShards() <= shards.size()) {
+      if (layoutMap.epoch() > 0 && layoutMap.shardsInUse() <= router.shards().size()) {
         router.adopt(layoutMap, layoutMap.epoch());
       }
     }
@@ -74,30 +83,31 @@ public final class ShardedTableClient implements TableClient {
   }
 
   private void checkShard(int i, int index, int numShards, String table, String call) {
-    dev.dynembed.table.common.SlotMap m = index == i && numShards != shards.size()
-        ? layoutMap() : null;
-    if (index != i || (m == null && numShards != shards.size())) {
+    int known = router.shards().size();
+    dev.dynembed.table.common.SlotMap m = index == i && numShards != known ? layoutMap() : null;
+    if (index != i || (m == null && numShards != known)) {
       throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
           "endpoint %d serves shard %d of %d, but this client has %d endpoints in shard order",
-          i, index, numShards, shards.size()), table, i, call, null);
+          i, index, numShards, known), table, i, call, null);
     }
-    if (m != null && m.numShards() > shards.size()) {
+    if (m != null && m.shardsInUse() > known) {
       throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format("the shards' slot"
-          + " map (epoch %d) names %d shards, but this client has %d endpoints: name every"
-          + " shard", m.epoch(), m.numShards(), shards.size()), table, i, call, null);
+          + " map (epoch %d) gives slots to %d shards, but this client has %d endpoints: name"
+          + " every shard", m.epoch(), m.shardsInUse(), known), table, i, call, null);
     }
   }
 
+  /** The shards that own slots now: those in the map routed by (see {@link SlotRouter#inUse}). */
   @Override
   public int numShards() {
-    return shards.size();
+    return router.inUse().size();
   }
 
   @Override
   public EmbeddingTable createTable(TableConfig config) {
     verifyLayout(config.getName(), "createTable");
     List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
-    for (Shard s : shards) {
+    for (Shard s : router.inUse()) {
       futures.add(s.create(config));
     }
     return open(config.getName(), Futures.awaitAll(futures));
@@ -106,7 +116,7 @@ public final class ShardedTableClient implements TableClient {
   @Override
   public EmbeddingTable openTable(String name) {
     List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
-    for (Shard s : shards) {
+    for (Shard s : router.inUse()) {
       futures.add(s.describe(name));
     }
     return open(name, Futures.awaitAll(futures));
@@ -128,6 +138,7 @@ public final class ShardedTableClient implements TableClient {
   @Override
   public void dropTable(String name) {
     List<CompletableFuture<Void>> futures = new ArrayList<>();
+    List<Shard> shards = router.inUse();
     for (Shard s : shards) {
       futures.add(s.drop(name));
     }
@@ -151,7 +162,7 @@ public final class ShardedTableClient implements TableClient {
   @Override
   public List<StatsResponse> stats() {
     List<CompletableFuture<StatsResponse>> futures = new ArrayList<>();
-    for (Shard s : shards) {
+    for (Shard s : router.inUse()) {
       futures.add(s.stats());
     }
     return Futures.awaitAll(futures);
@@ -159,7 +170,7 @@ public final class ShardedTableClient implements TableClient {
 
   @Override
   public void close() {
-    for (Shard s : shards) {
+    for (Shard s : router.shards()) {
       s.close();
     }
     if (onClose != null) {

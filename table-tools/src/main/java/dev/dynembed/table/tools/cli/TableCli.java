@@ -250,12 +250,14 @@ public final class TableCli {
 
   @Command(name = "reshard", description = "Move slots between running shards while clients"
       + " read and write (docs/design/0021-slot-moves-proposal.md): spread them evenly over the"
-      + " first --shards shards of --endpoints (a new shard: start it with --shards set to the"
-      + " endpoint count and name it last; to retire the last shards, give fewer). Safe to"
-      + " interrupt: running it again finishes an interrupted step.")
+      + " first --shards shards. With host:port endpoints, a new shard is started with"
+      + " --num-shards set to the endpoint count and named last; with a cluster in etcd"
+      + " (etcd://h:p/NAME), it is started with --cluster, --shard-index N and --num-shards N+1,"
+      + " and its clients open it when it gets slots. To retire the last shards, give fewer."
+      + " Safe to interrupt: running it again finishes an interrupted step.")
   static final class Reshard extends Base {
     @Option(names = "--shards", required = true,
-        description = "shards to spread the slots over (1..number of endpoints)")
+        description = "shards to spread the slots over (shards 0..N-1)")
     int shards;
 
     @Override
