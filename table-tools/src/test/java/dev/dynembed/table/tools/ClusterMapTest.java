@@ -179,7 +179,7 @@ class ClusterMapTest {
       try (TableClient c = TableClients.open(cluster, options)) {
         assertEquals(2, c.numShards());
         EmbeddingTable t = c.createTable(ExactOracle.config("grow", 4).build());
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         ExecutorService pool = Executors.newSingleThreadExecutor();
         long[] moverDone = new long[1];
         Future<long[]> mover = pool.submit(() -> {
@@ -199,6 +199,7 @@ class ClusterMapTest {
             shard[0].destroyForcibly().waitFor();
             shard[0] = start("shard-0", shardArgs(cluster, 0, 2, "state"));
             registered("shard-0", shard[0], ++starts[0]);
+            Thread.sleep(2000); // the trainers resend to it and write again before the next move
 
             Resharding.Result down = Resharding.rebalance(admin, 2, progress::add);
             epochs[1] = down.map().epoch();
