@@ -54,7 +54,8 @@ public final class TableCli {
       try (TableClient c = common.connect()) {
         run(c);
         return 0;
-      } catch (TableException | IllegalArgumentException e) {
+      } catch (TableException | IllegalArgumentException
+          | dev.dynembed.table.cluster.ClusterException e) {
         System.err.println("table-cli: " + e.getMessage());
         return 1;
       }
