@@ -28,12 +28,14 @@ import java.util.function.Consumer;
  * <ol>
  *   <li>copy: every table's rows of the moving slots are exported page by page from the source
  *       (which from then on records the keys writes touch there) and staged on the destination;
- *   <li>catch up: the recorded keys' current records are sent again until few remain;
+ *   <li>catch up: the recorded keys' current records are sent again until few remain; the
+ *       destination writes what it staged to its log directory (prepare);
  *   <li>flip: the step's map goes to every shard but the destination: the source refuses calls
  *       on the old map and can no longer change the moving rows; clients re-route, and wait
  *       (resending) while the destination still routes by the old map: the pause;
- *   <li>the last recorded keys and the slots' admission counts go over, the destination merges
- *       what it staged and installs the map (the pause ends);
+ *   <li>the last recorded keys and the slots' admission counts go over; the destination writes
+ *       them, logs one record naming every file it wrote, merges what it staged and installs
+ *       the map (the pause ends);
  *   <li>the source drops the rows it gave away.
  * </ol>
  *
@@ -325,6 +327,13 @@ public final class Resharding {
           + " %.2f s, %d resent in %d catch-up rounds in %.2f s", t, rows, (c1 - c0) / 1e9,
           again, rounds, (System.nanoTime() - c1) / 1e9));
     }
+    // the destination writes what it staged to its log directory now, while calls go on, so
+    // that the commit in the pause writes only the last records
+    long p0 = System.nanoTime();
+    long prepared = Futures.await(shards().get(to).commitSlots(CommitSlotsRequest.newBuilder()
+        .setMap(next.toProto()).setPrepare(true).build())).getPrepared();
+    progress.accept(String.format(java.util.Locale.ROOT, "  %d staged rows written by the"
+        + " destination in %.2f s", prepared, (System.nanoTime() - p0) / 1e9));
     long pause = System.nanoTime();
     for (int s = 0; s < shards().size(); s++) { // the source first: it stops taking the slots
       int shard = s == 0 ? from : s == from ? 0 : s;

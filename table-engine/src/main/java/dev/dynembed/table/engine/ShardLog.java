@@ -192,6 +192,11 @@ public final class ShardLog implements AutoCloseable {
     if (policy != Fsync.ALWAYS) {
       return;
     }
+    forceThrough(lsn);
+  }
+
+  /** Returns once record {@code lsn} is on the disk, whatever the policy. */
+  void forceThrough(long lsn) {
     while (true) {
       synchronized (syncMonitor) {
         if (syncedLsn >= lsn) {

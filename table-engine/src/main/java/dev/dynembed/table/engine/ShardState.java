@@ -169,6 +169,9 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       start = m.getStartLsn();
       snapshotTime = java.time.Instant.parse(m.getCreatedAt()).toEpochMilli();
     }
+    // a slot import prepared before a crash: its staged rows are gone with the process (the
+    // source still holds them; resharding again copies them anew)
+    deleteTree(walDir.resolve(SlotMoves.PENDING));
     long from = start;
     long[] replayed = {0};
     // records replay as they were applied: their keys were this shard's when they came, even
@@ -232,6 +235,16 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         if (lsn >= thresholds.getOrDefault(rt.getTable(), start)) {
           engine.install(rt.getTable(), CheckpointIo.read(walDir.resolve(rt.getDirectory()),
               rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
+        }
+      }
+      case IMPORT_SLOTS -> {
+        Path dir = walDir.resolve(r.getImportSlots().getDirectory());
+        for (dev.dynembed.table.v1.ImportedLayer layer : r.getImportSlots().getLayersList()) {
+          TableStore t = live(engine, layer.getTable(), lsn, thresholds, start);
+          if (t != null) {
+            SlotMoves.merge(CheckpointIo.read(dir.resolve(layer.getSubdirectory()),
+                List.of(layer.getFile()), layer.getTable(), engine.shardIndex(), 1), t);
+          }
         }
       }
       case EVICT -> {
@@ -319,6 +332,11 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     if (r != null && lsn > 0) {
       r.awaitReplicated(lsn);
     }
+  }
+
+  /** Returns once record {@code lsn} is on the disk, whatever the fsync policy. */
+  public void forceThrough(long lsn) {
+    wal.forceThrough(lsn);
   }
 
   // ---------------------------------------------------------------- replication (design 0019)
@@ -614,7 +632,9 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       try (Stream<Path> s = Files.list(walDir)) {
         for (Path p : s.toList()) {
           String n = p.getFileName().toString();
-          if (n.startsWith("restore-") && Long.parseLong(n.substring(8)) < start) {
+          if (n.startsWith("restore-") && Long.parseLong(n.substring(8)) < start
+              || n.startsWith(SlotMoves.IMPORTED) && !n.equals(SlotMoves.PENDING)
+              && Long.parseLong(n.substring(SlotMoves.IMPORTED.length())) < start) {
             deleteTree(p);
           }
         }

@@ -4,6 +4,7 @@ import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.common.TableException;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -22,10 +23,13 @@ import java.util.concurrent.ConcurrentHashMap;
  * #dropUnowned} then removes every row the map does not give this shard (logged as evictions).
  *
  * <p>Destination: {@link #importRows} stages records in stores no call, sampler, scan or
- * checkpoint sees; {@link #commit} merges them into the live tables under their exclusive locks,
- * makes them durable (a snapshot of a shard with a log) and then installs the map that gives the
- * slots to this shard. Every step can be repeated: an import replaces a staged record, a commit
- * of an already installed map merges nothing new.
+ * checkpoint sees; {@link #prepare} (before the flip, off the pause) writes what is staged so
+ * far to checkpoint files under the log directory and stages the rest afresh; {@link #commit}
+ * writes the rest (the last dirty records: few), logs one {@code ImportedSlots} record naming
+ * every file, merges them into the live tables under their exclusive locks, forces the record
+ * to the disk and then installs the map that gives the slots to this shard. Every step can be
+ * repeated: an import replaces a staged record, a commit of an already installed map merges
+ * nothing new.
  */
 public final class SlotMoves {
   /** Most keys one export page holds. */
@@ -36,6 +40,18 @@ public final class SlotMoves {
   private final ShardEngine engine;
   private final ConcurrentHashMap<String, Tracker> outgoing = new ConcurrentHashMap<>();
   private final Map<String, Staged> staging = new HashMap<>(); // guarded by this
+  /** Staged stores already written by {@link #prepare}, merged in this order. */
+  private final List<Layer> prepared = new ArrayList<>(); // guarded by this
+  private int layers; // guarded by this
+
+  /** Log directory entries of imports: {@code import-LSN} once logged. */
+  static final String IMPORTED = "import-";
+  /** Where {@link #prepare} writes until the commit logs it. */
+  static final String PENDING = "import-pending";
+
+  /** One staged store written to {@code PENDING/sub/file}. */
+  private record Layer(String table, TableStore store, String sub,
+      dev.dynembed.table.v1.CheckpointFile file) {}
 
   SlotMoves(ShardEngine engine) {
     this.engine = engine;
@@ -297,8 +313,7 @@ public final class SlotMoves {
 
   /** A table's staged records: an unpublished store, and admission counts by key hash. */
   private static final class Staged {
-    final TableStore store;
-    final Map<Long, Long> pending = new HashMap<>();
+    final TableStore store; // its pendingCounts() hold the staged admission counts
 
     Staged(TableStore store) {
       this.store = store;
@@ -352,15 +367,83 @@ public final class SlotMoves {
           page.frequencies()[i], page.steps()[i], page.updates()[i]);
     }
     for (int j = 0; j < page.pendingHashes().length; j++) {
-      st.pending.put(page.pendingHashes()[j], page.pendingCounts()[j]);
+      st.store.pendingCounts().put(page.pendingHashes()[j], page.pendingCounts()[j]);
     }
     return st.store.rowCount();
   }
 
   /**
-   * Merges every staged table into the live one (each under its exclusive lock), makes the
-   * shard's state durable (a snapshot, with a log), then installs {@code map}, which must give
-   * this shard the slots it imported. Staging is emptied.
+   * Writes every staged store to checkpoint files under the log directory ({@code
+   * import-pending}, fsync) and stages afresh, so that the commit writes only what is staged
+   * after this (the records the last dirty exports bring). A shard without a log writes nothing.
+   *
+   * @return records written
+   */
+  public synchronized long prepare() {
+    engine.checkReady();
+    if (!(engine.journal() instanceof ShardState s)) {
+      return 0;
+    }
+    try {
+      return writeLayer(s);
+    } catch (java.io.IOException e) {
+      throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
+          + ": writing the staged rows of a slot import failed: " + e, e);
+    }
+  }
+
+  /** Writes the staged stores as the next layer and empties the staging. */
+  private long writeLayer(ShardState s) throws java.io.IOException {
+    Path root = s.walDirectory().resolve(PENDING);
+    String sub = "L" + layers++;
+    Path dir = root.resolve(sub);
+    long rows = 0;
+    for (Map.Entry<String, Staged> e : staging.entrySet()) {
+      TableStore st = e.getValue().store;
+      if (st.rowCount() == 0 && st.pendingCounts().isEmpty()) {
+        continue;
+      }
+      java.nio.file.Files.createDirectories(dir);
+      prepared.add(new Layer(e.getKey(), st, sub, CheckpointIo.write(st.freeze(), dir, 0)));
+      rows += st.rowCount();
+    }
+    if (java.nio.file.Files.exists(dir)) {
+      dev.dynembed.table.common.Durable.fsyncDirectory(dir);
+      dev.dynembed.table.common.Durable.fsyncDirectory(root);
+      dev.dynembed.table.common.Durable.fsyncDirectory(s.walDirectory());
+    }
+    staging.clear();
+    return rows;
+  }
+
+  /**
+   * Copies every record and admission count of {@code from} into {@code live} (under its
+   * exclusive lock, or during recovery), replacing the records of the same keys.
+   *
+   * @return records copied
+   */
+  static long merge(TableStore from, TableStore live) {
+    if (!from.config().equals(live.config())) {
+      throw TableException.dataLoss("table '%s': imported rows were written with another table"
+          + " config than the live table's", live.name());
+    }
+    float[] rec = new float[from.rowFloats];
+    for (int r = 0; r < from.rowCount(); r++) {
+      from.copyRecord(r, rec, 0);
+      live.setRecord(from.keyAt(r), 0, rec, 0, from.meta(r, TableStore.M_FREQ),
+          from.meta(r, TableStore.M_STEP), from.meta(r, TableStore.M_UPDATES));
+    }
+    live.pendingCounts().putAll(from.pendingCounts());
+    live.samplers().invalidate(); // the shard's sampler mass changed
+    return from.rowCount();
+  }
+
+  /**
+   * Merges every prepared and staged store into the live tables (each under its exclusive
+   * lock), durably: on a shard with a log, the rest of the staging is written as a last layer,
+   * one {@code ImportedSlots} record names every layer's file and is forced to the disk before
+   * the map is installed. Then installs {@code map}, which must give this shard the slots it
+   * imported. Staging is emptied.
    *
    * @return records merged
    */
@@ -371,62 +454,114 @@ public final class SlotMoves {
       throw TableException.precondition("shard %d routes by slot map epoch %d already, newer"
           + " than the %d of this commit", engine.shardIndex(), cur.epoch(), map.epoch());
     }
-    long merged = 0;
-    long t0 = System.nanoTime();
-    for (Map.Entry<String, Staged> e : staging.entrySet()) { // every key checked before any merge
-      TableStore s = e.getValue().store;
+    List<Layer> all = new ArrayList<>(prepared);
+    for (Map.Entry<String, Staged> e : staging.entrySet()) {
+      all.add(new Layer(e.getKey(), e.getValue().store, null, null));
+    }
+    for (Layer l : all) { // every key checked before any merge
+      TableStore s = l.store();
       for (int r = 0; r < s.rowCount(); r++) {
         PackedKeys k = s.keyAt(r);
         if (map.ownerOf(k.hash(0)) != engine.shardIndex()) {
           throw TableException.invalid("table '%s': staged key '%s' is not this shard's under"
-              + " the map of epoch %d; nothing was merged", e.getKey(), k.key(0), map.epoch());
+              + " the map of epoch %d; nothing was merged", l.table(), k.key(0), map.epoch());
         }
       }
     }
-    for (Map.Entry<String, Staged> e : staging.entrySet()) {
-      Staged st = e.getValue();
-      TableStore live = movable(e.getKey());
-      live.quiesce.writeLock().lock();
-      try {
-        TableStore s = st.store;
-        float[] rec = new float[s.rowFloats];
-        for (int r = 0; r < s.rowCount(); r++) {
-          s.copyRecord(r, rec, 0);
-          live.setRecord(s.keyAt(r), 0, rec, 0, s.meta(r, TableStore.M_FREQ),
-              s.meta(r, TableStore.M_STEP), s.meta(r, TableStore.M_UPDATES));
-          merged++;
-        }
-        for (Map.Entry<Long, Long> p : st.pending.entrySet()) {
-          live.pendingCounts().put(p.getKey(), p.getValue());
-        }
-        live.samplers().invalidate(); // the shard's sampler mass changed
-      } finally {
-        live.quiesce.writeLock().unlock();
+    long t0 = System.nanoTime();
+    long merged = 0;
+    long written = 0;
+    long lsn = 0;
+    ShardState log = engine.journal() instanceof ShardState x ? x : null;
+    try {
+      if (log != null && !all.isEmpty()) {
+        written = writeLayer(log); // the last dirty records; prepare wrote the rest
+        all = new ArrayList<>(prepared);
       }
-    }
-    staging.clear();
-    long t1 = System.nanoTime();
-    if (merged > 0 && engine.journal() instanceof ShardState s) {
-      try {
-        s.snapshot(); // the merged rows are in no log record: the snapshot holds them
-      } catch (java.io.IOException e) {
-        throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
-            + ": the snapshot after a slot import failed: " + e, e);
+      long t1 = System.nanoTime();
+      if (!all.isEmpty()) {
+        java.util.TreeMap<String, TableStore> live = new java.util.TreeMap<>();
+        for (Layer l : all) {
+          live.computeIfAbsent(l.table(), this::movable);
+        }
+        Object cut = log != null ? log.snapshotMutex() : new Object();
+        synchronized (cut) { // no snapshot between the record and the merge it stands for
+          for (TableStore t : live.values()) {
+            t.quiesce.writeLock().lock();
+          }
+          try {
+            if (log != null) {
+              lsn = logImport(log, all, map.epoch());
+            }
+            for (Layer l : all) {
+              merged += merge(l.store(), live.get(l.table()));
+            }
+          } finally {
+            for (TableStore t : live.values()) {
+              t.quiesce.writeLock().unlock();
+            }
+          }
+        }
       }
+      long t2 = System.nanoTime();
+      if (lsn > 0) {
+        log.forceThrough(lsn); // on the disk before the map says the rows are here
+      }
+      prepared.clear();
+      staging.clear();
+      long t3 = System.nanoTime();
+      if (map.epoch() > cur.epoch() || !map.sameOwners(cur)) {
+        engine.installSlotMap(map);
+      }
+      LOG.info(String.format(java.util.Locale.ROOT, "shard %d: slot import committed at map"
+          + " epoch %d: %d rows merged (%d written now) in %.1f ms: write %.1f ms, log + merge"
+          + " %.1f ms, fsync %.1f ms, map %.1f ms", engine.shardIndex(), map.epoch(), merged,
+          written, (System.nanoTime() - t0) / 1e6, (t1 - t0) / 1e6, (t2 - t1) / 1e6,
+          (t3 - t2) / 1e6, (System.nanoTime() - t3) / 1e6));
+      return merged;
+    } catch (java.io.IOException e) {
+      throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
+          + ": keeping the rows of a slot import on the disk failed: " + e, e);
     }
-    long t2 = System.nanoTime();
-    if (map.epoch() > cur.epoch() || !map.sameOwners(cur)) {
-      engine.installSlotMap(map);
+  }
+
+  /**
+   * Renames the prepared layers' directory to {@code import-LSN} and logs the record naming
+   * them; under the snapshot mutex, so that no snapshot deletes the directory while a record
+   * after its cut still names it.
+   *
+   * @return the record's LSN
+   */
+  private static long logImport(ShardState log, List<Layer> layers, long epoch)
+      throws java.io.IOException {
+    Path walDir = log.walDirectory();
+    String name = IMPORTED + String.format("%020d", log.lastLsn() + 1);
+    Path dir = walDir.resolve(name);
+    ShardState.deleteTree(dir);
+    java.nio.file.Files.move(walDir.resolve(PENDING), dir,
+        java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    dev.dynembed.table.common.Durable.fsyncDirectory(walDir);
+    dev.dynembed.table.v1.ImportedSlots.Builder rec = dev.dynembed.table.v1.ImportedSlots
+        .newBuilder().setDirectory(name).setMapEpoch(epoch);
+    for (Layer l : layers) {
+      rec.addLayers(dev.dynembed.table.v1.ImportedLayer.newBuilder().setTable(l.table())
+          .setSubdirectory(l.sub()).setFile(l.file()));
     }
-    LOG.info(String.format(java.util.Locale.ROOT, "shard %d: slot import committed at map epoch"
-        + " %d: %d rows merged in %.1f ms, snapshot %.1f ms, map %.1f ms", engine.shardIndex(),
-        map.epoch(), merged, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (System.nanoTime() - t2) / 1e6));
-    return merged;
+    return log.append(dev.dynembed.table.v1.LogRecord.newBuilder().setImportSlots(rec).build());
   }
 
   /** Forgets staged records (a move given up before its commit). */
   public synchronized void abortImport() {
     staging.clear();
+    prepared.clear();
+    if (engine.journal() instanceof ShardState s) {
+      try {
+        ShardState.deleteTree(s.walDirectory().resolve(PENDING));
+      } catch (java.io.IOException e) {
+        LOG.warning("shard " + engine.shardIndex() + ": removing an aborted import's files: "
+            + e);
+      }
+    }
   }
 
   /**

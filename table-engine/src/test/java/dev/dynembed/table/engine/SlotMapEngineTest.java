@@ -3,6 +3,7 @@ package dev.dynembed.table.engine;
 import static dev.dynembed.table.engine.Fixtures.assertError;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -196,11 +197,10 @@ class SlotMapEngineTest {
     SlotMoves.Page page = a.moves().export("t", new int[] {slot, slot + 1}, 0, 1000, false,
         false);
     assertEquals(List.of(moving), List.of(page.keys().toStrings()));
-    a.installSlotMap(next);
-    SlotMoves.Page last = a.moves().export("t", new int[] {slot, slot + 1}, 0, 1000, true, true);
-    assertEquals(0, last.keys().size(), "no write touched the slot since the copy");
+    a.write(write(0, 2, List.of(moving)), ShardState::checkWrite); // after the copy: dirty
 
-    // shard 1 (its own directory) stages the rows, commits, and is stopped without a snapshot
+    // shard 1 (its own directory) stages the rows, writes them before the flip (prepare), takes
+    // the dirty record, commits, and is stopped without a snapshot
     Path other = dir.resolve("b");
     ShardEngine b = new ShardEngine(1, 2, other);
     Path statesB = other.resolve("state");
@@ -210,7 +210,23 @@ class SlotMapEngineTest {
     b.create(a.get("t").config());
     b.moves().importRows("t", SlotMoves.fromProto(SlotMoves.toProto(page), 0));
     assertNull(b.get("t").record(moving), "staged rows are invisible");
-    assertEquals(1, b.moves().commit(next));
+    assertEquals(1, b.moves().prepare(), "the staged row is written before the flip");
+    Path walB = ShardState.root(statesB, 1).resolve("wal");
+    assertTrue(Files.isDirectory(walB.resolve("import-pending")));
+    SlotMoves.Page dirty = a.moves().export("t", new int[] {slot, slot + 1}, 0, 1000, true,
+        false);
+    assertEquals(List.of(moving), List.of(dirty.keys().toStrings()));
+    b.moves().importRows("t", SlotMoves.fromProto(SlotMoves.toProto(dirty), 0));
+    a.installSlotMap(next);
+    SlotMoves.Page last = a.moves().export("t", new int[] {slot, slot + 1}, 0, 1000, true, true);
+    assertEquals(0, last.keys().size(), "no write touched the slot since the dirty export");
+    assertNull(b.get("t").record(moving), "staged rows are invisible");
+    assertEquals(2, b.moves().commit(next), "both layers merged, the later one last");
+    assertFalse(Files.exists(walB.resolve("import-pending")));
+    try (var listed = Files.list(walB)) {
+      assertEquals(1, listed.filter(f -> f.getFileName().toString().startsWith("import-"))
+          .count(), "the commit's record names one directory of imported rows");
+    }
     TableStore.Record moved = b.get("t").record(moving);
     assertEquals(a.get("t").record(moving), moved);
     // a checkpoint cut before the source drops the row holds it once: on its new shard
@@ -240,7 +256,18 @@ class SlotMapEngineTest {
     assertEquals(moved, b2.get("t").record(moving));
     // and the moved key takes writes on its new shard, at the new epoch
     assertEquals(1, b2.write(write(1, 9, List.of(moving)), ShardState::checkWrite)[0]);
+    // a snapshot covers the import: its files go
+    sb2.snapshot();
+    try (var listed = Files.list(walB)) {
+      assertEquals(0, listed.filter(f -> f.getFileName().toString().startsWith("import-"))
+          .count());
+    }
     sa2.close(false);
     sb2.close(false);
+    ShardEngine b3 = new ShardEngine(1, 2, other);
+    b3.keepSlotMapIn(ShardState.root(statesB, 1).resolve("slot-map"));
+    ShardState sb3 = ShardState.recover(b3, statesB, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
+    assertEquals(b2.get("t").record(moving), b3.get("t").record(moving));
+    sb3.close(false);
   }
 }

@@ -421,6 +421,10 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
         engine.moves().abortImport();
         return dev.dynembed.table.v1.CommitSlotsResponse.getDefaultInstance();
       }
+      if (req.getPrepare()) {
+        return dev.dynembed.table.v1.CommitSlotsResponse.newBuilder()
+            .setPrepared(engine.moves().prepare()).build();
+      }
       return dev.dynembed.table.v1.CommitSlotsResponse.newBuilder().setMerged(
           engine.moves().commit(dev.dynembed.table.common.SlotMap.fromProto(req.getMap())))
           .build();
