@@ -158,6 +158,18 @@ public final class ShardCommands {
     }
   }
 
+  /**
+   * {@code e}, or MOVED if the shard's map changed since the call was routed: keys checked
+   * outside the tables' locks may meet a map installed after the call's epoch was checked, and
+   * then a key of a moved slot is the map's doing, not the caller's (nothing was applied yet).
+   */
+  private TableException movedOr(TableException e, long mapEpoch) {
+    if (e.code() == ErrorCode.INVALID_ARGUMENT) {
+      engine.checkRoutedAt(mapEpoch);
+    }
+    return e;
+  }
+
   private <I, R> List<R> read(CallId id, long mapEpoch, List<I> items, ReadItems<I, R> codec,
       List<R> out) {
     engine.checkReady();
@@ -187,6 +199,8 @@ public final class ShardCommands {
         for (I item : items) {
           out.add(codec.run(item, false));
         }
+      } catch (TableException e) {
+        throw movedOr(e, mapEpoch);
       } finally {
         ShardEngine.unlockShared(locked);
       }
@@ -303,7 +317,11 @@ public final class ShardCommands {
         long need = 0;
         for (W item : items) { // checked outside the locks: decoding waits for nobody
           TableStore t = engine.get(codec.table(item));
-          checked.add(codec.check(t, item));
+          try {
+            checked.add(codec.check(t, item));
+          } catch (TableException e) {
+            throw movedOr(e, mapEpoch);
+          }
           stores.add(t);
           if (t.config().getMinCount() <= 1) { // keys without a row get one
             Inserts k = codec.keys(item);
