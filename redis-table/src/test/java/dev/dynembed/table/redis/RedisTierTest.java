@@ -360,6 +360,13 @@ class RedisTierTest {
       assertEquals(touched, t.describe().getCounters().getColdKeys(), "every key cold at first");
       assertArrayEquals(o.rows, t.find(k).rows(), 0f);
       assertArrayEquals(o.counts, t.count(k, false).frequencies());
+      // slots of a Redis-tier table do not move yet: refused by name, nothing changed
+      dev.dynembed.table.common.TableException moved = org.junit.jupiter.api.Assertions
+          .assertThrows(dev.dynembed.table.common.TableException.class,
+              () -> e.moves().export("nolog", new int[] {0, 1}, 0, 100, false, false));
+      assertTrue(moved.getMessage().contains("keeps its rows in a Redis tier"),
+          moved.getMessage());
+      assertArrayEquals(o.rows, t.find(k).rows(), 0f);
     } finally {
       s.close();
       e.close();

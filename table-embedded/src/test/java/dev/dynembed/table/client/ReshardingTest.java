@@ -231,6 +231,69 @@ class ReshardingTest {
     }
   }
 
+  /**
+   * A table with a disk tier (a cap of 200 rows a shard, so most rows are cold and trainers
+   * promote and demote rows all through the move) goes 2 -> 3 -> 2 shards under two trainers:
+   * every row and count exact, each key in one tier of one shard, its owner's.
+   */
+  @Test
+  void aDiskTierTableMovesWithItsColdRows() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(3, dir.resolve("tiered"))) {
+      SlotMap two = SlotMap.implicit(2).extended(3, 1);
+      for (int s = 0; s < 3; s++) {
+        cluster.engine(s).installSlotMap(two);
+      }
+      Oracle oracle = new Oracle();
+      try (TableClient admin = cluster.client()) {
+        admin.createTable(config().toBuilder().setMaxKeys(600).setDiskTier(true).build());
+        List<String> log = new ArrayList<>();
+        AtomicReference<Resharding.Result> grown = new AtomicReference<>();
+        trainDuring(cluster, oracle, 3, () -> grown.set(Resharding.rebalance(admin, 3, log::add)));
+        assertTiered(cluster, admin, oracle, grown.get().map());
+        AtomicReference<Resharding.Result> shrunk = new AtomicReference<>();
+        trainDuring(cluster, oracle, 11, () -> shrunk.set(Resharding.rebalance(admin, 2,
+            log::add)));
+        assertEquals(0, shrunk.get().map().slotsOf(2));
+        assertTiered(cluster, admin, oracle, shrunk.get().map());
+        long cold = 0;
+        for (int s = 0; s < 3; s++) {
+          cold += cluster.engine(s).get("emb").counters().getColdKeys();
+        }
+        assertTrue(cold > oracle.occurrences.size() / 2, "cold rows: " + cold + " of "
+            + oracle.occurrences.size());
+        log.forEach(System.out::println);
+      }
+    }
+  }
+
+  /** Each key in one tier of one shard, the map's owner; every row and count exact. */
+  private static void assertTiered(LoopbackCluster cluster, TableClient client, Oracle oracle,
+      SlotMap map) {
+    Map<String, Integer> home = new HashMap<>();
+    for (int s = 0; s < 3; s++) {
+      dev.dynembed.table.engine.TableStore t = cluster.engine(s).get("emb");
+      List<String> held = new ArrayList<>(t.keys());
+      held.addAll(t.coldKeys());
+      for (String k : held) {
+        Integer before = home.put(k, s);
+        assertEquals(null, before, "key " + k + " on shards " + before + " and " + s);
+        assertEquals(map.ownerOf(KeyHashing.hash(k)), s, "key " + k + " off its owner");
+      }
+    }
+    assertEquals(oracle.occurrences.keySet(), home.keySet());
+    String[] keys = home.keySet().toArray(String[]::new);
+    EmbeddingTable t = client.openTable("emb");
+    KeyCounts counts = t.count(keys, false);
+    float[] rows = t.find(keys).rows();
+    for (int i = 0; i < keys.length; i++) {
+      long n = oracle.occurrences.get(keys[i]).get();
+      assertEquals(n, counts.frequencies()[i], "count of " + keys[i]);
+      for (int d = 0; d < DIM; d++) {
+        assertEquals(-n * grad(keys[i], d), rows[i * DIM + d], 0f, keys[i] + "[" + d + "]");
+      }
+    }
+  }
+
   @Test
   void anInterruptedStepIsFinishedByTheNextRun() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("shards"));

@@ -28,6 +28,9 @@ interface ColdRows {
   /** The key's cold record, no longer counted cold, or null if the key is not cold. */
   Record take(byte[] key);
 
+  /** The key's cold record, left cold, or null if the key is not cold (a slot move's read). */
+  Record peek(byte[] key);
+
   /** Deletes the table's rows in this tier: the table was dropped, or replaced by a restore. */
   void drop();
 

@@ -175,6 +175,17 @@ public final class ColdTier implements AutoCloseable {
       return ColdRows.decode(key, v, recordFloats, name, "disk-tier");
     }
 
+    @Override
+    public synchronized Record peek(byte[] key) {
+      checkLive();
+      try {
+        byte[] v = db.get(family, key);
+        return v == null ? null : decode(key, v);
+      } catch (RocksDBException e) {
+        throw failed("reading table '" + name + "'", e);
+      }
+    }
+
     /**
      * The key's cold record, removed from disk, or null (a promotion). The table's RocksDB calls
      * are serialised on it (each takes microseconds; see docs/design/0014 for why).

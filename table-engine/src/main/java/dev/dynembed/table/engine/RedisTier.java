@@ -318,6 +318,15 @@ public final class RedisTier implements AutoCloseable {
     }
 
     @Override
+    public Record peek(byte[] key) {
+      if (!counts.containsKey(new String(key, StandardCharsets.UTF_8))) {
+        return null;
+      }
+      byte[] v = call("reading table '" + name + "'", () -> redis.get(rowKey(key)));
+      return v == null ? null : decode(key, v);
+    }
+
+    @Override
     public Record take(byte[] key) {
       String k = new String(key, StandardCharsets.UTF_8);
       if (!counts.containsKey(k)) {

@@ -1,5 +1,6 @@
 package dev.dynembed.table.engine;
 
+import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.LogRecord;
 import java.util.concurrent.ConcurrentHashMap;
@@ -45,6 +46,14 @@ final class ShardEvictions {
           }
           dev.dynembed.table.v1.EvictRequest resolved = Eviction.resolve(req, old);
           r = Eviction.run(old, resolved);
+          SlotMoves.Tracker mt = old.moveTracker;
+          if (mt != null && resolved.getKeys().getLengthsCount() > 0) {
+            // listed keys leave either tier: a slot move must send them again (or their absence)
+            mt.touched(PackedKeys.fromProto(resolved.getKeys(), old.maxKeyBytes, "keys"));
+          }
+          if (r.fresh() != null && mt != null) {
+            mt.replaced(old, r.fresh()); // the move goes on over the rebuilt store
+          }
           if (r.fresh() != null) {
             lsn = engine.log(LogRecord.newBuilder().setEvict(resolved).build());
             old.retired = true;

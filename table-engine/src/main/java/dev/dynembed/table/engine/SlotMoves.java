@@ -42,6 +42,8 @@ public final class SlotMoves {
   private final Map<String, Staged> staging = new HashMap<>(); // guarded by this
   /** Staged stores already written by {@link #prepare}, merged in this order. */
   private final List<Layer> prepared = new ArrayList<>(); // guarded by this
+  /** Keys the source evicted after sending them: dropped once the layers are merged. */
+  private final Map<String, Set<String>> removedKeys = new HashMap<>(); // guarded by this
   private int layers; // guarded by this
 
   /** Log directory entries of imports: {@code import-LSN} once logged. */
@@ -57,12 +59,19 @@ public final class SlotMoves {
     this.engine = engine;
   }
 
-  /** The keys writes touched in the moving slots of one store since its move began. */
+  /**
+   * The keys of the moving slots that changed in one table since its move began: written,
+   * promoted or demoted between the tiers, evicted. Follows the table's store through the
+   * rebuilds evictions make.
+   */
   static final class Tracker {
-    final TableStore store;
+    /** The table's store now (an eviction's rebuild replaces it: {@link #replaced}). */
+    volatile TableStore store;
     final SlotMap map;
     final boolean[] moving;
     final Set<String> dirty = ConcurrentHashMap.newKeySet();
+    /** Keys drained while the table held them in neither tier: sent as removed at the end. */
+    final Set<String> removed = ConcurrentHashMap.newKeySet();
 
     Tracker(TableStore store, SlotMap map, boolean[] moving) {
       this.store = store;
@@ -72,10 +81,30 @@ public final class SlotMoves {
 
     void touched(PackedKeys keys) {
       for (int i = 0; i < keys.size(); i++) {
-        if (moving[map.slotOf(keys.hash(i))]) {
-          dirty.add(keys.key(i));
+        touched(keys, i);
+      }
+    }
+
+    void touched(PackedKeys keys, int i) {
+      if (moving[map.slotOf(keys.hash(i))]) {
+        dirty.add(keys.key(i));
+      }
+    }
+
+    /**
+     * An eviction rebuilt the store (the caller holds {@code old}'s lock exclusively, before
+     * {@code fresh} is published): the keys of the moving slots that {@code fresh} does not hold
+     * went to the tier below or were removed; the drain reads them where they are now.
+     */
+    void replaced(TableStore old, TableStore fresh) {
+      for (int r = 0; r < old.rowCount(); r++) {
+        PackedKeys k = old.keyAt(r);
+        if (moving[map.slotOf(k.hash(0))] && fresh.lookupHot(k, 0) < 0) {
+          dirty.add(k.key(0));
         }
       }
+      fresh.moveTracker = this;
+      store = fresh;
     }
 
     boolean sameSlots(boolean[] other) {
@@ -88,10 +117,12 @@ public final class SlotMoves {
    *
    * @param records per key, the row then its optimizer slots ({@code recordFloats} values)
    * @param pendingHashes admission counts of keys not admitted yet (last page of a final export)
+   * @param removed keys sent before that the source holds no more (last page of a final export)
    * @param next the cursor of the next page, 0 when this was the last
    */
   public record Page(PackedKeys keys, float[] records, int recordFloats, long[] frequencies,
-      long[] steps, long[] updates, long[] pendingHashes, long[] pendingCounts, long next) {}
+      long[] steps, long[] updates, long[] pendingHashes, long[] pendingCounts,
+      PackedKeys removed, long next) {}
 
   /** A page in its wire form. */
   public static dev.dynembed.table.v1.SlotRows toProto(Page p) {
@@ -104,6 +135,9 @@ public final class SlotMoves {
     for (int j = 0; j < p.pendingHashes().length; j++) {
       b.addPendingHashes(p.pendingHashes()[j]).addPendingCounts(p.pendingCounts()[j]);
     }
+    if (p.removed().size() > 0) {
+      b.setRemoved(p.removed().toProto());
+    }
     return b.build();
   }
 
@@ -114,7 +148,8 @@ public final class SlotMoves {
     return new Page(keys, dev.dynembed.table.common.Rows.decode(r.getRecords()),
         r.getRecordFloats(), toArray(r.getFrequenciesList()), toArray(r.getStepsList()),
         toArray(r.getUpdatesList()), toArray(r.getPendingHashesList()),
-        toArray(r.getPendingCountsList()), next);
+        toArray(r.getPendingCountsList()), PackedKeys.fromProto(r.getRemoved(),
+            dev.dynembed.table.common.Limits.MAX_KEY_BYTES, "removed keys"), next);
   }
 
   private static long[] toArray(List<Long> values) {
@@ -164,10 +199,10 @@ public final class SlotMoves {
           engine.shardIndex());
     }
     TableStore t = engine.get(table);
-    if (t.cold() != null) {
-      throw TableException.precondition("table '%s' has a tier below memory (disk or Redis);"
-          + " moving its slots is not supported yet: save it and restore it into the new"
-          + " layout", table);
+    if (t.config().getRedisTier()) {
+      throw TableException.precondition("table '%s' keeps its rows in a Redis tier; moving its"
+          + " slots is not supported yet (each shard writes behind under its own prefix): save"
+          + " it and restore it into the new layout", table);
     }
     return t;
   }
@@ -228,8 +263,19 @@ public final class SlotMoves {
         + " begun with other slots): start the move again from cursor 0", table);
   }
 
+  /** Cursors from here on page through the tier below memory (position = cursor - COLD). */
+  static final long COLD = 1L << 48;
+
+  /**
+   * The memory rows of the moving slots from row {@code cursor} on, then (cursors from {@link
+   * #COLD} on) those of the tier below memory: keys that change tiers meanwhile are recorded
+   * dirty, so a key that one pass missed is sent by the catch-up.
+   */
   private Page scan(Tracker tr, long cursor, int limit) {
     TableStore t = tr.store;
+    if (cursor >= COLD) {
+      return scanCold(tr, t, cursor - COLD, limit);
+    }
     int n = t.rowCount();
     PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
     int[] rows = new int[Math.min(limit, 1024)];
@@ -240,25 +286,102 @@ public final class SlotMoves {
         rows = take(rows, keys, k, (int) row);
       }
     }
-    return page(t, keys.build(), rows, null, row >= n ? 0 : row);
+    long next = row < n ? row : t.cold() != null ? COLD : 0;
+    return page(t, keys.build(), rows, null, null, next);
   }
 
+  private Page scanCold(Tracker tr, TableStore t, long pos, int limit) {
+    ColdRows cold = t.cold();
+    if (cold == null) {
+      return page(t, PackedKeys.of(), new int[0], null, null, 0);
+    }
+    List<ColdRows.Record> got = cold.page(pos, limit);
+    Gathered g = new Gathered(t.rowFloats, Math.min(limit, 1024));
+    for (ColdRows.Record r : got) {
+      PackedKeys k = PackedKeys.of(new String(r.key(), java.nio.charset.StandardCharsets.UTF_8));
+      if (tr.moving[tr.map.slotOf(k.hash(0))]) {
+        g.add(k, r);
+      }
+    }
+    return g.page(null, null, got.size() < limit ? 0 : COLD + pos + got.size());
+  }
+
+  /** Records read from the tier below memory, gathered into a page. */
+  private static final class Gathered {
+    final int rf;
+    final PackedKeys.Builder keys;
+    float[] records;
+    long[] f;
+    long[] s;
+    long[] u;
+
+    Gathered(int rf, int capacity) {
+      this.rf = rf;
+      this.keys = new PackedKeys.Builder(capacity);
+      this.records = new float[capacity * rf];
+      this.f = new long[capacity];
+      this.s = new long[capacity];
+      this.u = new long[capacity];
+    }
+
+    void add(PackedKeys k, float[] src, int off, long freq, long step, long updates) {
+      int i = keys.size();
+      if (i == f.length) {
+        int c = 2 * f.length + 1;
+        records = java.util.Arrays.copyOf(records, c * rf);
+        f = java.util.Arrays.copyOf(f, c);
+        s = java.util.Arrays.copyOf(s, c);
+        u = java.util.Arrays.copyOf(u, c);
+      }
+      keys.add(k, 0);
+      System.arraycopy(src, off, records, i * rf, rf);
+      f[i] = freq;
+      s[i] = step;
+      u[i] = updates;
+    }
+
+    void add(PackedKeys k, ColdRows.Record r) {
+      add(k, r.values(), 0, r.frequency(), r.step(), r.updates());
+    }
+
+    Page page(Map<Long, Long> pending, List<String> removed, long next) {
+      int n = keys.size();
+      long[] ph = new long[pending == null ? 0 : pending.size()];
+      long[] pc = new long[ph.length];
+      if (pending != null) {
+        int j = 0;
+        for (Map.Entry<Long, Long> e : pending.entrySet()) {
+          ph[j] = e.getKey();
+          pc[j++] = e.getValue();
+        }
+      }
+      return new Page(keys.build(), java.util.Arrays.copyOf(records, n * rf), rf,
+          java.util.Arrays.copyOf(f, n), java.util.Arrays.copyOf(s, n),
+          java.util.Arrays.copyOf(u, n), ph, pc, removed == null || removed.isEmpty()
+              ? PackedKeys.of() : PackedKeys.of(removed.toArray(String[]::new)), next);
+    }
+  }
+
+  /**
+   * The recorded keys' current records, wherever they are: in memory, or in the tier below. A
+   * key in neither is remembered as removed; the last page of the final export lists the
+   * removed keys the table still holds in neither tier, for the destination to drop.
+   */
   private Page drain(Tracker tr, int limit, boolean last) {
     TableStore t = tr.store;
-    PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
-    int[] rows = new int[Math.min(limit, 1024)];
+    Gathered g = new Gathered(t.rowFloats, Math.min(limit, 1024));
+    float[] rec = new float[t.rowFloats];
     java.util.Iterator<String> it = tr.dirty.iterator();
-    while (it.hasNext() && keys.size() < limit) {
+    while (it.hasNext() && g.keys.size() < limit) {
       String key = it.next();
       it.remove(); // before the read: a write after it records the key again
-      PackedKeys k = PackedKeys.of(key);
-      int r = t.lookupHot(k, 0);
-      if (r >= 0) {
-        rows = take(rows, keys, k, r);
+      if (!read(t, PackedKeys.of(key), g, rec)) {
+        tr.removed.add(key);
       }
     }
     boolean more = !tr.dirty.isEmpty();
     Map<Long, Long> pending = null;
+    List<String> gone = null;
     if (last && !more) {
       pending = new HashMap<>();
       for (Map.Entry<Long, Long> e : t.pendingCounts().entrySet()) {
@@ -266,8 +389,34 @@ public final class SlotMoves {
           pending.put(e.getKey(), e.getValue());
         }
       }
+      gone = new ArrayList<>();
+      for (String key : tr.removed) { // the slots are given away: none can come back now
+        if (!read(t, PackedKeys.of(key), g, rec)) {
+          gone.add(key);
+        }
+      }
     }
-    return page(t, keys.build(), rows, pending, more ? 1 : 0);
+    return g.page(pending, gone, more ? 1 : 0);
+  }
+
+  /** Adds key {@code k}'s record from memory or the tier below to {@code g}; false: neither. */
+  private static boolean read(TableStore t, PackedKeys k, Gathered g, float[] rec) {
+    int r = t.lookupHot(k, 0);
+    if (r >= 0) {
+      t.copyRecord(r, rec, 0);
+      g.add(k, rec, 0, t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
+          t.meta(r, TableStore.M_UPDATES));
+      return true;
+    }
+    ColdRows cold = t.cold();
+    ColdRows.Record c = cold == null ? null
+        : cold.peek(java.util.Arrays.copyOfRange(k.bytes(), k.offset(0), k.offset(0)
+            + k.length(0)));
+    if (c == null) {
+      return false;
+    }
+    g.add(k, c);
+    return true;
   }
 
   /** Adds key {@code k} (at row {@code r}) to a page being gathered; returns the rows array. */
@@ -283,7 +432,7 @@ public final class SlotMoves {
 
   /** The page of the gathered keys: their rows' records and metadata, read now. */
   private static Page page(TableStore t, PackedKeys keys, int[] rows, Map<Long, Long> pending,
-      long next) {
+      List<String> removed, long next) {
     int n = keys.size();
     int rf = t.rowFloats;
     float[] all = new float[n * rf];
@@ -306,7 +455,8 @@ public final class SlotMoves {
         pc[j++] = e.getValue();
       }
     }
-    return new Page(keys, all, rf, f, s, u, ph, pc, next);
+    return new Page(keys, all, rf, f, s, u, ph, pc, removed == null || removed.isEmpty()
+        ? PackedKeys.of() : PackedKeys.of(removed.toArray(String[]::new)), next);
   }
 
   // ---------------------------------------------------------------- destination
@@ -368,6 +518,14 @@ public final class SlotMoves {
     }
     for (int j = 0; j < page.pendingHashes().length; j++) {
       st.store.pendingCounts().put(page.pendingHashes()[j], page.pendingCounts()[j]);
+    }
+    PackedKeys gone = page.removed();
+    for (int i = 0; i < gone.size(); i++) {
+      if (m.ownerOf(gone.hash(i)) == engine.shardIndex()) {
+        throw TableException.invalid("table '%s': removed key '%s' is this shard's already",
+            table, gone.key(i));
+      }
+      removedKeys.computeIfAbsent(table, x -> new java.util.LinkedHashSet<>()).add(gone.key(i));
     }
     return st.store.rowCount();
   }
@@ -507,8 +665,13 @@ public final class SlotMoves {
       if (lsn > 0) {
         log.forceThrough(lsn); // on the disk before the map says the rows are here
       }
+      for (Map.Entry<String, Set<String>> e : removedKeys.entrySet()) {
+        // keys the source evicted after sending them (logged evictions, after the import)
+        evict(e.getKey(), new ArrayList<>(e.getValue()));
+      }
       prepared.clear();
       staging.clear();
+      removedKeys.clear();
       long t3 = System.nanoTime();
       if (map.epoch() > cur.epoch() || !map.sameOwners(cur)) {
         engine.installSlotMap(map);
@@ -554,6 +717,7 @@ public final class SlotMoves {
   public synchronized void abortImport() {
     staging.clear();
     prepared.clear();
+    removedKeys.clear();
     if (engine.journal() instanceof ShardState s) {
       try {
         ShardState.deleteTree(s.walDirectory().resolve(PENDING));
@@ -562,6 +726,19 @@ public final class SlotMoves {
             + e);
       }
     }
+  }
+
+  /** Evicts {@code keys} of a table as logged evictions, one store rebuild per chunk. */
+  private long evict(String table, List<String> keys) {
+    long evicted = 0;
+    int chunk = dev.dynembed.table.common.Limits.MAX_BATCH_KEYS;
+    for (int from = 0; from < keys.size(); from += chunk) {
+      List<String> part = keys.subList(from, Math.min(keys.size(), from + chunk));
+      evicted += engine.evictions().evictUnchecked(dev.dynembed.table.v1.EvictRequest
+          .newBuilder().setTable(table)
+          .setKeys(PackedKeys.of(part.toArray(String[]::new)).toProto()).build()).getEvicted();
+    }
+    return evicted;
   }
 
   /**
@@ -586,13 +763,15 @@ public final class SlotMoves {
           gone.add(k.key(0));
         }
       }
-      int chunk = dev.dynembed.table.common.Limits.MAX_BATCH_KEYS; // one rebuild per chunk
-      for (int from = 0; from < gone.size(); from += chunk) {
-        List<String> part = gone.subList(from, Math.min(gone.size(), from + chunk));
-        dropped += engine.evictions().evictUnchecked(dev.dynembed.table.v1.EvictRequest
-            .newBuilder().setTable(name)
-            .setKeys(PackedKeys.of(part.toArray(String[]::new)).toProto()).build()).getEvicted();
+      if (t.cold() != null) { // and the tier below memory's
+        for (Map.Entry<String, Long> e : t.cold().counts()) {
+          if (m.ownerOf(dev.dynembed.table.common.KeyHashing.hash(e.getKey()))
+              != engine.shardIndex()) {
+            gone.add(e.getKey());
+          }
+        }
       }
+      dropped += evict(name, gone);
       TableStore now = engine.lookup(name);
       if (now != null) {
         now.pendingCounts().keySet().removeIf(h -> m.ownerOf(h) != engine.shardIndex());

@@ -446,6 +446,10 @@ public final class TableStore extends StoreIndex {
       }
       row = place(s, m, keys, i, r.values(), 0, r.frequency(), r.step(), r.updates());
       totalFrequency.add(r.frequency());
+      SlotMoves.Tracker mt = moveTracker;
+      if (mt != null) {
+        mt.touched(keys, i); // it changed tiers: a move's scan of either tier may have missed it
+      }
       return row;
     } finally {
       s.lock.unlockWrite(stamp);
@@ -463,6 +467,18 @@ public final class TableStore extends StoreIndex {
   /** Attaches the table's disk tier (before the store is published). */
   void attachCold(ColdRows c) {
     this.cold = c;
+  }
+
+  /** The keys held only in the tier below memory (empty without one): a weakly consistent view. */
+  public java.util.List<String> coldKeys() {
+    ColdRows c = cold;
+    java.util.List<String> out = new java.util.ArrayList<>();
+    if (c != null) {
+      for (java.util.Map.Entry<String, Long> e : c.counts()) {
+        out.add(e.getKey());
+      }
+    }
+    return out;
   }
 
   /** The table's disk tier, or null. */

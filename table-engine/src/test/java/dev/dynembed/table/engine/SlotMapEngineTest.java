@@ -270,4 +270,35 @@ class SlotMapEngineTest {
     assertEquals(b2.get("t").record(moving), b3.get("t").record(moving));
     sb3.close(false);
   }
+  @Test
+  void aKeyEvictedAtTheSourceAfterItWasCopiedIsDroppedAtTheDestination() {
+    ShardEngine a = new ShardEngine(0, 2, dir.resolve("ea"));
+    ShardEngine b = new ShardEngine(1, 2, dir.resolve("eb"));
+    dev.dynembed.table.v1.TableConfig cfg = TableConfigs.normalize(TableConfigs.builder("t", DIM)
+        .setOptimizer(TableConfigs.sgd(1f)).build());
+    a.create(cfg);
+    b.create(cfg);
+    List<String> mine = keysOf(0, 40);
+    a.write(write(0, 1, mine), ShardState::checkWrite);
+    String gone = mine.get(0);
+    int slot = a.slotMap().slotOf(KeyHashing.hash(gone));
+    int[] range = {slot, slot + 1};
+    SlotMap next = a.slotMap().withOwner(slot, slot + 1, 1, 1);
+    SlotMoves.Page page = a.moves().export("t", range, 0, 1000, false, false);
+    assertEquals(List.of(gone), List.of(page.keys().toStrings()));
+    b.moves().importRows("t", page);
+    // evicted at the source after the copy: the destination must not keep its copy
+    a.evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable("t")
+        .setKeys(PackedKeys.of(gone).toProto()).build());
+    SlotMoves.Page dirty = a.moves().export("t", range, 0, 1000, true, false);
+    assertEquals(0, dirty.keys().size());
+    assertEquals(0, dirty.removed().size(), "removals are sent once the slots are given away");
+    a.installSlotMap(next);
+    SlotMoves.Page last = a.moves().export("t", range, 0, 1000, true, true);
+    assertEquals(List.of(gone), List.of(last.removed().toStrings()));
+    b.moves().importRows("t", SlotMoves.fromProto(SlotMoves.toProto(last), 0));
+    assertEquals(1, b.moves().commit(next));
+    assertNull(b.get("t").record(gone), "the evicted key came back at the destination");
+    assertEquals(0, b.get("t").size());
+  }
 }
