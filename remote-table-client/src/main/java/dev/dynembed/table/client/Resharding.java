@@ -52,6 +52,8 @@ public final class Resharding {
   private final ShardedTableClient client;
   private final Consumer<String> progress;
   private long movedRows;
+  /** Records imported into the current step's destination (its commit checks the count). */
+  private long sent;
   private long pauseNanos;
 
   private Resharding(ShardedTableClient client, Consumer<String> progress) {
@@ -190,6 +192,7 @@ public final class Resharding {
       }
       progress.accept(String.format("finishing an interrupted step: shard %d takes its slots of"
           + " map epoch %d", s, newest.epoch()));
+      abortImport(s); // whatever an interrupted driver staged there: copied again in full
       for (int from = 0; from < maps.size(); from++) {
         if (from == s) {
           continue;
@@ -203,7 +206,7 @@ public final class Resharding {
         }
       }
       Futures.await(shards().get(s).commitSlots(CommitSlotsRequest.newBuilder()
-          .setMap(newest.toProto()).build()));
+          .setMap(newest.toProto()).setExpectedRecords(sent).build()));
     }
     dropEverywhere();
     if (newest.numShards() < shards().size()) {
@@ -309,6 +312,7 @@ public final class Resharding {
     progress.accept(String.format("epoch %d: %d slots from shard %d to shard %d", next.epoch(),
         slots, from, to));
     List<String> tables = tables();
+    abortImport(to); // a clean start: nothing staged there but what this step sends
     for (String t : tables) {
       long c0 = System.nanoTime();
       long rows = copy(from, to, t, ranges);
@@ -346,7 +350,7 @@ public final class Resharding {
       last += drainDirty(from, to, t, ranges, true);
     }
     long merged = Futures.await(shards().get(to).commitSlots(CommitSlotsRequest.newBuilder()
-        .setMap(next.toProto()).build())).getMerged();
+        .setMap(next.toProto()).setExpectedRecords(sent).build())).getMerged();
     pauseNanos = System.nanoTime() - pause;
     long d0 = System.nanoTime();
     long dropped = Futures.await(shards().get(from).dropUnowned());
@@ -384,11 +388,20 @@ public final class Resharding {
 
   private long put(int to, String table, ExportSlotsResponse page) {
     int n = page.getRows().getFrequenciesCount();
-    if (n > 0 || page.getRows().getPendingHashesCount() > 0) {
+    if (n > 0 || page.getRows().getPendingHashesCount() > 0
+        || page.getRows().getRemoved().getLengthsCount() > 0) {
       Futures.await(shards().get(to).importSlots(ImportSlotsRequest.newBuilder()
           .setTable(table).setRows(page.getRows()).build()));
     }
     movedRows += n;
+    sent += n;
     return n;
+  }
+
+  /** Forgets what shard {@code s} staged, and starts counting what is sent to it anew. */
+  private void abortImport(int s) {
+    Futures.await(shards().get(s).commitSlots(CommitSlotsRequest.newBuilder().setAbort(true)
+        .build()));
+    sent = 0;
   }
 }

@@ -42,6 +42,8 @@ public final class SlotMoves {
   private final Map<String, Staged> staging = new HashMap<>(); // guarded by this
   /** Staged stores already written by {@link #prepare}, merged in this order. */
   private final List<Layer> prepared = new ArrayList<>(); // guarded by this
+  /** Records imported since the last commit or abort (a commit checks the driver's count). */
+  private long received; // guarded by this
   /** Keys the source evicted after sending them: dropped once the layers are merged. */
   private final Map<String, Set<String>> removedKeys = new HashMap<>(); // guarded by this
   private int layers; // guarded by this
@@ -519,6 +521,7 @@ public final class SlotMoves {
     for (int j = 0; j < page.pendingHashes().length; j++) {
       st.store.pendingCounts().put(page.pendingHashes()[j], page.pendingCounts()[j]);
     }
+    received += n;
     PackedKeys gone = page.removed();
     for (int i = 0; i < gone.size(); i++) {
       if (m.ownerOf(gone.hash(i)) == engine.shardIndex()) {
@@ -606,7 +609,21 @@ public final class SlotMoves {
    * @return records merged
    */
   public synchronized long commit(SlotMap map) {
+    return commit(map, -1);
+  }
+
+  /**
+   * As {@link #commit(SlotMap)}, refused unless this shard received exactly {@code expected}
+   * records since the last commit or abort (-1: not checked): a shard that restarted after the
+   * driver imported rows lost them, and must not install a map that says it holds them.
+   */
+  public synchronized long commit(SlotMap map, long expected) {
     engine.checkReady();
+    if (expected >= 0 && expected != received) {
+      throw TableException.precondition("shard %d received %d records of this slot import, but"
+          + " %d were sent (it restarted, or another resharding ran at once): nothing merged;"
+          + " run the resharding again", engine.shardIndex(), received, expected);
+    }
     SlotMap cur = engine.slotMap();
     if (map.epoch() < cur.epoch()) {
       throw TableException.precondition("shard %d routes by slot map epoch %d already, newer"
@@ -672,6 +689,7 @@ public final class SlotMoves {
       prepared.clear();
       staging.clear();
       removedKeys.clear();
+      received = 0;
       long t3 = System.nanoTime();
       if (map.epoch() > cur.epoch() || !map.sameOwners(cur)) {
         engine.installSlotMap(map);
@@ -718,6 +736,7 @@ public final class SlotMoves {
     staging.clear();
     prepared.clear();
     removedKeys.clear();
+    received = 0;
     if (engine.journal() instanceof ShardState s) {
       try {
         ShardState.deleteTree(s.walDirectory().resolve(PENDING));

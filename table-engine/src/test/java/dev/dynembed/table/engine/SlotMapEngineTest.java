@@ -297,7 +297,12 @@ class SlotMapEngineTest {
     SlotMoves.Page last = a.moves().export("t", range, 0, 1000, true, true);
     assertEquals(List.of(gone), List.of(last.removed().toStrings()));
     b.moves().importRows("t", SlotMoves.fromProto(SlotMoves.toProto(last), 0));
-    assertEquals(1, b.moves().commit(next));
+    // a driver that sent more records than the shard holds (it restarted meanwhile): refused
+    assertError(ErrorCode.FAILED_PRECONDITION, "received 1 records of this slot import, but 3",
+        () -> b.moves().commit(next, 3));
+    assertEquals(0, b.slotMap().epoch(), "nothing installed");
+    assertEquals(0, b.get("t").size(), "nothing merged");
+    assertEquals(1, b.moves().commit(next, 1));
     assertNull(b.get("t").record(gone), "the evicted key came back at the destination");
     assertEquals(0, b.get("t").size());
   }

@@ -426,7 +426,8 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
             .setPrepared(engine.moves().prepare()).build();
       }
       return dev.dynembed.table.v1.CommitSlotsResponse.newBuilder().setMerged(
-          engine.moves().commit(dev.dynembed.table.common.SlotMap.fromProto(req.getMap())))
+          engine.moves().commit(dev.dynembed.table.common.SlotMap.fromProto(req.getMap()),
+              req.getExpectedRecords()))
           .build();
     });
   }
