@@ -275,9 +275,21 @@ public final class ShardEngine {
    */
   public synchronized dev.dynembed.table.common.SlotMap installSlotMap(
       dev.dynembed.table.common.SlotMap m) {
+    return installSlotMap(m, true);
+  }
+
+  /**
+   * As above; {@code logged}: the change is also a log record (followers of a replicated shard
+   * install it in order with the writes); false when replaying one.
+   */
+  synchronized dev.dynembed.table.common.SlotMap installSlotMap(
+      dev.dynembed.table.common.SlotMap m, boolean logged) {
     dev.dynembed.table.common.SlotMap cur = ownership.map();
     if (m.epoch() == cur.epoch()) {
       if (m.sameOwners(cur)) {
+        if (logged) {
+          awaitAll(); // a resend: answered once the map's record is as durable as promised
+        }
         return cur;
       }
       throw TableException.of(dev.dynembed.table.common.ErrorCode.FAILED_PRECONDITION,
@@ -315,13 +327,18 @@ public final class ShardEngine {
     for (TableStore t : all) {
       t.quiesce.writeLock().lock();
     }
+    long lsn = 0;
     try {
       ownership.set(m);
+      if (logged) { // after every write checked against the old map, before any after it
+        lsn = log(LogRecord.newBuilder().setSlotMap(m.toProto()).build());
+      }
     } finally {
       for (TableStore t : all) {
         t.quiesce.writeLock().unlock();
       }
     }
+    awaitDurable(lsn);
     Runnable listener = slotMapListener;
     if (listener != null) {
       listener.run();

@@ -160,6 +160,13 @@ public final class ShardState implements AutoCloseable, ShardJournal {
             engine.numShards());
       }
       Path dir = snapDir.resolve(snapshotName(m.getStartLsn()));
+      if (m.hasSlotMap()) { // a follower's snapshot from its primary: the map comes with it
+        dev.dynembed.table.common.SlotMap sm =
+            dev.dynembed.table.common.SlotMap.fromProto(m.getSlotMap());
+        if (sm.epoch() > engine.slotMap().epoch()) {
+          engine.installSlotMap(sm, false);
+        }
+      }
       for (SnapshotTable st : m.getTablesList()) {
         engine.install(st.getTable(), CheckpointIo.read(dir, List.of(st.getFile()),
             st.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
@@ -235,6 +242,13 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         if (lsn >= thresholds.getOrDefault(rt.getTable(), start)) {
           engine.install(rt.getTable(), CheckpointIo.read(walDir.resolve(rt.getDirectory()),
               rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
+        }
+      }
+      case SLOT_MAP -> {
+        dev.dynembed.table.common.SlotMap m =
+            dev.dynembed.table.common.SlotMap.fromProto(r.getSlotMap());
+        if (m.epoch() > engine.slotMap().epoch()) { // else the map file had it already
+          engine.installSlotMap(m, false);
         }
       }
       case IMPORT_SLOTS -> {
@@ -580,6 +594,9 @@ public final class ShardState implements AutoCloseable, ShardJournal {
           .setFormatVersion(FORMAT_VERSION).setShardIndex(engine.shardIndex())
           .setNumShards(engine.numShards()).setStartLsn(start)
           .setCreatedAt(java.time.Instant.now().toString());
+      if (engine.slotMap().epoch() > 0) {
+        m.setSlotMap(engine.slotMap().toProto());
+      }
       stores.sort(Comparator.comparing(TableStore::name));
       long bytes = 0;
       for (TableStore t : stores) {

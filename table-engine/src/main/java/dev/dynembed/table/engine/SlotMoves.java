@@ -74,6 +74,8 @@ public final class SlotMoves {
     final Set<String> dirty = ConcurrentHashMap.newKeySet();
     /** Keys drained while the table held them in neither tier: sent as removed at the end. */
     final Set<String> removed = ConcurrentHashMap.newKeySet();
+    /** The store the copy's pass over the memory rows is positioned in. */
+    TableStore scanned;
 
     Tracker(TableStore store, SlotMap map, boolean[] moving) {
       this.store = store;
@@ -196,9 +198,11 @@ public final class SlotMoves {
 
   private TableStore movable(String table) {
     if (engine.journal() instanceof ShardState s && s.replicating()) {
+      // the map and the import reach the followers through the log (a slot-map record, the
+      // import's record and files), but a test with sync groups failing over during moves
+      // found rows off by a few updates: not enabled until that is understood
       throw TableException.precondition("shard %d is replicated: moving slots of replicated"
-          + " shards is not supported yet (the followers would not see the imported rows)",
-          engine.shardIndex());
+          + " shards is not supported yet", engine.shardIndex());
     }
     TableStore t = engine.get(table);
     if (t.config().getRedisTier()) {
@@ -225,14 +229,19 @@ public final class SlotMoves {
     boolean[] moving = slots(ranges);
     TableStore t = movable(table);
     Tracker tr = outgoing.get(table);
-    if (!dirty && cursor == 0 && !tracks(tr, t, moving)) {
-      tr = new Tracker(t, engine.slotMap(), moving);
+    while (!dirty && cursor == 0 && !tracks(tr, t, moving)) {
       t.quiesce.writeLock().lock(); // no write in flight misses the tracker
       try {
-        t.moveTracker = tr;
-        outgoing.put(table, tr);
+        if (!t.retired) { // else an eviction replaced it meanwhile: track the new store
+          tr = new Tracker(t, engine.slotMap(), moving);
+          t.moveTracker = tr;
+          outgoing.put(table, tr);
+        }
       } finally {
         t.quiesce.writeLock().unlock();
+      }
+      if (tr == null || !tracks(tr, t, moving)) {
+        t = movable(table);
       }
     }
     if (!tracks(tr, t, moving)) {
@@ -256,7 +265,9 @@ public final class SlotMoves {
 
   /** Whether {@code tr} records the moving slots of the table's current store. */
   private static boolean tracks(Tracker tr, TableStore t, boolean[] moving) {
-    return tr != null && tr.store == t && tr.sameSlots(moving);
+    // t.moveTracker == tr: a store an eviction replaced just after the caller looked it up (the
+    // tracker follows to the new one; a restore's new store has none)
+    return tr != null && (tr.store == t || t.moveTracker == tr) && tr.sameSlots(moving);
   }
 
   private static TableException moveRestarted(String table) {
@@ -277,6 +288,12 @@ public final class SlotMoves {
     TableStore t = tr.store;
     if (cursor >= COLD) {
       return scanCold(tr, t, cursor - COLD, limit);
+    }
+    if (tr.scanned != t) {
+      // an eviction rebuilt the store since the last page: its rows have other positions, so
+      // the pass starts again on the new store (rows sent twice are harmless; none is skipped)
+      tr.scanned = t;
+      cursor = 0;
     }
     int n = t.rowCount();
     PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
@@ -377,10 +394,13 @@ public final class SlotMoves {
     while (it.hasNext() && g.keys.size() < limit) {
       String key = it.next();
       it.remove(); // before the read: a write after it records the key again
-      if (!read(t, PackedKeys.of(key), g, rec)) {
+      // the store now: a write recorded before the removal above may have gone to a store an
+      // eviction rebuilt after this drain began, and only that one holds it
+      if (!read(tr.store, PackedKeys.of(key), g, rec)) {
         tr.removed.add(key);
       }
     }
+    t = tr.store;
     boolean more = !tr.dirty.isEmpty();
     Map<Long, Long> pending = null;
     List<String> gone = null;
@@ -619,6 +639,15 @@ public final class SlotMoves {
    */
   public synchronized long commit(SlotMap map, long expected) {
     engine.checkReady();
+    Logged done = logged;
+    if (done != null && done.map().epoch() == map.epoch() && done.map().sameOwners(map)
+        && (expected < 0 || expected == done.expected())) {
+      // a resend of a commit whose import is logged and merged (its wait for the disk or the
+      // followers failed): what is left is that wait, the removals and the map
+      return finish(done, engine.journal() instanceof ShardState x ? x : null,
+          System.nanoTime());
+    }
+    logged = null;
     if (expected >= 0 && expected != received) {
       throw TableException.precondition("shard %d received %d records of this slot import, but"
           + " %d were sent (it restarted, or another resharding ran at once): nothing merged;"
@@ -679,31 +708,53 @@ public final class SlotMoves {
         }
       }
       long t2 = System.nanoTime();
-      if (lsn > 0) {
-        log.forceThrough(lsn); // on the disk before the map says the rows are here
-      }
-      for (Map.Entry<String, Set<String>> e : removedKeys.entrySet()) {
-        // keys the source evicted after sending them (logged evictions, after the import)
-        evict(e.getKey(), new ArrayList<>(e.getValue()));
-      }
+      // from here the import is logged and merged: a resend of this commit only finishes it
+      Map<String, List<String>> removed = new HashMap<>();
+      removedKeys.forEach((t, k) -> removed.put(t, new ArrayList<>(k)));
+      logged = new Logged(map, expected, lsn, merged, removed);
       prepared.clear();
       staging.clear();
       removedKeys.clear();
       received = 0;
-      long t3 = System.nanoTime();
-      if (map.epoch() > cur.epoch() || !map.sameOwners(cur)) {
-        engine.installSlotMap(map);
-      }
-      LOG.info(String.format(java.util.Locale.ROOT, "shard %d: slot import committed at map"
-          + " epoch %d: %d rows merged (%d written now) in %.1f ms: write %.1f ms, log + merge"
-          + " %.1f ms, fsync %.1f ms, map %.1f ms", engine.shardIndex(), map.epoch(), merged,
-          written, (System.nanoTime() - t0) / 1e6, (t1 - t0) / 1e6, (t2 - t1) / 1e6,
-          (t3 - t2) / 1e6, (System.nanoTime() - t3) / 1e6));
-      return merged;
+      LOG.info(String.format(java.util.Locale.ROOT, "shard %d: slot import at map epoch %d:"
+          + " %d rows merged (%d written now): write %.1f ms, log + merge %.1f ms",
+          engine.shardIndex(), map.epoch(), merged, written, (t1 - t0) / 1e6, (t2 - t1) / 1e6));
+      return finish(logged, log, t2);
     } catch (java.io.IOException e) {
       throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
           + ": keeping the rows of a slot import on the disk failed: " + e, e);
     }
+  }
+
+  /** A commit whose import is logged and merged, until its map is installed. */
+  private record Logged(SlotMap map, long expected, long lsn, long merged,
+      Map<String, List<String>> removed) {}
+
+  private Logged logged; // guarded by this
+
+  /**
+   * Waits until the import's record is on the disk (and the followers in sync), evicts the keys
+   * the source removed, installs the map.
+   */
+  private long finish(Logged l, ShardState log, long t0) {
+    if (l.lsn() > 0 && log != null) {
+      log.forceThrough(l.lsn()); // on the disk before the map says the rows are here
+      log.awaitDurable(l.lsn()); // and on the followers in sync, for a replicated shard
+    }
+    long t1 = System.nanoTime();
+    for (Map.Entry<String, List<String>> e : l.removed().entrySet()) {
+      // keys the source evicted after sending them (logged evictions, after the import)
+      evict(e.getKey(), e.getValue());
+    }
+    SlotMap cur = engine.slotMap();
+    if (l.map().epoch() > cur.epoch() || !l.map().sameOwners(cur)) {
+      engine.installSlotMap(l.map());
+    }
+    logged = null;
+    LOG.info(String.format(java.util.Locale.ROOT, "shard %d: slot import committed at map"
+        + " epoch %d: durable in %.1f ms, removals and map %.1f ms", engine.shardIndex(),
+        l.map().epoch(), (t1 - t0) / 1e6, (System.nanoTime() - t1) / 1e6));
+    return l.merged();
   }
 
   /**
@@ -733,6 +784,7 @@ public final class SlotMoves {
 
   /** Forgets staged records (a move given up before its commit). */
   public synchronized void abortImport() {
+    logged = null;
     staging.clear();
     prepared.clear();
     removedKeys.clear();

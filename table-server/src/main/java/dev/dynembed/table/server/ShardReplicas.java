@@ -516,6 +516,15 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
               }
             }
           }
+          if (p.record.hasImportSlots()) { // a slot move's files, as a restore's
+            Path wal = state.get().walDirectory();
+            Path dir = wal.resolve(p.record.getImportSlots().getDirectory());
+            try (Stream<Path> files = Files.walk(dir)) {
+              for (Path f : files.filter(Files::isRegularFile).sorted().toList()) {
+                sendFile(f, wal.relativize(f).toString().replace('\\', '/'), false);
+              }
+            }
+          }
           if (acked >= sent) {
             behindSince.set(System.nanoTime()); // from now on it owes an answer
           }
