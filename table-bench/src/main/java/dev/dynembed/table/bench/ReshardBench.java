@@ -37,6 +37,9 @@ public final class ReshardBench implements Callable<Integer> {
   @Option(names = "--dim", defaultValue = "64") int dim;
   @Option(names = "--batch", defaultValue = "4096") int batch;
   @Option(names = "--settle-seconds", defaultValue = "5") int settle;
+  @Option(names = "--disk-tier-max-keys", defaultValue = "0", description = "keep at most this"
+      + " many rows in memory (over all shards) and the rest in a disk tier (0: memory only)")
+  long diskTierMaxKeys;
   @Option(names = "--base-port", defaultValue = "17600") int basePort;
   @Option(names = "--fsync", defaultValue = "everysec",
       description = "the shards' --fsync policy (always, everysec, off)")
@@ -114,8 +117,14 @@ public final class ReshardBench implements Callable<Integer> {
       for (Shard s : ((ShardedTableClient) admin).shards()) {
         Futures.await(s.installSlotMap(two.toProto()));
       }
-      EmbeddingTable t = admin.createTable(TableConfigs.builder("rs", dim)
-          .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f)).build());
+      var config = TableConfigs.builder("rs", dim)
+          .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f));
+      if (diskTierMaxKeys > 0) {
+        config.setMaxKeys(diskTierMaxKeys).setDiskTier(true);
+        System.out.printf(Locale.ROOT, "disk tier: at most %,d rows in memory over the shards%n",
+            diskTierMaxKeys);
+      }
+      EmbeddingTable t = admin.createTable(config.build());
       long l0 = System.nanoTime();
       for (int i = 0; i < numKeys; i += 65536) {
         String[] part = new String[Math.min(65536, numKeys - i)];
