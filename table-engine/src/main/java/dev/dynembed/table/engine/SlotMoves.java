@@ -296,23 +296,30 @@ public final class SlotMoves {
       cursor = 0;
     }
     int n = t.rowCount();
-    PackedKeys.Builder keys = new PackedKeys.Builder(Math.min(limit, 1024));
-    int[] rows = new int[Math.min(limit, 1024)];
+    Gathered g = new Gathered(t.rowFloats, Math.min(limit, 1024));
+    float[] rec = new float[t.rowFloats];
     long row = cursor;
-    for (; row < n && keys.size() < limit; row++) {
+    for (; row < n && g.keys.size() < limit; row++) {
       PackedKeys k = t.keyAt((int) row);
       if (tr.moving[tr.map.slotOf(k.hash(0))]) {
-        rows = take(rows, keys, k, (int) row);
+        addRow(t, k, (int) row, g, rec);
       }
     }
     long next = row < n ? row : t.cold() != null ? COLD : 0;
-    return page(t, keys.build(), rows, null, null, next);
+    return g.page(null, null, next);
+  }
+
+  /** Adds row {@code r} of {@code t} (key {@code k}) to {@code g}. */
+  private static void addRow(TableStore t, PackedKeys k, int r, Gathered g, float[] rec) {
+    t.copyRecord(r, rec, 0);
+    g.add(k, rec, 0, t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
+        t.meta(r, TableStore.M_UPDATES));
   }
 
   private Page scanCold(Tracker tr, TableStore t, long pos, int limit) {
     ColdRows cold = t.cold();
     if (cold == null) {
-      return page(t, PackedKeys.of(), new int[0], null, null, 0);
+      return new Gathered(t.rowFloats, 1).page(null, null, 0);
     }
     List<ColdRows.Record> got = cold.page(pos, limit);
     Gathered g = new Gathered(t.rowFloats, Math.min(limit, 1024));
@@ -425,9 +432,7 @@ public final class SlotMoves {
   private static boolean read(TableStore t, PackedKeys k, Gathered g, float[] rec) {
     int r = t.lookupHot(k, 0);
     if (r >= 0) {
-      t.copyRecord(r, rec, 0);
-      g.add(k, rec, 0, t.meta(r, TableStore.M_FREQ), t.meta(r, TableStore.M_STEP),
-          t.meta(r, TableStore.M_UPDATES));
+      addRow(t, k, r, g, rec);
       return true;
     }
     ColdRows cold = t.cold();
@@ -439,46 +444,6 @@ public final class SlotMoves {
     }
     g.add(k, c);
     return true;
-  }
-
-  /** Adds key {@code k} (at row {@code r}) to a page being gathered; returns the rows array. */
-  private static int[] take(int[] rows, PackedKeys.Builder keys, PackedKeys k, int r) {
-    int i = keys.size();
-    keys.add(k, 0);
-    if (i == rows.length) {
-      rows = java.util.Arrays.copyOf(rows, 2 * rows.length);
-    }
-    rows[i] = r;
-    return rows;
-  }
-
-  /** The page of the gathered keys: their rows' records and metadata, read now. */
-  private static Page page(TableStore t, PackedKeys keys, int[] rows, Map<Long, Long> pending,
-      List<String> removed, long next) {
-    int n = keys.size();
-    int rf = t.rowFloats;
-    float[] all = new float[n * rf];
-    long[] f = new long[n];
-    long[] s = new long[n];
-    long[] u = new long[n];
-    for (int i = 0; i < n; i++) {
-      int r = rows[i];
-      t.copyRecord(r, all, i * rf);
-      f[i] = t.meta(r, TableStore.M_FREQ);
-      s[i] = t.meta(r, TableStore.M_STEP);
-      u[i] = t.meta(r, TableStore.M_UPDATES);
-    }
-    long[] ph = new long[pending == null ? 0 : pending.size()];
-    long[] pc = new long[ph.length];
-    if (pending != null) {
-      int j = 0;
-      for (Map.Entry<Long, Long> e : pending.entrySet()) {
-        ph[j] = e.getKey();
-        pc[j++] = e.getValue();
-      }
-    }
-    return new Page(keys, all, rf, f, s, u, ph, pc, removed == null || removed.isEmpty()
-        ? PackedKeys.of() : PackedKeys.of(removed.toArray(String[]::new)), next);
   }
 
   // ---------------------------------------------------------------- destination
