@@ -150,13 +150,7 @@ public final class Resharding {
         && maps.stream().anyMatch(m -> !m.sameOwners(maps.get(0)))) {
       // shards started beside a cluster that never moved slots (their own shard count differs):
       // they take the cluster's map (shard 0's), extended to name them, owning nothing yet
-      SlotMap base = maps.get(0);
-      SlotMap extended = base.extended(Math.max(base.numShards(), shards().size()), 1);
-      progress.accept(String.format("shards %d..%d join the cluster's map (%d slots) at epoch 1,"
-          + " owning no slot yet", base.numShards(), shards().size() - 1, base.slots()));
-      for (Shard s : shards()) {
-        Futures.await(s.installSlotMap(extended.toProto()));
-      }
+      join(maps.get(0), 1);
       return settle();
     }
     ensureTables();
@@ -210,17 +204,25 @@ public final class Resharding {
     }
     dropEverywhere();
     if (newest.numShards() < shards().size()) {
-      // shards added after slots moved: the map names them from the next epoch on (owning
-      // nothing yet), so that they can take slots
-      SlotMap extended = newest.extended(shards().size(), newest.epoch() + 1);
-      progress.accept(String.format("shards %d..%d join the cluster's map at epoch %d, owning no"
-          + " slot yet", newest.numShards(), shards().size() - 1, extended.epoch()));
-      for (Shard sh : shards()) {
-        Futures.await(sh.installSlotMap(extended.toProto()));
-      }
-      return extended;
+      // shards added after slots moved: the map names them from the next epoch on, so that
+      // they can take slots
+      return join(newest, newest.epoch() + 1);
     }
     return newest;
+  }
+
+  /**
+   * Installs on every shard {@code base} extended to name all of this client's shards (those it
+   * did not name own no slot), at {@code epoch}.
+   */
+  private SlotMap join(SlotMap base, long epoch) {
+    SlotMap extended = base.extended(Math.max(base.numShards(), shards().size()), epoch);
+    progress.accept(String.format("shards %d..%d join the cluster's map (%d slots) at epoch %d,"
+        + " owning no slot yet", base.numShards(), shards().size() - 1, base.slots(), epoch));
+    for (Shard s : shards()) {
+      Futures.await(s.installSlotMap(extended.toProto()));
+    }
+    return extended;
   }
 
   /** Creates on every shard the tables some shard has (a new shard has none). */

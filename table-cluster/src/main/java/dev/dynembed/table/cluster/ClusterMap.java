@@ -46,8 +46,7 @@ public final class ClusterMap implements AutoCloseable {
     this.client = client;
     ClusterMember oldest = shards.members().values().stream()
         .min(java.util.Comparator.comparingLong(ClusterMember::createRevision)).orElseThrow();
-    dev.dynembed.table.common.SlotMap m = published.map();
-    this.slotMap = m != null && m.epoch() > 0 ? m : null;
+    adopt(published.map());
     this.numShards = slotMap != null ? slotMap.shardsInUse() : oldest.numShards();
     for (ClusterMember member : shards.members().values()) {
       apply(member);
@@ -208,20 +207,22 @@ public final class ClusterMap implements AutoCloseable {
         continue;
       }
       try {
-        dev.dynembed.table.common.SlotMap m = dev.dynembed.table.common.SlotMap.fromProto(
-            dev.dynembed.table.v1.SlotMap.parseFrom(e.getKeyValue().getValue().getBytes()));
-        dev.dynembed.table.common.SlotMap had = slotMap;
-        if (m.epoch() > 0 && (had == null || m.epoch() > had.epoch())) {
-          slotMap = m;
-          if (had == null) { // entries of other counts are followed from now on
-            current.keySet().forEach(this::notify);
-          }
-        }
-      } catch (com.google.protobuf.InvalidProtocolBufferException
-          | dev.dynembed.table.common.TableException bad) {
-        log.warning("cluster " + address.name() + ": unreadable slot map in etcd: "
-            + bad.getMessage());
+        adopt(Etcd.slotMap(address, e.getKeyValue()));
+      } catch (ClusterException bad) {
+        log.warning(bad.getMessage());
       }
+    }
+  }
+
+  /** Keeps {@code m} if slots moved in it and it is newer than the map kept. */
+  private synchronized void adopt(dev.dynembed.table.common.SlotMap m) {
+    dev.dynembed.table.common.SlotMap had = slotMap;
+    if (m == null || m.epoch() == 0 || had != null && m.epoch() <= had.epoch()) {
+      return;
+    }
+    slotMap = m;
+    if (had == null) { // entries of other counts are followed from now on
+      current.keySet().forEach(this::notify);
     }
   }
 
@@ -257,10 +258,7 @@ public final class ClusterMap implements AutoCloseable {
             }
           }
           Etcd.Shards s = Etcd.readShards(client, address);
-          dev.dynembed.table.common.SlotMap m = Etcd.readSlotMap(client, address).map();
-          if (m != null && m.epoch() > 0 && (slotMap == null || m.epoch() > slotMap.epoch())) {
-            slotMap = m;
-          }
+          adopt(Etcd.readSlotMap(client, address).map());
           s.members().values().forEach(this::apply);
           rewatching.set(false);
           watch(s.revision() + 1);

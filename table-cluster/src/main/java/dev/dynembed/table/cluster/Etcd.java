@@ -76,10 +76,14 @@ final class Etcd {
       return new PublishedSlotMap(null, 0);
     }
     KeyValue kv = r.getKvs().get(0);
+    return new PublishedSlotMap(slotMap(a, kv), kv.getModRevision());
+  }
+
+  /** The slot map a {@code slot-map} key holds. */
+  static dev.dynembed.table.common.SlotMap slotMap(ClusterAddress a, KeyValue kv) {
     try {
-      return new PublishedSlotMap(dev.dynembed.table.common.SlotMap.fromProto(
-          dev.dynembed.table.v1.SlotMap.parseFrom(kv.getValue().getBytes())),
-          kv.getModRevision());
+      return dev.dynembed.table.common.SlotMap.fromProto(
+          dev.dynembed.table.v1.SlotMap.parseFrom(kv.getValue().getBytes()));
     } catch (com.google.protobuf.InvalidProtocolBufferException
         | dev.dynembed.table.common.TableException e) {
       throw new ClusterException("the slot map of cluster '" + a.name() + "' in etcd ("

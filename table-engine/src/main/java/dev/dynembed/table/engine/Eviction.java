@@ -89,8 +89,7 @@ final class Eviction {
       if (t.cold() != null) { // removed from both tiers
         java.util.List<byte[]> bytes = new java.util.ArrayList<>(keys.size());
         for (int i = 0; i < keys.size(); i++) {
-          bytes.add(Arrays.copyOfRange(keys.bytes(), keys.offset(i), keys.offset(i)
-              + keys.length(i)));
+          bytes.add(keys.keyBytes(i));
         }
         evicted += t.cold().remove(bytes);
       }
@@ -189,7 +188,6 @@ final class Eviction {
   private static byte[] key(TableStore.Frozen f, int row) {
     PackedKeys.Builder b = new PackedKeys.Builder(1);
     f.appendKey(row, b);
-    PackedKeys k = b.build();
-    return Arrays.copyOfRange(k.bytes(), k.offset(0), k.offset(0) + k.length(0));
+    return b.build().keyBytes(0);
   }
 }

@@ -346,6 +346,17 @@ public final class ShardEngine {
     return m;
   }
 
+  /**
+   * Installs {@code p} unlogged if it is newer than the map routed by now (a replayed map record
+   * or a snapshot's map; an older one is what the shard's map file already superseded).
+   */
+  void installNewerSlotMap(dev.dynembed.table.v1.SlotMap p) {
+    dev.dynembed.table.common.SlotMap m = dev.dynembed.table.common.SlotMap.fromProto(p);
+    if (m.epoch() > slotMap().epoch()) {
+      installSlotMap(m, false);
+    }
+  }
+
   private volatile Runnable slotMapListener;
 
   /**

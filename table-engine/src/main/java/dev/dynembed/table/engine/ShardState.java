@@ -161,11 +161,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       }
       Path dir = snapDir.resolve(snapshotName(m.getStartLsn()));
       if (m.hasSlotMap()) { // a follower's snapshot from its primary: the map comes with it
-        dev.dynembed.table.common.SlotMap sm =
-            dev.dynembed.table.common.SlotMap.fromProto(m.getSlotMap());
-        if (sm.epoch() > engine.slotMap().epoch()) {
-          engine.installSlotMap(sm, false);
-        }
+        engine.installNewerSlotMap(m.getSlotMap());
       }
       for (SnapshotTable st : m.getTablesList()) {
         engine.install(st.getTable(), CheckpointIo.read(dir, List.of(st.getFile()),
@@ -244,13 +240,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
               rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
         }
       }
-      case SLOT_MAP -> {
-        dev.dynembed.table.common.SlotMap m =
-            dev.dynembed.table.common.SlotMap.fromProto(r.getSlotMap());
-        if (m.epoch() > engine.slotMap().epoch()) { // else the map file had it already
-          engine.installSlotMap(m, false);
-        }
-      }
+      case SLOT_MAP -> engine.installNewerSlotMap(r.getSlotMap());
       case IMPORT_SLOTS -> {
         Path dir = walDir.resolve(r.getImportSlots().getDirectory());
         for (dev.dynembed.table.v1.ImportedLayer layer : r.getImportSlots().getLayersList()) {

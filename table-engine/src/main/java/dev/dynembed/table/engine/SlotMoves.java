@@ -332,7 +332,7 @@ public final class SlotMoves {
     return g.page(null, null, got.size() < limit ? 0 : COLD + pos + got.size());
   }
 
-  /** Records read from the tier below memory, gathered into a page. */
+  /** Records gathered into an export page, from memory rows or from the tier below. */
   private static final class Gathered {
     final int rf;
     final PackedKeys.Builder keys;
@@ -437,8 +437,7 @@ public final class SlotMoves {
     }
     ColdRows cold = t.cold();
     ColdRows.Record c = cold == null ? null
-        : cold.peek(java.util.Arrays.copyOfRange(k.bytes(), k.offset(0), k.offset(0)
-            + k.length(0)));
+        : cold.peek(k.keyBytes(0));
     if (c == null) {
       return false;
     }
@@ -799,12 +798,9 @@ public final class SlotMoves {
           gone.add(k.key(0));
         }
       }
-      if (t.cold() != null) { // and the tier below memory's
-        for (Map.Entry<String, Long> e : t.cold().counts()) {
-          if (m.ownerOf(dev.dynembed.table.common.KeyHashing.hash(e.getKey()))
-              != engine.shardIndex()) {
-            gone.add(e.getKey());
-          }
+      for (String k : t.coldKeys()) { // and the tier below memory's
+        if (m.ownerOf(dev.dynembed.table.common.KeyHashing.hash(k)) != engine.shardIndex()) {
+          gone.add(k);
         }
       }
       dropped += evict(name, gone);

@@ -438,8 +438,7 @@ public final class TableStore extends StoreIndex {
       if (row >= 0) {
         return row;
       }
-      byte[] key = Arrays.copyOfRange(keys.bytes(), keys.offset(i), keys.offset(i)
-          + keys.length(i));
+      byte[] key = keys.keyBytes(i);
       ColdRows.Record r = cold.take(key);
       if (r == null) {
         return -1;
@@ -725,8 +724,7 @@ public final class TableStore extends StoreIndex {
   private byte[] keyBytes(int row) {
     PackedKeys.Builder b = new PackedKeys.Builder(1);
     appendKey(row, b);
-    PackedKeys k = b.build();
-    return Arrays.copyOfRange(k.bytes(), k.offset(0), k.offset(0) + k.length(0));
+    return b.build().keyBytes(0);
   }
 
 

@@ -142,6 +142,11 @@ public final class PackedKeys {
     return offsets[i + 1] - offsets[i];
   }
 
+  /** Key i's UTF-8 bytes, copied out of the batch. */
+  public byte[] keyBytes(int i) {
+    return Arrays.copyOfRange(utf8, offsets[i], offsets[i + 1]);
+  }
+
   public String key(int i) {
     return new String(utf8, offsets[i], length(i), StandardCharsets.UTF_8);
   }

@@ -78,7 +78,7 @@ public final class ShardedTable implements EmbeddingTable {
     return router.inUse();
   }
 
-  /** The client's shards(), for routing (a cluster map's client may gain shards()). */
+  /** The client's shards, for routing (a cluster map's client may gain shards). */
   private int n() {
     return router.shards().size();
   }
@@ -387,7 +387,7 @@ public final class ShardedTable implements EmbeddingTable {
     return evicted;
   }
 
-  /** Rows evicted over the shards() that answered these calls. */
+  /** Rows evicted over the shards that answered these calls. */
   private static long evicted(List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> calls) {
     long evicted = 0;
     for (var r : Futures.awaitAll(calls)) {
