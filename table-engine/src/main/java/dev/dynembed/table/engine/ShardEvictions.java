@@ -63,6 +63,9 @@ final class ShardEvictions {
               engine.put(old.name(), r.fresh());
               r.demote();
             } finally {
+              if (mt != null) {
+                mt.rebuilt(r.fresh()); // victims in the tier (or back in memory): read it now
+              }
               r.fresh().quiesce.writeLock().unlock();
             }
           }

@@ -96,9 +96,11 @@ public final class SlotMoves {
     }
 
     /**
-     * An eviction rebuilt the store (the caller holds {@code old}'s lock exclusively, before
-     * {@code fresh} is published): the keys of the moving slots that {@code fresh} does not hold
-     * went to the tier below or were removed; the drain reads them where they are now.
+     * An eviction is rebuilding the store (the caller holds {@code old}'s lock exclusively,
+     * before {@code fresh} is published): the keys of the moving slots that {@code fresh} does
+     * not hold go to the tier below or are removed; the drain reads them where they are then.
+     * Writes to {@code fresh} are recorded from now on; drains read it once {@link #rebuilt}
+     * says its victims are in the tier.
      */
     void replaced(TableStore old, TableStore fresh) {
       for (int r = 0; r < old.rowCount(); r++) {
@@ -108,6 +110,14 @@ public final class SlotMoves {
         }
       }
       fresh.moveTracker = this;
+    }
+
+    /**
+     * The rebuilt store is published and its victims reached the tier below (or came back into
+     * it): drains and the copy read it from now on. Until then they read the old store, which
+     * still holds every row: a key is never in neither tier for them.
+     */
+    void rebuilt(TableStore fresh) {
       store = fresh;
     }
 
