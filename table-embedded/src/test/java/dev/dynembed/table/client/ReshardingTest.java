@@ -330,4 +330,77 @@ class ReshardingTest {
       }
     }
   }
+
+  /**
+   * Shard 0's first Read runs but its reply is lost, and before the client resends it every slot
+   * of shard 0 is given to shard 1 (the source's side of a step, finished by {@link Resharding}).
+   * The resend meets the new map at shard 0, which refuses it as MOVED saying it applied the call
+   * before: the client re-routes the keys to shard 1 without counting them, so each key is
+   * counted once, as if the reply had arrived.
+   */
+  @Test
+  void aCountingReadWhoseReplyWasLostIsNotCountedAgainAfterItsSlotsMoved() throws Exception {
+    Path d = dir.resolve("lost");
+    ShardEngine e0 = new ShardEngine(0, 2, d);
+    SlotMap after = e0.slotMap().withOwner(0, e0.slotMap().slots(), 1, 1);
+    AtomicBoolean armed = new AtomicBoolean();
+    java.util.concurrent.CountDownLatch flipped = new java.util.concurrent.CountDownLatch(1);
+    io.grpc.ServerInterceptor loseAndFlip = new io.grpc.ServerInterceptor() {
+      @Override
+      public <Q, R> io.grpc.ServerCall.Listener<Q> interceptCall(io.grpc.ServerCall<Q, R> call,
+          io.grpc.Metadata headers, io.grpc.ServerCallHandler<Q, R> next) {
+        if (!call.getMethodDescriptor().getBareMethodName().equals("Read")
+            || !armed.compareAndSet(true, false)) {
+          return next.startCall(call, headers);
+        }
+        return next.startCall(new io.grpc.ForwardingServerCall.SimpleForwardingServerCall<>(
+            call) {
+          @Override
+          public void sendMessage(R message) {} // applied, its reply lost
+
+          @Override
+          public void close(io.grpc.Status status, io.grpc.Metadata trailers) {
+            e0.moves().export("emb", new int[] {0, after.slots()}, 0, 65_536, false, false);
+            e0.installSlotMap(after);
+            flipped.countDown();
+            super.close(io.grpc.Status.UNAVAILABLE.withDescription("injected: reply lost"),
+                trailers);
+          }
+        }, headers);
+      }
+    };
+    ClientOptions grpc = ClientOptions.builder().dataPlane(ClientOptions.DataPlane.GRPC).build();
+    try (dev.dynembed.table.server.TableServer s0 = new dev.dynembed.table.server.TableServer(
+            e0, "127.0.0.1", 0, 4, List.of(loseAndFlip));
+        dev.dynembed.table.server.TableServer s1 = new dev.dynembed.table.server.TableServer(
+            new ShardEngine(1, 2, d), "127.0.0.1", 0, 4);
+        TableClient admin = TableClients.connect(
+            List.of("127.0.0.1:" + s0.port(), "127.0.0.1:" + s1.port()), grpc);
+        TableClient trainer = TableClients.connect(
+            List.of("127.0.0.1:" + s0.port(), "127.0.0.1:" + s1.port()), grpc)) {
+      admin.createTable(config());
+      EmbeddingTable t = trainer.openTable("emb");
+      List<String> keys = new ArrayList<>();
+      for (int i = 0; keys.size() < 50; i++) {
+        if (KeyHashing.shardOf("k" + i, 2) == 0) {
+          keys.add("k" + i);
+        }
+      }
+      armed.set(true);
+      java.util.concurrent.CompletableFuture<float[]> counted = java.util.concurrent
+          .CompletableFuture.supplyAsync(() -> t.findOrInsert(keys.toArray(String[]::new)));
+      assertTrue(flipped.await(60, java.util.concurrent.TimeUnit.SECONDS), "the read came");
+      // the resend waits (shard 1 routes by the old map until the step is finished)
+      Resharding.reshard(admin, after, m -> { });
+      assertEquals(keys.size() * DIM, counted.get(60, java.util.concurrent.TimeUnit.SECONDS)
+          .length);
+      assertEquals(0, e0.get("emb").size(), "every slot left shard 0");
+      for (String k : keys) {
+        assertEquals(1, s1.engine().get("emb").record(k).frequency(), "count of " + k);
+      }
+      s1.engine().close();
+    } finally {
+      e0.close();
+    }
+  }
 }

@@ -100,6 +100,18 @@ public final class CallLedger {
     }
   }
 
+  /**
+   * Whether call {@code id} was applied here (without claiming it): a resend of it that meets a
+   * newer slot map is refused as MOVED all the same, but says so.
+   */
+  synchronized boolean applied(CallId id) {
+    if (id.getClient() == 0) {
+      return false;
+    }
+    Client c = clients.get(id.getClient());
+    return c != null && c.calls.containsKey(id.getSeq());
+  }
+
   /** The answer a claimed DUPLICATE gets (null if the call has none to repeat). */
   synchronized int[] result(CallId id) {
     Client c = clients.get(id.getClient());

@@ -170,11 +170,28 @@ public final class ShardCommands {
     return e;
   }
 
+  /**
+   * {@link ShardEngine#checkRoutedAt} for a read: a resend of a call applied here before (its
+   * reply lost) that meets a newer map is refused as MOVED saying so, since the duplicate check
+   * comes after the routing check and its counting must not happen again at the keys' new owners.
+   */
+  private void checkReadRoutedAt(CallId id, long mapEpoch) {
+    try {
+      engine.checkRoutedAt(mapEpoch);
+    } catch (TableException e) {
+      if (e.isMoved() && engine.ledger().applied(id)) {
+        throw TableException.movedAfterApplied(TableException.movedEpoch(e.getMessage()),
+            mapEpoch, engine.shardIndex());
+      }
+      throw e;
+    }
+  }
+
   private <I, R> List<R> read(CallId id, long mapEpoch, List<I> items, ReadItems<I, R> codec,
       List<R> out) {
     engine.checkReady();
     checkItems(items.size(), "read");
-    engine.checkRoutedAt(mapEpoch);
+    checkReadRoutedAt(id, mapEpoch);
     List<Inserts> inserts = new ArrayList<>(items.size()); // per item, null: changes nothing
     List<String> names = new ArrayList<>(2); // tables an item inserts into
     List<String> promoting = new ArrayList<>(0); // tables a find or sample may promote rows of
@@ -215,7 +232,7 @@ public final class ShardCommands {
     lockedNames.addAll(promoting);
     List<TableStore> locked = lockTables(lockedNames, stores);
     try {
-      engine.checkRoutedAt(mapEpoch); // again, now that no map change can pass the locks
+      checkReadRoutedAt(id, mapEpoch); // again, now that no map change can pass the locks
       long need = 0;
       for (int i = 0; i < items.size(); i++) {
         Inserts ins = inserts.get(i);

@@ -70,7 +70,16 @@ class SlotMapEngineTest {
 
   /** A read call of counting find_or_insert items, one per key list. */
   private static List<ReadResult> count(ShardEngine e, long epoch, List<List<String>> items) {
+    return count(e, epoch, 0, items);
+  }
+
+  /** As {@link #count(ShardEngine, long, List)}, as call {@code seq} of client 7 (0: none). */
+  private static List<ReadResult> count(ShardEngine e, long epoch, long seq,
+      List<List<String>> items) {
     ReadRequest.Builder b = ReadRequest.newBuilder().setMapEpoch(epoch);
+    if (seq > 0) {
+      b.setCallId(CallId.newBuilder().setClient(7).setSeq(seq));
+    }
     for (List<String> keys : items) {
       b.addItems(ReadItem.newBuilder().setFindOrInsert(FindOrInsertRequest.newBuilder()
           .setTable("t").setKeys(PackedKeys.of(keys.toArray(String[]::new)).toProto())
@@ -129,6 +138,29 @@ class SlotMapEngineTest {
     // a call routed by a map newer than the shard's: the shard is behind, the client resends
     assertError(ErrorCode.UNAVAILABLE, "older than the call's 2",
         () -> e.write(write(2, 3, mine), ShardState::checkWrite));
+  }
+
+  @Test
+  void aCountingReadAppliedBeforeTheMapChangedIsRefusedAsMovedAfterApplied() {
+    ShardEngine e = shard0();
+    List<String> mine = keysOf(0, 2);
+    count(e, 0, 1, List.of(mine));
+    count(e, 0, 1, List.of(mine)); // its reply lost, resent at the same epoch: counted once
+    assertEquals(1, e.get("t").record(mine.get(0)).frequency());
+
+    // the slot of mine[1] leaves; the same call resent by the old epoch is refused (the keys
+    // route elsewhere now) and says it was applied here: the client resends without counting
+    e.installSlotMap(moveSlotOf(e.slotMap(), mine.get(1), 1, 1));
+    TableException again = assertError(ErrorCode.FAILED_PRECONDITION, "MOVED(epoch 1)",
+        () -> count(e, 0, 1, List.of(mine)));
+    assertTrue(again.isMoved());
+    assertTrue(again.isMovedAfterApplied(), again.getMessage());
+    assertEquals(1, TableException.movedEpoch(again.getMessage()));
+    // a call never applied here gets the plain refusal
+    TableException fresh = assertError(ErrorCode.FAILED_PRECONDITION, "MOVED(epoch 1)",
+        () -> count(e, 0, 2, List.of(mine)));
+    assertFalse(fresh.isMovedAfterApplied(), fresh.getMessage());
+    assertEquals(1, e.get("t").record(mine.get(0)).frequency(), "nothing counted");
   }
 
   @Test

@@ -61,6 +61,25 @@ public class TableException extends RuntimeException {
         epoch, routedAt, shard, epoch));
   }
 
+  private static final String APPLIED_BEFORE = "; this shard applied the call before its reply"
+      + " was lost: resend its keys without counting them";
+
+  /**
+   * A {@link #moved} refusal of a resent call that this shard had applied (and counted) before
+   * the slots moved: the client re-routes the keys as for any MOVED, but sends them without
+   * counting occurrences, so a lost reply does not count them twice (once here, once at their
+   * new owner).
+   */
+  public static TableException movedAfterApplied(long epoch, long routedAt, int shard) {
+    TableException m = moved(epoch, routedAt, shard);
+    return new TableException(m.code, m.getMessage() + APPLIED_BEFORE);
+  }
+
+  /** Whether this is a {@link #movedAfterApplied} refusal. */
+  public boolean isMovedAfterApplied() {
+    return isMoved() && getMessage().endsWith(APPLIED_BEFORE);
+  }
+
   /** The epoch of a {@link #moved} refusal's description (it may carry a prefix), or -1. */
   public static long movedEpoch(String description) {
     if (description == null) {

@@ -44,7 +44,8 @@ final class Rerouted {
   static CompletableFuture<List<Object>> read(SlotRouter router, int s, List<Shard.Read> items,
       long epoch, int moves) {
     return onMoved(router.shards().get(s).read(items, epoch), router, moves,
-        map -> resendReads(router, s, items, map, moves + 1));
+        (map, applied) -> resendReads(router, s, applied ? uncounted(items) : items, map,
+            moves + 1));
   }
 
   /**
@@ -52,7 +53,8 @@ final class Rerouted {
    * the refusal (up to {@link #MAX_MOVES} times in a row).
    */
   private static <T> CompletableFuture<T> onMoved(CompletableFuture<T> call, SlotRouter router,
-      int moves, java.util.function.Function<SlotMap, CompletableFuture<T>> resend) {
+      int moves,
+      java.util.function.BiFunction<SlotMap, Boolean, CompletableFuture<T>> resend) {
     return call.exceptionallyCompose(e -> {
       TableException m = moved(e);
       if (m == null) {
@@ -61,8 +63,31 @@ final class Rerouted {
       if (moves >= MAX_MOVES) {
         return CompletableFuture.failedFuture(tooManyMoves(m));
       }
-      return router.refreshAsync(TableException.movedEpoch(m.getMessage())).thenCompose(resend);
+      boolean applied = m.isMovedAfterApplied();
+      return router.refreshAsync(TableException.movedEpoch(m.getMessage()))
+          .thenCompose(map -> resend.apply(map, applied));
     });
+  }
+
+  /**
+   * The items of a read the refusing shard had applied before (a resend whose first reply was
+   * lost, {@link TableException#isMovedAfterApplied}): its counting happened there, so the
+   * re-routed parts count nothing (the counts moved with the rows).
+   */
+  private static List<Shard.Read> uncounted(List<Shard.Read> items) {
+    List<Shard.Read> out = new ArrayList<>(items.size());
+    for (Shard.Read r : items) {
+      if (r instanceof Shard.FindOrInsert f && f.mode().count()) {
+        Shard.InsertMode m = f.mode();
+        out.add(new Shard.FindOrInsert(f.table(), f.keys(), f.occurrences(),
+            new Shard.InsertMode(false, m.rows(), m.frequencies(), m.slots())));
+      } else if (r instanceof Shard.Pooled p && p.count()) {
+        out.add(new Shard.Pooled(p.table(), p.keys(), p.bags(), p.insert(), false));
+      } else {
+        out.add(r);
+      }
+    }
+    return out;
   }
 
   private static TableException tooManyMoves(TableException last) {
@@ -298,7 +323,7 @@ final class Rerouted {
   static CompletableFuture<int[]> write(SlotRouter router, int s, List<Shard.Write> items,
       long epoch, int moves) {
     return onMoved(router.shards().get(s).write(items, epoch), router, moves,
-        map -> resendWrites(router, items, map, moves + 1));
+        (map, applied) -> resendWrites(router, items, map, moves + 1));
   }
 
   private static CompletableFuture<int[]> resendWrites(SlotRouter router,
