@@ -304,6 +304,19 @@ public final class CheckpointIo {
   }
 
   /**
+   * Every row of a shard's own snapshot, whatever its slot map says: a source keeps the rows it
+   * gave away until the move's {@code DropUnowned}, and a destination holds rows it merged before
+   * its new map was installed (a snapshot may be cut in between), so recovery must not drop them
+   * by the map (docs/design/0021-slot-moves-proposal.md).
+   */
+  public static TableStore readAll(Path dir, List<CheckpointFile> files, String expectedName,
+      int shardIndex, int numShards) {
+    Target t = new Target(shardIndex, numShards, null);
+    t.all = true;
+    return read(dir, files, expectedName, t, c -> c);
+  }
+
+  /**
    * As above, the table taking {@code adapt} of the config the checkpoint was written with (e.g.
    * {@link TableConfigs#withoutRedisTier} where there is no Redis tier, {@link
    * TableConfigs#uncapped} for a reader of the whole checkpoint).
@@ -364,9 +377,12 @@ public final class CheckpointIo {
       this.map = map;
     }
 
+    /** Every key is kept (a shard's own snapshot). */
+    boolean all;
+
     /** Whether a key's hash routes to the shard being rebuilt. */
     boolean owns(long hash) {
-      if (numShards <= 1) {
+      if (numShards <= 1 || all) {
         return true;
       }
       return map != null ? map.ownerOf(hash) == shardIndex

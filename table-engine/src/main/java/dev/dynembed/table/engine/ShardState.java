@@ -164,8 +164,8 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         engine.installNewerSlotMap(m.getSlotMap());
       }
       for (SnapshotTable st : m.getTablesList()) {
-        engine.install(st.getTable(), CheckpointIo.read(dir, List.of(st.getFile()),
-            st.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
+        engine.install(st.getTable(), CheckpointIo.readAll(dir, List.of(st.getFile()),
+            st.getTable(), engine.shardIndex(), engine.numShards()));
         thresholds.put(st.getTable(), st.getLsn());
       }
       engine.ledger().restore(m.getClientsList());
@@ -178,7 +178,10 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     long from = start;
     long[] replayed = {0};
     // records replay as they were applied: their keys were this shard's when they came, even
-    // where slots have moved away since (a sweep below drops what the map no longer gives it)
+    // where slots have moved away since. Rows the map no longer gives the shard stay: only a
+    // move's DropUnowned (a logged eviction, once the destination committed) removes them; a
+    // sweep here would drop a source's rows between the flip and the destination's commit, or a
+    // destination's merged rows before its map was installed
     engine.enforceOwnership(false);
     long next;
     try {
@@ -189,7 +192,6 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     } finally {
       engine.enforceOwnership(true);
     }
-    long swept = engine.slotMap().epoch() > 0 ? engine.moves().dropUnowned() : 0;
     ShardLog wal = new ShardLog(walDir, policy, next, onLogFailure);
     ShardState s = new ShardState(engine, root, wal, snapshotBytes);
     s.thresholds = thresholds;
@@ -204,7 +206,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         : 0;
     s.recovery = new Recovery(recovered, start, replayed[0], next,
         (System.nanoTime() - t0) / 1e9, fromRedis);
-    if (replayed[0] > 0 || swept > 0) {
+    if (replayed[0] > 0) {
       s.snapshot(); // the next start replays nothing of this; the replayed log can go
     }
     engine.setReady(true);

@@ -214,6 +214,48 @@ class SlotMapEngineTest {
     return ShardState.recover(e, states, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
   }
 
+  /**
+   * A source restarted after its flip, before the destination committed (and before
+   * DropUnowned), still holds the rows it gave away, from its snapshot and from its log: running
+   * the resharding again copies them from there. Recovery used to drop them by the map.
+   */
+  @Test
+  void aSourceRestartedBetweenItsFlipAndTheCommitStillHoldsTheRowsItGaveAway() throws Exception {
+    ShardEngine a = new ShardEngine(0, 2, dir.resolve("a"));
+    ShardState sa = durable(a);
+    a.create(TableConfigs.normalize(TableConfigs.builder("t", DIM)
+        .setOptimizer(TableConfigs.sgd(1f)).build()));
+    List<String> mine = keysOf(0, 40);
+    String inSnapshot = mine.get(0);
+    String inLog = mine.get(1);
+    a.write(write(0, 1, mine), ShardState::checkWrite);
+    int s0 = a.slotMap().slotOf(KeyHashing.hash(inSnapshot));
+    int s1 = a.slotMap().slotOf(KeyHashing.hash(inLog));
+    SlotMap flipped = a.slotMap().withOwner(s0, s0 + 1, 1, 1);
+    a.installSlotMap(flipped); // the flip: the slot of inSnapshot is shard 1's
+    sa.snapshot(); // a snapshot cut after the flip holds the row and the new map
+    TableStore.Record before = a.get("t").record(inSnapshot);
+    SlotMap flipped2 = flipped.withOwner(s1, s1 + 1, 1, 2);
+    a.write(write(1, 2, List.of(inLog)), ShardState::checkWrite); // logged after the snapshot
+    a.installSlotMap(flipped2);
+    TableStore.Record logged = a.get("t").record(inLog);
+    sa.close(false);
+
+    ShardEngine a2 = new ShardEngine(0, 2, dir.resolve("a"));
+    ShardState sa2 = durable(a2);
+    assertEquals(flipped2, a2.slotMap());
+    assertEquals(before, a2.get("t").record(inSnapshot));
+    assertEquals(logged, a2.get("t").record(inLog));
+    assertEquals(40, a2.get("t").size());
+    // a rerun's copy finds them; DropUnowned (once the destination committed) removes them
+    SlotMoves.Page page = a2.moves().export("t", new int[] {s0, s0 + 1}, 0, 1000, false, false);
+    assertEquals(List.of(inSnapshot), List.of(page.keys().toStrings()));
+    assertEquals(2, a2.moves().dropUnowned());
+    assertNull(a2.get("t").record(inSnapshot));
+    assertEquals(38, a2.get("t").size());
+    sa2.close(false);
+  }
+
   @Test
   void movedRowsSurviveRestartsOnBothSides() throws Exception {
     // shard 0 holds keys of a slot that moves to shard 1 (rows written, so logged)
