@@ -87,6 +87,12 @@ public final class TableServer implements AutoCloseable {
             || "Sample".equals(method) || "BuildIndex".equals(method)) {
           return executor; // I/O, a scan of the table, or up to 4M draws: not on an event loop
         }
+        if (OFF_LOOP.contains(method)) {
+          // a slot move's steps read and write files, merge or drop many rows, and wait for the
+          // log (and a replicated shard's followers, whose acknowledgements may come in on this
+          // very event loop: waiting on it stalled them until they were cut off)
+          return executor;
+        }
         // with fsync=always a mutating call waits for the disk: off the event loop
         return MUTATING.contains(method) && waitsForDisk(engine) ? executor : null;
       }
@@ -171,6 +177,10 @@ public final class TableServer implements AutoCloseable {
   public boolean serving() {
     return serving && !closed.get();
   }
+  /** Calls that always run on the pool: rare, and long or waiting for the log. */
+  private static final java.util.Set<String> OFF_LOOP = java.util.Set.of("SetSlotMap",
+      "ExportSlots", "ImportSlots", "CommitSlots", "DropUnowned", "Evict");
+
   private static final java.util.Set<String> MUTATING = java.util.Set.of("CreateTable",
       "DropTable", "FindOrInsert", "ApplyGradients", "Read", "Write");
 
