@@ -80,15 +80,40 @@ public final class Resharding {
       c.router().ensureShards(shards);
     }
     Resharding r = new Resharding(c, progress);
-    SlotMap now = r.settle();
-    return r.run(now.rebalanced(shards, now.epoch() + 1));
+    return r.retrying(() -> {
+      SlotMap now = r.settle();
+      return r.run(now.rebalanced(shards, now.epoch() + 1));
+    });
+  }
+
+  /** Times a resharding runs again after a step lost its state on a shard. */
+  static final int MAX_INTERRUPTIONS = 8;
+
+  /**
+   * {@code run}, run again (it settles first, so an interrupted step is finished or redone)
+   * when a step lost its state on a shard: a failover or restart of a replicated shard's
+   * primary in the middle of a copy or a commit ({@link TableException#isMoveInterrupted}).
+   */
+  private Result retrying(java.util.function.Supplier<Result> run) {
+    for (int i = 0; ; i++) {
+      try {
+        return run.get();
+      } catch (TableException e) {
+        if (!e.isMoveInterrupted() || i >= MAX_INTERRUPTIONS) {
+          throw e;
+        }
+        progress.accept("step interrupted (" + e.getMessage() + "); running again");
+      }
+    }
   }
 
   /** Moves the slots so that the service routes by {@code target}'s owners. */
   public static Result reshard(TableClient client, SlotMap target, Consumer<String> progress) {
     Resharding r = new Resharding(sharded(client), progress);
-    r.settle();
-    return r.run(target);
+    return r.retrying(() -> {
+      r.settle();
+      return r.run(target);
+    });
   }
 
   private static ShardedTableClient sharded(TableClient client) {

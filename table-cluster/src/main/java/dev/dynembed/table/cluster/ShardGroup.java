@@ -88,6 +88,10 @@ public final class ShardGroup implements AutoCloseable {
   private final Roles roles;
   private final LongSupplier lastLsn;
   private final Consumer<String> log;
+  /** The shard's slot map now (null: not published), and the newest epoch etcd holds. */
+  private final java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap;
+  private volatile long publishedEpoch;
+  private long failedEpoch;
   private final Thread thread;
   private final Object lock = new Object();
   private volatile long lease;
@@ -105,7 +109,9 @@ public final class ShardGroup implements AutoCloseable {
   private Set<String> inSync = Set.of();
 
   private ShardGroup(ClusterAddress address, Client client, ClusterMember me, Duration ttl,
-      Roles roles, LongSupplier lastLsn, Consumer<String> log) {
+      Roles roles, LongSupplier lastLsn, Consumer<String> log,
+      java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap) {
+    this.slotMap = slotMap;
     this.address = address;
     this.client = client;
     this.me = me;
@@ -127,12 +133,23 @@ public final class ShardGroup implements AutoCloseable {
    */
   public static ShardGroup join(ClusterAddress address, ClusterMember me, Duration ttl,
       Roles roles, LongSupplier lastLsn, Consumer<String> log) {
+    return join(address, me, ttl, roles, lastLsn, log, null);
+  }
+
+  /**
+   * As above, also publishing the shard's slot map ({@code slotMap}: the one it routes by now)
+   * in the cluster's slot-map key whenever it is newer than etcd's, as an unreplicated shard's
+   * registration does (clients of {@code etcd://} start from it and follow it).
+   */
+  public static ShardGroup join(ClusterAddress address, ClusterMember me, Duration ttl,
+      Roles roles, LongSupplier lastLsn, Consumer<String> log,
+      java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap) {
     if (ttl.toSeconds() < 2) {
       throw new IllegalArgumentException("the cluster lease must be at least 2 s but was "
           + ttl.toMillis() + " ms");
     }
     Client client = Etcd.client(address);
-    ShardGroup g = new ShardGroup(address, client, me, ttl, roles, lastLsn, log);
+    ShardGroup g = new ShardGroup(address, client, me, ttl, roles, lastLsn, log, slotMap);
     try {
       g.grant();
       g.checkLayout();
@@ -186,14 +203,19 @@ public final class ShardGroup implements AutoCloseable {
     }
   }
 
-  /** Every live entry of the cluster must be of this process's shard count. */
+  /**
+   * The cluster's layout rule ({@link ShardRegistration}): every live shard of this process's
+   * count, except a group added past the others' count to be given slots; once slots moved, the
+   * counts are only where the shards started and are not compared. The processes of one group
+   * agree on it until then.
+   */
   private void checkLayout() {
-    for (ClusterMember m : Etcd.readShards(client, address).members().values()) {
-      if (m.numShards() != me.numShards()) {
-        throw new ClusterException(String.format("cluster %s has %d shards (shard %d at %s"
-            + " says so), but this shard was started with --num-shards %d", address.name(),
-            m.numShards(), m.index(), m.describe(), me.numShards()));
-      }
+    dev.dynembed.table.common.SlotMap published = Etcd.readSlotMap(client, address).map();
+    boolean moved = published != null && published.epoch() > 0;
+    ShardRegistration.checkLayout(address, me, Etcd.readShards(client, address).members()
+        .values(), Long.MAX_VALUE, moved);
+    if (moved) {
+      return;
     }
     for (ClusterMember m : replicas()) {
       if (m.numShards() != me.numShards()) {
@@ -234,6 +256,34 @@ public final class ShardGroup implements AutoCloseable {
     return kvs.isEmpty() ? null : Record.decode(kvs.get(0));
   }
 
+  /**
+   * Publishes the slot map this process routes by if etcd holds an older one (checked on every
+   * turn of the group's loop: a flip's map reaches etcd within a quarter second; a failure is
+   * tried again on the next turn).
+   */
+  private void publishSlotMap() {
+    if (slotMap == null) {
+      return;
+    }
+    dev.dynembed.table.common.SlotMap m = slotMap.get();
+    if (m == null || m.epoch() == 0 || m.epoch() <= publishedEpoch) {
+      return;
+    }
+    try {
+      if (Etcd.publishSlotMap(client, address, m)) {
+        log.accept(String.format("published slot map epoch %d in cluster %s", m.epoch(),
+            address.name()));
+      }
+      publishedEpoch = m.epoch();
+    } catch (RuntimeException e) {
+      if (failedEpoch != m.epoch()) {
+        failedEpoch = m.epoch();
+        log.accept("cluster " + address.name() + ": publishing slot map epoch " + m.epoch()
+            + " failed (" + e.getMessage() + "); trying again");
+      }
+    }
+  }
+
   private void run() {
     long followingLease = 0;
     long vacantSince = 0;
@@ -241,6 +291,7 @@ public final class ShardGroup implements AutoCloseable {
     long lastPublish = 0;
     while (!closed) {
       try {
+        publishSlotMap();
         boolean lead;
         synchronized (lock) {
           lead = leading;

@@ -180,10 +180,20 @@ public final class ShardRegistration implements AutoCloseable {
    * is a shard of the original count beside such a joiner.
    */
   private void checkLayout(Etcd.Shards shards, long beforeRevision, boolean moved) {
+    checkLayout(address, me, shards.members().values(), beforeRevision, moved);
+  }
+
+  /**
+   * The layout rule of {@link #checkLayout(Etcd.Shards, long, boolean)} for process {@code me}
+   * among the cluster's registered shards {@code members} (a replicated group's process uses
+   * it too).
+   */
+  static void checkLayout(ClusterAddress address, ClusterMember me,
+      java.util.Collection<ClusterMember> members, long beforeRevision, boolean moved) {
     if (moved) {
       return;
     }
-    for (ClusterMember m : shards.members().values()) {
+    for (ClusterMember m : members) {
       if (m.createRevision() >= beforeRevision || m.member().equals(me.member())) {
         continue;
       }

@@ -48,6 +48,23 @@ public class TableException extends RuntimeException {
     return description != null && description.endsWith(STORE_REPLACED);
   }
 
+  private static final String RUN_AGAIN = "run the resharding again";
+
+  /**
+   * FAILED_PRECONDITION for a slot move's step that lost its state on a shard (a restart, a
+   * failover, an eviction's rebuild): nothing of it took effect, and running the resharding
+   * again redoes it ({@code format} names what happened; the sentence that says so is added).
+   */
+  public static TableException moveInterrupted(String format, Object... args) {
+    return new TableException(ErrorCode.FAILED_PRECONDITION, String.format(format, args) + ": "
+        + RUN_AGAIN);
+  }
+
+  /** Whether this is a {@link #moveInterrupted} refusal (it may carry a prefix). */
+  public boolean isMoveInterrupted() {
+    return code == ErrorCode.FAILED_PRECONDITION && getMessage().endsWith(RUN_AGAIN);
+  }
+
   private static final String MOVED = "MOVED(epoch ";
 
   /**

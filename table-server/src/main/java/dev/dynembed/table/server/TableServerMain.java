@@ -460,7 +460,7 @@ public final class TableServerMain implements Callable<Integer> {
             replicas, () -> {
               ShardState s = state.get();
               return s == null ? 0 : s.lastLsn();
-            }, m -> System.err.println("table-server: " + m));
+            }, m -> System.err.println("table-server: " + m), engine::slotMap);
         registration.set(group);
         replicas.joined(group);
         group.start();

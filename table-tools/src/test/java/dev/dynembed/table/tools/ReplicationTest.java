@@ -410,4 +410,157 @@ class ReplicationTest {
       assertEquals(1, after.groups().get(0).epoch(), after.format()); // a new group
     }
   }
+
+  /**
+   * Live resharding of replicated shards (issue 31): two sync groups; while two trainers write,
+   * every slot moves to group 0 and back, again and again, and the primary of the group that
+   * received the slots is killed with its disk after each move. Every row and count exact.
+   */
+  @Test
+  void slotsMoveBetweenSyncGroups_whileTrainersWrite_everyRowExact() throws Exception {
+    long seconds = Long.getLong("replication.seconds", 25);
+    try (LocalEtcd etcd = new LocalEtcd()) {
+      String cluster = "etcd://" + etcd.endpoint() + "/moves";
+      for (int s = 0; s < 2; s++) {
+        for (String slot : List.of("a", "b")) {
+          String name = s + slot;
+          start(name, dir.resolve(name + "-0"), args(cluster, s, 2, "--replication", "sync"));
+        }
+      }
+      awaitRedundant(cluster, 2, 90);
+      ExactOracle oracle = new ExactOracle(300, 4);
+      ClientOptions opts = ClientOptions.builder().retryFor(Duration.ofSeconds(120))
+          .deadline(Duration.ofSeconds(10)).build();
+      try (TableClient c = TableClients.open(cluster, opts);
+          TableClient admin = TableClients.open(cluster, opts)) {
+        EmbeddingTable t = c.createTable(ExactOracle.config("moved", 4).build());
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        List<String> log = java.util.Collections.synchronizedList(new ArrayList<>());
+        java.util.concurrent.atomic.AtomicInteger interrupted =
+            new java.util.concurrent.atomic.AtomicInteger();
+        java.util.concurrent.atomic.AtomicReference<dev.dynembed.table.common.SlotMap> lastMap =
+            new java.util.concurrent.atomic.AtomicReference<>();
+        Future<Integer> mover = pool.submit(() -> {
+          int moves = 0;
+          Thread.sleep(2000);
+          dev.dynembed.table.common.SlotMap two = dev.dynembed.table.common.SlotMap.implicit(2);
+          boolean finished = true;
+          // past the end, an interrupted resharding is still run again (until it finishes, the
+          // slots of its step take no calls: the trainers wait for them), and the moves go on
+          // until the slots went there and back
+          while ((System.nanoTime() < end - TimeUnit.SECONDS.toNanos(6) || !finished
+              || moves < 2) && System.nanoTime() < end + TimeUnit.SECONDS.toNanos(90)) {
+            finished = false;
+            boolean toZero = moves % 2 == 0;
+            dev.dynembed.table.common.SlotMap target = toZero
+                ? two.withOwner(0, two.slots(), 0, 1) : two;
+            try {
+              lastMap.set(dev.dynembed.table.client.Resharding.reshard(admin, target, m -> log.add(
+                  String.format("%.1f s: %s", (System.nanoTime() - end) / 1e9 + seconds, m)))
+                  .map());
+            } catch (dev.dynembed.table.common.TableException e) {
+              // a primary killed under the step: run it again, as an operator would
+              log.add(String.format("%.1f s: interrupted: %s", (System.nanoTime() - end) / 1e9
+                  + seconds, e.getMessage()));
+              interrupted.incrementAndGet();
+              continue;
+            }
+            finished = true;
+            moves++;
+          }
+          return moves;
+        });
+        // primaries die at random moments: in a copy, a flip, a commit or between moves
+        Future<Integer> killer = Executors.newSingleThreadExecutor().submit(() -> {
+          Random r = new Random(11);
+          int kills = 0;
+          Thread.sleep(2500);
+          while (System.nanoTime() < end - TimeUnit.SECONDS.toNanos(8)) {
+            ClusterStatus st = awaitRedundant(cluster, 2, 90);
+            String victim = primaryOf(st, r.nextInt(2));
+            killWithDisk(victim);
+            log.add(String.format("%.1f s: killed %s", (System.nanoTime() - end) / 1e9 + seconds,
+                victim));
+            kills++;
+            Thread.sleep(1000 + r.nextInt(3000));
+          }
+          return kills;
+        });
+        int moves;
+        int kills;
+        try {
+          oracle.run(t, 2, end);
+          moves = mover.get();
+          kills = killer.get();
+        } finally {
+          pool.shutdown();
+          System.out.println(String.join("\n", log));
+        }
+        assertTrue(moves >= 2, "only " + moves + " moves");
+        assertTrue(kills >= 3, "only " + kills + " primaries killed");
+        String[] keys = oracle.keys();
+        float[] rows = t.find(keys).rows();
+        long[] counts = t.count(keys, false).frequencies();
+        StringBuilder wrong = new StringBuilder();
+        for (int k = 0; k < keys.length; k++) {
+          for (int d = 0; d < 4; d++) {
+            if (rows[k * 4 + d] != oracle.rows[k * 4 + d]) {
+              wrong.append(String.format("%s[%d] %s expected %s; ", keys[k], d, rows[k * 4 + d],
+                  oracle.rows[k * 4 + d]));
+            }
+          }
+          if (counts[k] != oracle.counts[k]) {
+            wrong.append(String.format("%s count %d expected %d; ", keys[k], counts[k],
+                oracle.counts[k]));
+          }
+        }
+        System.out.printf("replicated moves: %d moves (%d interrupted and run again) and %d"
+            + " primaries killed with their disks in %d s, %d steps%n", moves, interrupted.get()
+            + log.stream().filter(l -> l.contains("running again")).count(),
+            kills, seconds, oracle.steps);
+        assertEquals("", wrong.length() == 0 ? "" : (wrong.length() > 2000
+            ? wrong.substring(0, 2000) : wrong.toString()) + String.join("\n", log) + logs());
+        // the followers hold the moved rows too: both primaries lose their processes and disks
+        ClusterStatus st = awaitRedundant(cluster, 2, 90);
+        for (int s = 0; s < 2; s++) {
+          killWithDisk(primaryOf(st, s));
+        }
+        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+
+        // the groups published the map they route by; a third group started with
+        // --num-shards 3 joins the cluster of two, and the slots spread over the three
+        awaitPublishedEpoch(cluster, lastMap.get().epoch());
+        for (String slot : List.of("a", "b")) {
+          start("2" + slot, dir.resolve("2" + slot + "-0"), args(cluster, 2, 3, "--replication",
+              "sync"));
+        }
+        awaitRedundant(cluster, 3, 90);
+        dev.dynembed.table.client.Resharding.Result grown =
+            dev.dynembed.table.client.Resharding.rebalance(admin, 3, log::add);
+        assertEquals(3, grown.map().shardsInUse());
+        awaitPublishedEpoch(cluster, grown.map().epoch());
+        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f); // the trainers' client follows
+        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+      }
+    }
+  }
+
+  /** Waits until etcd holds slot map {@code epoch} for the cluster. */
+  private static void awaitPublishedEpoch(String cluster, long epoch) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (true) {
+      dev.dynembed.table.common.SlotMap m = ClusterStatus.read(ClusterAddress.parse(cluster))
+          .slotMap();
+      if (m != null && m.epoch() >= epoch) {
+        assertEquals(epoch, m.epoch());
+        return;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("etcd holds slot map " + m + ", not epoch " + epoch);
+      }
+      Thread.sleep(100);
+    }
+  }
 }
