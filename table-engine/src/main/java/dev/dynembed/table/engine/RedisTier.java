@@ -174,6 +174,23 @@ public final class RedisTier implements AutoCloseable {
         .getBytes(StandardCharsets.UTF_8), out);
   }
 
+  /**
+   * Keeps the shard's slot map under {@code P:slot-map} (its protobuf), so that a shard started
+   * on an empty disk from Redis routes by the map its rows were moved under.
+   */
+  void saveSlotMap(byte[] proto) {
+    call("recording the slot map", () -> redis.set(slotMapKey(), proto));
+  }
+
+  /** The slot map kept by {@link #saveSlotMap}, or null. */
+  byte[] loadSlotMap() {
+    return call("reading the slot map", () -> redis.get(slotMapKey()));
+  }
+
+  private byte[] slotMapKey() {
+    return (prefix + ":slot-map").getBytes(StandardCharsets.UTF_8);
+  }
+
   /** The configs of the tables Redis holds under this prefix, by name. */
   List<TableConfig> storedConfigs() {
     Map<byte[], byte[]> all = call("reading the table configs", () -> redis.hgetAll(configsKey));

@@ -154,6 +154,15 @@ public final class ShardEngine {
     if (r == null || !tables.isEmpty()) {
       return 0;
     }
+    byte[] map = r.loadSlotMap();
+    if (map != null) { // slots moved: the rows under this prefix are the map's
+      try {
+        installNewerSlotMap(dev.dynembed.table.v1.SlotMap.parseFrom(map));
+      } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+        throw TableException.dataLoss("redis tier (%s): the slot map under %s is not a SlotMap"
+            + " (%s)", r.address(), r.prefix(), e.getMessage());
+      }
+    }
     int n = 0;
     for (TableConfig c : r.storedConfigs()) {
       TableStore t = create(c);
@@ -310,6 +319,10 @@ public final class ShardEngine {
       // cluster's slot count; any other keeps its own
       throw TableException.invalid("a cluster's slot count is fixed: shard %d has %d slots, the"
           + " map %d", shardIndex, cur.slots(), m.slots());
+    }
+    RedisTier redis = redisTier;
+    if (redis != null) {
+      redis.saveSlotMap(m.toProto().toByteArray()); // the rows' home keeps their map
     }
     Path file = slotMapFile;
     if (file != null) {

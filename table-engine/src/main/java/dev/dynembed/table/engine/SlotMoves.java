@@ -208,11 +208,6 @@ public final class SlotMoves {
 
   private TableStore movable(String table) {
     TableStore t = engine.get(table);
-    if (t.config().getRedisTier()) {
-      throw TableException.precondition("table '%s' keeps its rows in a Redis tier; moving its"
-          + " slots is not supported yet (each shard writes behind under its own prefix): save"
-          + " it and restore it into the new layout", table);
-    }
     return t;
   }
 
@@ -712,6 +707,12 @@ public final class SlotMoves {
     for (Map.Entry<String, List<String>> e : l.removed().entrySet()) {
       // keys the source evicted after sending them (logged evictions, after the import)
       evict(e.getKey(), e.getValue());
+    }
+    RedisTier redis = engine.redisTier();
+    if (redis != null) {
+      // the merged rows reach this shard's Redis prefix before the source deletes its copies
+      // there (DropUnowned, after this commit): without a log, Redis is their only copy
+      redis.flush();
     }
     SlotMap cur = engine.slotMap();
     if (l.map().epoch() > cur.epoch() || !l.map().sameOwners(cur)) {
