@@ -40,6 +40,13 @@ public final class ReshardBench implements Callable<Integer> {
   @Option(names = "--disk-tier-max-keys", defaultValue = "0", description = "keep at most this"
       + " many rows in memory (over all shards) and the rest in a disk tier (0: memory only)")
   long diskTierMaxKeys;
+  @Option(names = "--redis-tier-max-keys", defaultValue = "0", description = "keep at most this"
+      + " many rows in memory (over all shards) and the rest in a Redis tier (needs --redis; 0:"
+      + " no Redis tier)")
+  long redisTierMaxKeys;
+  @Option(names = "--redis", description = "host:port of a throw-away Redis server for"
+      + " --redis-tier-max-keys (bin/table-bench reshard starts one)")
+  String redis;
   @Option(names = "--base-port", defaultValue = "17600") int basePort;
   @Option(names = "--fsync", defaultValue = "everysec",
       description = "the shards' --fsync policy (always, everysec, off)")
@@ -107,9 +114,17 @@ public final class ReshardBench implements Callable<Integer> {
         + " a trainer runs lookup+update batches of %,d Zipf keys; shards --fsync %s; JDK %s,"
         + " %d cores%n", numKeys, dim, batch, fsync, System.getProperty("java.version"),
         Runtime.getRuntime().availableProcessors());
+    if (redisTierMaxKeys > 0 && (redis == null || diskTierMaxKeys > 0)) {
+      throw new CommandLine.ParameterException(new CommandLine(this), "--redis-tier-max-keys"
+          + " needs --redis host:port and no --disk-tier-max-keys");
+    }
+    List<String> shardArgs = new ArrayList<>(List.of("--fsync", fsync));
+    if (redisTierMaxKeys > 0) {
+      shardArgs.addAll(List.of("--redis-tier", "redis://" + redis));
+    }
     Path dir = Files.createTempDirectory("reshard-bench");
     try (LocalShardProcesses p = new LocalShardProcesses(3, basePort, dir, "4g", "", List.of(),
-        List.of("--fsync", fsync));
+        shardArgs);
         TableClient admin = TableClients.connect(p.endpoints());
         TableClient train = TableClients.connect(p.endpoints())) {
       // a cluster of 2 shards (their implicit map) with a third shard beside it owning nothing
@@ -123,6 +138,11 @@ public final class ReshardBench implements Callable<Integer> {
         config.setMaxKeys(diskTierMaxKeys).setDiskTier(true);
         System.out.printf(Locale.ROOT, "disk tier: at most %,d rows in memory over the shards%n",
             diskTierMaxKeys);
+      }
+      if (redisTierMaxKeys > 0) {
+        config.setMaxKeys(redisTierMaxKeys).setRedisTier(true);
+        System.out.printf(Locale.ROOT, "redis tier (%s): at most %,d rows in memory over the"
+            + " shards, every row written behind%n", redis, redisTierMaxKeys);
       }
       EmbeddingTable t = admin.createTable(config.build());
       long l0 = System.nanoTime();
