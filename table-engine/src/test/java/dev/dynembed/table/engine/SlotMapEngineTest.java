@@ -41,7 +41,11 @@ class SlotMapEngineTest {
 
   /** Shard 0 of 2 with table t (SGD, rate 1). */
   private ShardEngine shard0() {
-    ShardEngine e = new ShardEngine(0, 2, dir);
+    return createTable(new ShardEngine(0, 2, dir));
+  }
+
+  /** Creates table t (SGD, rate 1) on {@code e}. */
+  private static ShardEngine createTable(ShardEngine e) {
     e.create(TableConfigs.normalize(TableConfigs.builder("t", DIM)
         .setOptimizer(TableConfigs.sgd(1f)).build()));
     return e;
@@ -223,8 +227,7 @@ class SlotMapEngineTest {
   void aSourceRestartedBetweenItsFlipAndTheCommitStillHoldsTheRowsItGaveAway() throws Exception {
     ShardEngine a = new ShardEngine(0, 2, dir.resolve("a"));
     ShardState sa = durable(a);
-    a.create(TableConfigs.normalize(TableConfigs.builder("t", DIM)
-        .setOptimizer(TableConfigs.sgd(1f)).build()));
+    createTable(a);
     List<String> mine = keysOf(0, 40);
     String inSnapshot = mine.get(0);
     String inLog = mine.get(1);
@@ -261,8 +264,7 @@ class SlotMapEngineTest {
     // shard 0 holds keys of a slot that moves to shard 1 (rows written, so logged)
     ShardEngine a = new ShardEngine(0, 2, dir.resolve("a"));
     ShardState sa = durable(a);
-    a.create(TableConfigs.normalize(TableConfigs.builder("t", DIM)
-        .setOptimizer(TableConfigs.sgd(1f)).build()));
+    createTable(a);
     List<String> mine = keysOf(0, 40);
     a.write(write(0, 1, mine), ShardState::checkWrite);
     String moving = mine.get(0);

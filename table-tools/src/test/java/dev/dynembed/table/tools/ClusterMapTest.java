@@ -244,7 +244,8 @@ class ClusterMapTest {
   }
 
   /** Waits until the cluster's slot map in etcd is at {@code epoch} (shards publish it). */
-  private static void awaitPublished(ClusterAddress address, long epoch) throws Exception {
+  /** Waits until etcd holds slot map {@code epoch} for the cluster (ReplicationTest too). */
+  static void awaitPublished(ClusterAddress address, long epoch) throws Exception {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (true) {
       dev.dynembed.table.common.SlotMap m = ClusterStatus.read(address).slotMap();

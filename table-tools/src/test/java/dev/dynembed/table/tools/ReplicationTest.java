@@ -182,19 +182,24 @@ class ReplicationTest {
     }
   }
 
+  /** Two sync groups (processes 0a, 0b, 1a, 1b), each with its follower in sync. */
+  private void startSyncGroups(String cluster) throws Exception {
+    for (int s = 0; s < 2; s++) {
+      for (String slot : List.of("a", "b")) {
+        String name = s + slot;
+        start(name, dir.resolve(name + "-0"), args(cluster, s, 2, "--replication", "sync"));
+      }
+    }
+    awaitRedundant(cluster, 2, 90);
+  }
+
   @Test
   void primariesKilledWithTheirDisks_loseNothingAcknowledged_withSyncReplication()
       throws Exception {
     long seconds = Long.getLong("replication.seconds", 25);
     try (LocalEtcd etcd = new LocalEtcd()) {
       String cluster = "etcd://" + etcd.endpoint() + "/chaos";
-      for (int s = 0; s < 2; s++) {
-        for (String slot : List.of("a", "b")) {
-          String name = s + slot;
-          start(name, dir.resolve(name + "-0"), args(cluster, s, 2, "--replication", "sync"));
-        }
-      }
-      awaitRedundant(cluster, 2, 90);
+      startSyncGroups(cluster);
       ExactOracle oracle = new ExactOracle(300, 4);
       try (TableClient c = TableClients.open(cluster, ClientOptions.builder()
           .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(10)).build())) {
@@ -421,13 +426,7 @@ class ReplicationTest {
     long seconds = Long.getLong("replication.seconds", 25);
     try (LocalEtcd etcd = new LocalEtcd()) {
       String cluster = "etcd://" + etcd.endpoint() + "/moves";
-      for (int s = 0; s < 2; s++) {
-        for (String slot : List.of("a", "b")) {
-          String name = s + slot;
-          start(name, dir.resolve(name + "-0"), args(cluster, s, 2, "--replication", "sync"));
-        }
-      }
-      awaitRedundant(cluster, 2, 90);
+      startSyncGroups(cluster);
       ExactOracle oracle = new ExactOracle(300, 4);
       ClientOptions opts = ClientOptions.builder().retryFor(Duration.ofSeconds(120))
           .deadline(Duration.ofSeconds(10)).build();
@@ -531,7 +530,7 @@ class ReplicationTest {
 
         // the groups published the map they route by; a third group started with
         // --num-shards 3 joins the cluster of two, and the slots spread over the three
-        awaitPublishedEpoch(cluster, lastMap.get().epoch());
+        ClusterMapTest.awaitPublished(ClusterAddress.parse(cluster), lastMap.get().epoch());
         for (String slot : List.of("a", "b")) {
           start("2" + slot, dir.resolve("2" + slot + "-0"), args(cluster, 2, 3, "--replication",
               "sync"));
@@ -540,27 +539,11 @@ class ReplicationTest {
         dev.dynembed.table.client.Resharding.Result grown =
             dev.dynembed.table.client.Resharding.rebalance(admin, 3, log::add);
         assertEquals(3, grown.map().shardsInUse());
-        awaitPublishedEpoch(cluster, grown.map().epoch());
+        ClusterMapTest.awaitPublished(ClusterAddress.parse(cluster), grown.map().epoch());
         assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f); // the trainers' client follows
         assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
       }
     }
   }
 
-  /** Waits until etcd holds slot map {@code epoch} for the cluster. */
-  private static void awaitPublishedEpoch(String cluster, long epoch) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (true) {
-      dev.dynembed.table.common.SlotMap m = ClusterStatus.read(ClusterAddress.parse(cluster))
-          .slotMap();
-      if (m != null && m.epoch() >= epoch) {
-        assertEquals(epoch, m.epoch());
-        return;
-      }
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("etcd holds slot map " + m + ", not epoch " + epoch);
-      }
-      Thread.sleep(100);
-    }
-  }
 }
