@@ -88,10 +88,8 @@ public final class ShardGroup implements AutoCloseable {
   private final Roles roles;
   private final LongSupplier lastLsn;
   private final Consumer<String> log;
-  /** The shard's slot map now (null: not published), and the newest epoch etcd holds. */
-  private final java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap;
-  private volatile long publishedEpoch;
-  private long failedEpoch;
+  /** Publishes the shard's slot map (null: not published). */
+  private final SlotMapPublisher slotMap;
   private final Thread thread;
   private final Object lock = new Object();
   private volatile long lease;
@@ -111,7 +109,7 @@ public final class ShardGroup implements AutoCloseable {
   private ShardGroup(ClusterAddress address, Client client, ClusterMember me, Duration ttl,
       Roles roles, LongSupplier lastLsn, Consumer<String> log,
       java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap) {
-    this.slotMap = slotMap;
+    this.slotMap = slotMap == null ? null : new SlotMapPublisher(client, address, slotMap, log);
     this.address = address;
     this.client = client;
     this.me = me;
@@ -256,34 +254,6 @@ public final class ShardGroup implements AutoCloseable {
     return kvs.isEmpty() ? null : Record.decode(kvs.get(0));
   }
 
-  /**
-   * Publishes the slot map this process routes by if etcd holds an older one (checked on every
-   * turn of the group's loop: a flip's map reaches etcd within a quarter second; a failure is
-   * tried again on the next turn).
-   */
-  private void publishSlotMap() {
-    if (slotMap == null) {
-      return;
-    }
-    dev.dynembed.table.common.SlotMap m = slotMap.get();
-    if (m == null || m.epoch() == 0 || m.epoch() <= publishedEpoch) {
-      return;
-    }
-    try {
-      if (Etcd.publishSlotMap(client, address, m)) {
-        log.accept(String.format("published slot map epoch %d in cluster %s", m.epoch(),
-            address.name()));
-      }
-      publishedEpoch = m.epoch();
-    } catch (RuntimeException e) {
-      if (failedEpoch != m.epoch()) {
-        failedEpoch = m.epoch();
-        log.accept("cluster " + address.name() + ": publishing slot map epoch " + m.epoch()
-            + " failed (" + e.getMessage() + "); trying again");
-      }
-    }
-  }
-
   private void run() {
     long followingLease = 0;
     long vacantSince = 0;
@@ -291,7 +261,10 @@ public final class ShardGroup implements AutoCloseable {
     long lastPublish = 0;
     while (!closed) {
       try {
-        publishSlotMap();
+        if (slotMap != null) {
+          // a flip's map reaches etcd within a turn of this loop; a failure is tried on the next
+          slotMap.publishQuietly();
+        }
         boolean lead;
         synchronized (lock) {
           lead = leading;

@@ -43,10 +43,8 @@ public final class ShardRegistration implements AutoCloseable {
   private final Duration ttl;
   private final Consumer<String> log;
   private final ScheduledExecutorService watchdog;
-  /** The shard's current slot map (null: none published). */
-  private final java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap;
-  /** The newest epoch this process saw in etcd or published there. */
-  private volatile long publishedEpoch = -1;
+  /** Publishes the shard's slot map (null: none published). */
+  private final SlotMapPublisher slotMap;
   private volatile long lease;
   private volatile CloseableClient keepAlive;
   private volatile boolean closed;
@@ -55,7 +53,7 @@ public final class ShardRegistration implements AutoCloseable {
       Duration ttl, Consumer<String> log,
       java.util.function.Supplier<dev.dynembed.table.common.SlotMap> slotMap) {
     this.address = address;
-    this.slotMap = slotMap;
+    this.slotMap = slotMap == null ? null : new SlotMapPublisher(client, address, slotMap, log);
     this.client = client;
     this.me = me;
     this.ttl = ttl;
@@ -219,36 +217,17 @@ public final class ShardRegistration implements AutoCloseable {
   public void slotMapChanged() {
     if (!closed && slotMap != null) {
       try {
-        watchdog.execute(this::publishQuietly);
+        watchdog.execute(slotMap::publishQuietly);
       } catch (java.util.concurrent.RejectedExecutionException e) {
         // closing
       }
     }
   }
 
-  private void publishQuietly() {
-    try {
-      publish();
-    } catch (RuntimeException e) {
-      log.accept("cluster " + address.name() + ": publishing the slot map failed (" +
-          e.getMessage() + "); trying again");
-    }
-  }
-
   /** Publishes the shard's map if it moved slots and etcd has not seen it (or a newer one). */
   private void publish() {
-    if (slotMap == null) {
-      return;
-    }
-    dev.dynembed.table.common.SlotMap m = slotMap.get();
-    if (m.epoch() == 0 || m.epoch() <= publishedEpoch) {
-      return;
-    }
-    boolean mine = Etcd.publishSlotMap(client, address, m);
-    publishedEpoch = Math.max(publishedEpoch, m.epoch());
-    if (mine) {
-      log.accept(String.format("published slot map epoch %d in cluster %s", m.epoch(),
-          address.name()));
+    if (slotMap != null) {
+      slotMap.publish();
     }
   }
 
