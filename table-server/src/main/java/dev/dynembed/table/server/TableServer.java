@@ -76,21 +76,14 @@ public final class TableServer implements AutoCloseable {
       return t;
     });
     // Data calls are short and CPU-bound: they run on the Netty event loop that read them, which
-    // saves two thread hand-offs per call (measured: docs/benchmarks.md). Save and Restore do
-    // file I/O for seconds, so they go to the pool and never block an event loop; TopK goes there
-    // from TableGrpcService when it scans the table (a short search of an index answers inline).
+    // saves two thread hand-offs per call (measured: docs/benchmarks.md). Long calls go to the
+    // pool (OFF_LOOP) and never block an event loop; TopK goes there from TableGrpcService when
+    // it scans the table (a short search of an index answers inline).
     ServerCallExecutorSupplier perCall = new ServerCallExecutorSupplier() {
       @Override
       public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata headers) {
         String method = call.getMethodDescriptor().getBareMethodName();
-        if ("Save".equals(method) || "Restore".equals(method)
-            || "Sample".equals(method) || "BuildIndex".equals(method)) {
-          return executor; // I/O, a scan of the table, or up to 4M draws: not on an event loop
-        }
         if (OFF_LOOP.contains(method)) {
-          // a slot move's steps read and write files, merge or drop many rows, and wait for the
-          // log (and a replicated shard's followers, whose acknowledgements may come in on this
-          // very event loop: waiting on it stalled them until they were cut off)
           return executor;
         }
         // with fsync=always a mutating call waits for the disk: off the event loop
@@ -177,9 +170,17 @@ public final class TableServer implements AutoCloseable {
   public boolean serving() {
     return serving && !closed.get();
   }
-  /** Calls that always run on the pool: rare, and long or waiting for the log. */
-  private static final java.util.Set<String> OFF_LOOP = java.util.Set.of("SetSlotMap",
-      "ExportSlots", "ImportSlots", "CommitSlots", "DropUnowned", "Evict");
+
+  /**
+   * Calls that always run on the pool, never on an event loop: Save and Restore do file I/O for
+   * seconds, Sample may draw up to 4M keys, BuildIndex scans the table; a slot move's steps read
+   * and write files, merge or drop many rows and wait for the log (and a replicated shard's
+   * followers, whose acknowledgements may come in on that very event loop: waiting on it stalled
+   * them until they were cut off), as Evict does.
+   */
+  private static final java.util.Set<String> OFF_LOOP = java.util.Set.of("Save", "Restore",
+      "Sample", "BuildIndex", "SetSlotMap", "ExportSlots", "ImportSlots", "CommitSlots",
+      "DropUnowned", "Evict");
 
   private static final java.util.Set<String> MUTATING = java.util.Set.of("CreateTable",
       "DropTable", "FindOrInsert", "ApplyGradients", "Read", "Write");
