@@ -180,8 +180,7 @@ public final class ShardCommands {
       engine.checkRoutedAt(mapEpoch);
     } catch (TableException e) {
       if (e.isMoved() && engine.ledger().applied(id)) {
-        throw TableException.movedAfterApplied(TableException.movedEpoch(e.getMessage()),
-            mapEpoch, engine.shardIndex());
+        throw TableException.movedAfterApplied(e);
       }
       throw e;
     }

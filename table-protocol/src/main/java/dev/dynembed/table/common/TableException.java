@@ -82,14 +82,14 @@ public class TableException extends RuntimeException {
       + " was lost: resend its keys without counting them";
 
   /**
-   * A {@link #moved} refusal of a resent call that this shard had applied (and counted) before
+   * The {@link #moved} refusal {@code moved} of a resent call that this shard had applied (and
+   * counted) before
    * the slots moved: the client re-routes the keys as for any MOVED, but sends them without
    * counting occurrences, so a lost reply does not count them twice (once here, once at their
    * new owner).
    */
-  public static TableException movedAfterApplied(long epoch, long routedAt, int shard) {
-    TableException m = moved(epoch, routedAt, shard);
-    return new TableException(m.code, m.getMessage() + APPLIED_BEFORE);
+  public static TableException movedAfterApplied(TableException moved) {
+    return new TableException(moved.code, moved.getMessage() + APPLIED_BEFORE);
   }
 
   /** Whether this is a {@link #movedAfterApplied} refusal. */
