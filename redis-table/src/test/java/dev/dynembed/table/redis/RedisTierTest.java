@@ -151,11 +151,7 @@ class RedisTierTest {
           byte[] v = r.get((prefix + ":" + shard + ":oracle:r:" + k[i])
               .getBytes(StandardCharsets.UTF_8));
           assertTrue(v != null, k[i] + " is not in Redis");
-          ByteBuffer b = ByteBuffer.wrap(v).order(ByteOrder.LITTLE_ENDIAN);
-          for (int j = 0; j < DIM; j++) {
-            assertEquals(expected[i * DIM + j], b.getFloat(), 0f, k[i] + "[" + j + "]");
-          }
-          assertEquals(counts[i], b.getLong(4 * DIM), k[i] + "'s count");
+          assertRecord(v, k[i], expected, i, counts[i]);
         }
       }
       // a checkpoint holds both tiers; read back by an offline reader in this process, every
@@ -180,6 +176,15 @@ class RedisTierTest {
           + " in the shards and in Redis%n", uri, steps,
           com.google.protobuf.TextFormat.shortDebugString(tc));
     }
+  }
+
+  /** Key {@code i}'s record in Redis {@code v} holds row i of {@code expected} and its count. */
+  private static void assertRecord(byte[] v, String key, float[] expected, int i, long count) {
+    ByteBuffer b = ByteBuffer.wrap(v).order(ByteOrder.LITTLE_ENDIAN);
+    for (int j = 0; j < DIM; j++) {
+      assertEquals(expected[i * DIM + j], b.getFloat(), 0f, key + "[" + j + "]");
+    }
+    assertEquals(count, b.getLong(4 * DIM), key + "'s count");
   }
 
   /** 2 trainers of the exact oracle until {@code end}: adds into the arrays; returns steps. */
@@ -468,11 +473,7 @@ class RedisTierTest {
               continue;
             }
             assertTrue(v != null, k[i] + " is not in Redis under its owner " + s);
-            ByteBuffer b = ByteBuffer.wrap(v).order(ByteOrder.LITTLE_ENDIAN);
-            for (int j = 0; j < DIM; j++) {
-              assertEquals(expected[i * DIM + j], b.getFloat(), 0f, k[i] + "[" + j + "]");
-            }
-            assertEquals(counts[i], b.getLong(4 * DIM), k[i] + "'s count");
+            assertRecord(v, k[i], expected, i, counts[i]);
           }
         }
       }

@@ -35,7 +35,7 @@ import org.junit.jupiter.api.io.TempDir;
  * kept in the state directory.
  */
 class SlotMapEngineTest {
-  private static final int DIM = 4;
+  static final int DIM = 4;
 
   @TempDir Path dir;
 
@@ -62,7 +62,8 @@ class SlotMapEngineTest {
     return out;
   }
 
-  private static WriteRequest write(long epoch, long seq, List<String> keys) {
+  /** A write of gradient 0.5 (every column) to each key, call {@code seq} of client 7. */
+  static WriteRequest write(long epoch, long seq, List<String> keys) {
     float[] g = new float[keys.size() * DIM];
     java.util.Arrays.fill(g, 0.5f);
     ApplyGradientsRequest item = ApplyGradientsRequest.newBuilder().setTable("t")

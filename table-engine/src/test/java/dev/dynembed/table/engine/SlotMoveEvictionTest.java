@@ -5,14 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.dynembed.table.common.KeyHashing;
-import dev.dynembed.table.common.PackedKeys;
-import dev.dynembed.table.common.Rows;
 import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.common.TableConfigs;
-import dev.dynembed.table.v1.ApplyGradientsRequest;
-import dev.dynembed.table.v1.CallId;
 import dev.dynembed.table.v1.EvictRequest;
-import dev.dynembed.table.v1.WriteRequest;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -32,7 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
  * the source applied; every other key stays on the source, exact.
  */
 class SlotMoveEvictionTest {
-  private static final int DIM = 4;
+  private static final int DIM = SlotMapEngineTest.DIM; // its writes: gradient 0.5 per column
   private static final int KEYS = 240;
 
   @TempDir Path dir;
@@ -52,14 +47,7 @@ class SlotMoveEvictionTest {
     if (keys.isEmpty()) {
       return;
     }
-    float[] g = new float[keys.size() * DIM];
-    java.util.Arrays.fill(g, 0.5f);
-    ApplyGradientsRequest item = ApplyGradientsRequest.newBuilder().setTable("t")
-        .setKeys(PackedKeys.of(keys.toArray(String[]::new)).toProto())
-        .setGradients(Rows.encode(g)).build();
-    e.write(WriteRequest.newBuilder().addItems(item).setMapEpoch(epoch)
-        .setCallId(CallId.newBuilder().setClient(7).setSeq(++seq).setLowWater(seq)).build(),
-        ShardState::checkWrite);
+    e.write(SlotMapEngineTest.write(epoch, ++seq, keys), ShardState::checkWrite);
     for (String k : keys) {
       writes.merge(k, 1, Integer::sum);
     }
