@@ -11,7 +11,7 @@ scan time, --scan-ms, e.g. the Java table's) and recall@10 against the exact ans
 Usage: bin/ann-reference [--rows N] [--queries Q] [--scan-ms MS] [--only hnsw,ivf,...]
 (the script installs Debian's python3-faiss and python3-hnswlib if absent.)
 """
-import argparse, time, sys
+import argparse, time
 import numpy as np
 import faiss, hnswlib
 
@@ -20,13 +20,17 @@ p.add_argument("--rows", type=int, default=1_000_000)
 p.add_argument("--dim", type=int, default=100)
 p.add_argument("--queries", type=int, default=200)
 p.add_argument("--scan-ms", type=float, default=0.0, help="the table's exact scan, for the 20x line")
+KINDS = ("flat", "hnswlib", "ivf", "ivfsq", "faisshnsw", "binary")
 p.add_argument("--only", default="flat,hnswlib,ivf,ivfsq,faisshnsw",
-               help="also: binary (recall of 1-bit codes + exact re-score, numpy, not timed)")
+               help="of " + ",".join(KINDS) + "; flat, the exact scan, always runs (it gives the"
+               " exact answer); binary: recall of 1-bit codes + exact re-score (numpy, not timed)")
 p.add_argument("--build-threads", type=int, default=2)
 p.add_argument("--hnsw", default="16:100,48:200", help="hnswlib graphs as M:efConstruction,...")
 p.add_argument("--ef", default="50,100,200,400,800,1600")
 a = p.parse_args()
 only = set(a.only.split(","))
+if not only <= set(KINDS):
+    p.error(f"--only: unknown {','.join(sorted(only - set(KINDS)))}; choose from {','.join(KINDS)}")
 rng = np.random.default_rng(7)
 x = rng.uniform(-1, 1, (a.rows, a.dim)).astype(np.float32)
 faiss.normalize_L2(x)
@@ -75,30 +79,35 @@ if "hnswlib" in only:
         del h
 if "ivf" in only or "ivfsq" in only:
     for nlist in (1024, 4096):
-        faiss.omp_set_num_threads(a.build_threads)
+        # one coarse quantizer per nlist, trained (k-means) by the first index built on it
+        sample = x[rng.choice(a.rows, min(a.rows, 100 * nlist), replace=False)]
         quant = faiss.IndexFlatIP(a.dim)
-        ivf = faiss.IndexIVFFlat(quant, a.dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        t = time.perf_counter(); ivf.train(x[rng.choice(a.rows, 100 * nlist if 100 * nlist < a.rows else a.rows, replace=False)]); ivf.add(x)
-        out(f"IVF-Flat nlist {nlist}: built in {time.perf_counter() - t:.0f} s")
-        faiss.omp_set_num_threads(1)
-        for nprobe in (8, 16, 32, 64, 128, 256, 512):
-            ivf.nprobe = nprobe
-            ms, rec = timed(lambda v: ivf.search(v, K)[1])
-            row(f"IVF-Flat nlist {nlist}", f"nprobe {nprobe}", ms, rec)
-        if "ivfsq" in only:
-            sq = faiss.IndexIVFScalarQuantizer(quant, a.dim, nlist, faiss.ScalarQuantizer.QT_4bit, faiss.METRIC_INNER_PRODUCT)
+        if "ivf" in only:
             faiss.omp_set_num_threads(a.build_threads)
-            sq.train(x[rng.choice(a.rows, min(a.rows, 100 * nlist), replace=False)]); sq.add(x)
+            ivf = faiss.IndexIVFFlat(quant, a.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            t = time.perf_counter(); ivf.train(sample); ivf.add(x)
+            out(f"IVF-Flat nlist {nlist}: built in {time.perf_counter() - t:.0f} s")
+            faiss.omp_set_num_threads(1)
+            for nprobe in (8, 16, 32, 64, 128, 256, 512):
+                ivf.nprobe = nprobe
+                ms, rec = timed(lambda v: ivf.search(v, K)[1])
+                row(f"IVF-Flat nlist {nlist}", f"nprobe {nprobe}", ms, rec)
+            del ivf
+        if "ivfsq" in only:
+            faiss.omp_set_num_threads(a.build_threads)
+            sq = faiss.IndexIVFScalarQuantizer(quant, a.dim, nlist, faiss.ScalarQuantizer.QT_4bit, faiss.METRIC_INNER_PRODUCT)
+            t = time.perf_counter(); sq.train(sample); sq.add(x)
+            out(f"IVF-SQ4 nlist {nlist}: built in {time.perf_counter() - t:.0f} s")
             ref = faiss.IndexRefineFlat(sq, faiss.swig_ptr(x))
             faiss.omp_set_num_threads(1)
             for nprobe in (32, 128, 512):
                 for kf in (10, 50):
                     sq.nprobe = nprobe
-                    par = faiss.IndexRefineSearchParameters(k_factor=kf)
-                    ms, rec = timed(lambda v: ref.search(v, K, params=par)[1])
+                    ref.k_factor = kf  # FAISS 1.7.3 has no per-search parameters for it
+                    ms, rec = timed(lambda v: ref.search(v, K)[1])
                     row(f"IVF-SQ4 nlist {nlist} + exact re-score", f"nprobe {nprobe}, {kf * K} candidates", ms, rec)
             del sq, ref
-        del ivf, quant
+        del quant, sample
 if "faisshnsw" in only:
     faiss.omp_set_num_threads(a.build_threads)
     hi = faiss.IndexHNSWFlat(a.dim, 32, faiss.METRIC_INNER_PRODUCT); hi.hnsw.efConstruction = 200
@@ -115,8 +124,9 @@ if "binary" in only:
     exact_scores = q @ x.T
     for bits in (128, 256):
         proj = rng.standard_normal((a.dim, bits)).astype(np.float32)
-        cx = np.where(x @ proj > 0, 1.0, -1.0).astype(np.float32)
-        cq = np.where(q @ proj > 0, 1.0, -1.0).astype(np.float32)
+        one = np.float32(1)
+        cx = np.where(x @ proj > 0, one, -one)
+        cq = np.where(q @ proj > 0, one, -one)
         agree = cq @ cx.T  # bits - 2 * Hamming distance
         for c in (1000, 5000, 10000, 20000):
             if c >= a.rows:
