@@ -83,10 +83,9 @@ public class TableException extends RuntimeException {
 
   /**
    * The {@link #moved} refusal {@code moved} of a resent call that this shard had applied (and
-   * counted) before
-   * the slots moved: the client re-routes the keys as for any MOVED, but sends them without
-   * counting occurrences, so a lost reply does not count them twice (once here, once at their
-   * new owner).
+   * counted) before the slots moved: the client re-routes the keys as for any MOVED, but sends
+   * them without counting occurrences, so a lost reply does not count them twice (once here,
+   * once at their new owner).
    */
   public static TableException movedAfterApplied(TableException moved) {
     return new TableException(moved.code, moved.getMessage() + APPLIED_BEFORE);
