@@ -21,7 +21,9 @@ import java.util.regex.Pattern;
  * OutOfMemoryError) is started again on its port; it recovers its tables from its write-ahead
  * log under {@code DATA_DIR/state/shard-I} and the clients' resends ride through the gap
  * (docs/design/0008-durability.md). A shard that exits more than {@value #MAX_RESTARTS} times
- * within a minute is left down. The state directory is emptied at start: these shards belong to this
+ * within a minute is left down, and so is every shard started with {@code --wal off} (it would
+ * come back with no tables and answer with fresh rows: its clients get errors instead). The
+ * state directory is emptied at start: these shards belong to this
  * process and begin with no tables.
  */
 public final class LocalShardProcesses implements AutoCloseable {
@@ -46,6 +48,8 @@ public final class LocalShardProcesses implements AutoCloseable {
   /** Processes per shard index: 1, or 1 + followers. */
   private final int groupSize;
   private final int numShards;
+  /** Whether a shard that exits is started again: not without its log ({@code --wal off}). */
+  private final boolean restartable;
 
   /**
    * @param basePort port of shard 0 (shard i gets basePort + i), or 0 for any free ports
@@ -104,6 +108,9 @@ public final class LocalShardProcesses implements AutoCloseable {
       throws IOException {
     this.dataDir = dataDir;
     this.numShards = n;
+    int wal = serverArgs.indexOf("--wal");
+    this.restartable = wal < 0 || wal + 1 >= serverArgs.size()
+        || !serverArgs.get(wal + 1).equals("off");
     this.groupSize = replication == null ? 1 : 1 + followers;
     this.etcd = replication == null ? null : new dev.dynembed.job.LocalEtcd();
     this.cluster = etcd == null ? null
@@ -271,6 +278,13 @@ public final class LocalShardProcesses implements AutoCloseable {
   private void supervise(int i, Process p) {
     p.onExit().thenRun(() -> {
       if (closing) {
+        return;
+      }
+      if (!restartable) {
+        System.err.printf("table shard %d exited (code %d); left down: it ran without a"
+            + " write-ahead log (--wal off), so a restart would answer with fresh rows; resume"
+            + " from the last checkpoint (its output: %s)%n", i / groupSize, p.exitValue(),
+            log(i));
         return;
       }
       synchronized (recentExits) {

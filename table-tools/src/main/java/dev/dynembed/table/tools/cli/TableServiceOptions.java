@@ -30,6 +30,18 @@ public final class TableServiceOptions {
       + " (default ${DEFAULT-VALUE})")
   String shardHeap;
 
+  @Option(names = "--shard-wal", defaultValue = "on", description = "write-ahead log of the"
+      + " shards --shards starts: on (a shard that crashes is restarted and recovers every"
+      + " answered write from it) or off (rows live in memory only, as in process; a crashed"
+      + " shard is left down and the run fails: resume from the last checkpoint). Default"
+      + " ${DEFAULT-VALUE}")
+  String shardWal;
+
+  @Option(names = "--shard-fsync", defaultValue = "everysec", description = "with --shard-wal"
+      + " on: when the started shards force their log to the disk: always, everysec or no"
+      + " (table-server --fsync; default ${DEFAULT-VALUE})")
+  String shardFsync;
+
   @Option(names = "--redis-tier", description = "keep the tables' rows in Redis under the"
       + " shards too (redis_tier: written behind, a memory cap's victims live there only, a shard"
       + " that loses its disk serves them): redis://host:port or redis-cluster://host:port,..."
@@ -109,6 +121,18 @@ public final class TableServiceOptions {
     if (replicas > 0 && redisTier != null) {
       throw new IllegalArgumentException("--replicas and --redis-tier do not go together yet");
     }
+    if (!shardWal.equals("on") && !shardWal.equals("off")) {
+      throw new IllegalArgumentException("--shard-wal must be on or off but was '" + shardWal
+          + "'");
+    }
+    if (!java.util.List.of("always", "everysec", "no").contains(shardFsync)) {
+      throw new IllegalArgumentException("--shard-fsync must be always, everysec or no but was '"
+          + shardFsync + "'");
+    }
+    if (shardWal.equals("off") && replicas > 0) {
+      throw new IllegalArgumentException("--replicas ship the write-ahead log to their"
+          + " followers: they need --shard-wal on");
+    }
     if (!replication.equals("sync") && !replication.equals("async")) {
       throw new IllegalArgumentException("--replication must be sync or async but was '"
           + replication + "'");
@@ -127,11 +151,16 @@ public final class TableServiceOptions {
     check();
     if (shards > 0 && replicas > 0) {
       return LocalShardProcesses.replicated(shards, replicas, replication, dataDir, shardHeap,
-          extraArgs, java.util.List.of(), java.util.List.of());
+          extraArgs, java.util.List.of(), java.util.List.of("--fsync", shardFsync));
+    }
+    java.util.List<String> serverArgs = new java.util.ArrayList<>(
+        java.util.List.of("--wal", shardWal, "--fsync", shardFsync));
+    if (redisTier != null) {
+      serverArgs.addAll(java.util.List.of("--redis-tier", redisTier));
     }
     return shards == 0 ? null
         : new LocalShardProcesses(shards, 0, dataDir, shardHeap, extraArgs, java.util.List.of(),
-            redisTier == null ? java.util.List.of() : java.util.List.of("--redis-tier", redisTier));
+            serverArgs);
   }
 
   /**
