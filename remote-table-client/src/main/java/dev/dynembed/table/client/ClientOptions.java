@@ -27,6 +27,7 @@ public final class ClientOptions {
 
   private final Duration deadline;
   private final Duration checkpointDeadline;
+  private final Duration indexBuildDeadline;
   private final Duration retryFor;
   private final RowEncoding rowEncoding;
   private final List<ClientInterceptor> interceptors;
@@ -53,6 +54,7 @@ public final class ClientOptions {
     this.dataPlane = b.dataPlane;
     this.deadline = b.deadline;
     this.checkpointDeadline = b.checkpointDeadline;
+    this.indexBuildDeadline = b.indexBuildDeadline;
     this.retryFor = b.retryFor;
     this.rowEncoding = b.rowEncoding;
     this.interceptors = List.copyOf(b.interceptors);
@@ -65,7 +67,7 @@ public final class ClientOptions {
   /** A builder holding these options. */
   public Builder toBuilder() {
     return new Builder().deadline(deadline).checkpointDeadline(checkpointDeadline)
-        .retryFor(retryFor).rowEncoding(rowEncoding).interceptors(interceptors)
+        .indexBuildDeadline(indexBuildDeadline).retryFor(retryFor).rowEncoding(rowEncoding).interceptors(interceptors)
         .tls(tls).bearerToken(bearerToken).dataPlane(dataPlane);
   }
 
@@ -80,6 +82,11 @@ public final class ClientOptions {
 
   public Duration checkpointDeadline() {
     return checkpointDeadline;
+  }
+
+  /** How long a {@code buildIndex} with wait waits for the shards' builds. */
+  public Duration indexBuildDeadline() {
+    return indexBuildDeadline;
   }
 
   /** How long a call is resent while its shard does not answer (0: never resent). */
@@ -116,7 +123,7 @@ public final class ClientOptions {
   @Override
   public String toString() {
     return "ClientOptions[deadline=" + deadline + ", checkpointDeadline=" + checkpointDeadline
-        + ", retryFor=" + retryFor + ", rowEncoding=" + rowEncoding + ", interceptors="
+        + ", indexBuildDeadline=" + indexBuildDeadline + ", retryFor=" + retryFor + ", rowEncoding=" + rowEncoding + ", interceptors="
         + interceptors.size() + ", dataPlane=" + dataPlane + "]";
   }
 
@@ -124,6 +131,7 @@ public final class ClientOptions {
   public static final class Builder {
     private Duration deadline = Duration.ofSeconds(30);
     private Duration checkpointDeadline = Duration.ofMinutes(10);
+    private Duration indexBuildDeadline = Duration.ofHours(6);
     private Duration retryFor = Duration.ofMinutes(2);
     private RowEncoding rowEncoding = RowEncoding.FLOAT32;
     private List<ClientInterceptor> interceptors = List.of();
@@ -189,6 +197,19 @@ public final class ClientOptions {
         throw new IllegalArgumentException("deadline must be > 0 but was " + d);
       }
       this.deadline = d;
+      return this;
+    }
+
+    /**
+     * How long {@code buildIndex} with wait waits for the shards' builds (default 6 h: an HNSW
+     * graph of 500k rows with max_conn 48 took over 40 min on 2 cores, far past a checkpoint's
+     * deadline); must be &gt; 0. The build goes on on the shards if the wait ends.
+     */
+    public Builder indexBuildDeadline(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("indexBuildDeadline must be > 0 but was " + d);
+      }
+      this.indexBuildDeadline = d;
       return this;
     }
 

@@ -257,6 +257,34 @@ class ApproximateTopKTest {
     }
   }
 
+  /**
+   * A build waited for is bounded by the client's index-build deadline, not by the checkpoint
+   * deadline (a 1M-row graph with max_conn 48 outlasted the latter's 10 minutes).
+   */
+  @org.junit.jupiter.api.Test
+  void aWaitedBuild_outlastsTheCheckpointDeadline_andEndsAtItsOwn() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir);
+        TableClient slow = TableClients.connect(cluster.endpoints, ClientOptions.builder()
+            .checkpointDeadline(java.time.Duration.ofMillis(50)).build());
+        TableClient hasty = TableClients.connect(cluster.endpoints, ClientOptions.builder()
+            .indexBuildDeadline(java.time.Duration.ofMillis(50)).build())) {
+      EmbeddingTable t = slow.createTable(config("long"));
+      String[] keys = keys(ROWS, "k");
+      for (int i = 0; i < ROWS; i += 4096) {
+        t.findOrInsert(java.util.Arrays.copyOfRange(keys, i, Math.min(ROWS, i + 4096)));
+      }
+      long t0 = System.nanoTime();
+      List<IndexInfo> infos = t.buildIndex(Metric.COSINE, false, 32, 200, true);
+      assertTrue(System.nanoTime() - t0 > 50_000_000L, "the build was too quick to show it");
+      for (IndexInfo i : infos) {
+        assertEquals(IndexInfo.State.READY, i.getState());
+      }
+      RuntimeException e = assertThrows(RuntimeException.class, () -> hasty.openTable("long")
+          .buildIndex(Metric.COSINE, false, 32, 200, true));
+      assertTrue(e.getMessage().contains("DEADLINE_EXCEEDED"), e.getMessage());
+    }
+  }
+
   @ParameterizedTest(name = "{0} shards (0 = in-process)")
   @ValueSource(ints = {0, 2})
   void badOptions_areRefusedNamingThem(int shards) throws Exception {

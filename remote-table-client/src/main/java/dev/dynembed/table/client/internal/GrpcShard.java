@@ -520,9 +520,11 @@ public final class GrpcShard implements Shard {
   @Override
   public CompletableFuture<dev.dynembed.table.v1.IndexInfo> buildIndex(
       dev.dynembed.table.v1.BuildIndexRequest req) {
-    // a build with wait takes as long as a checkpoint of the table: the same deadline
-    return call("buildIndex", req.getTable(),
-        () -> stub(options.checkpointDeadline()).buildIndex(req), r -> r, false);
+    // a build with wait can take far longer than a checkpoint of the table (the graph's cost
+    // grows with max_conn and beam_width): its own deadline; one without wait answers at once
+    return call("buildIndex", req.getTable(), () -> stub(req.getWait()
+        ? options.indexBuildDeadline() : options.checkpointDeadline()).buildIndex(req),
+        r -> r, false);
   }
 
   @Override
