@@ -67,8 +67,8 @@ public final class ClientOptions {
   /** A builder holding these options. */
   public Builder toBuilder() {
     return new Builder().deadline(deadline).checkpointDeadline(checkpointDeadline)
-        .indexBuildDeadline(indexBuildDeadline).retryFor(retryFor).rowEncoding(rowEncoding).interceptors(interceptors)
-        .tls(tls).bearerToken(bearerToken).dataPlane(dataPlane);
+        .indexBuildDeadline(indexBuildDeadline).retryFor(retryFor).rowEncoding(rowEncoding)
+        .interceptors(interceptors).tls(tls).bearerToken(bearerToken).dataPlane(dataPlane);
   }
 
   /** The transport of Read and Write calls. */
@@ -123,8 +123,9 @@ public final class ClientOptions {
   @Override
   public String toString() {
     return "ClientOptions[deadline=" + deadline + ", checkpointDeadline=" + checkpointDeadline
-        + ", indexBuildDeadline=" + indexBuildDeadline + ", retryFor=" + retryFor + ", rowEncoding=" + rowEncoding + ", interceptors="
-        + interceptors.size() + ", dataPlane=" + dataPlane + "]";
+        + ", indexBuildDeadline=" + indexBuildDeadline + ", retryFor=" + retryFor
+        + ", rowEncoding=" + rowEncoding + ", interceptors=" + interceptors.size()
+        + ", dataPlane=" + dataPlane + "]";
   }
 
   /** Builds {@link ClientOptions}; every setter validates its value at once. */

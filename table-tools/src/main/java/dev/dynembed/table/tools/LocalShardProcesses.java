@@ -22,9 +22,9 @@ import java.util.regex.Pattern;
  * log under {@code DATA_DIR/state/shard-I} and the clients' resends ride through the gap
  * (docs/design/0008-durability.md). A shard that exits more than {@value #MAX_RESTARTS} times
  * within a minute is left down, and so is every shard started with {@code --wal off} (it would
- * come back with no tables and answer with fresh rows: its clients get errors instead). The
- * state directory is emptied at start: these shards belong to this
- * process and begin with no tables.
+ * come back with no tables, or with a Redis tier's rows of up to a flush period ago, and answer:
+ * its clients get errors instead). The state directory is emptied at start: these shards belong
+ * to this process and begin with no tables.
  */
 public final class LocalShardProcesses implements AutoCloseable {
   private static final Pattern LISTENING = Pattern.compile("listening on [^\\s]+:(\\d+)");
