@@ -561,6 +561,12 @@ public final class TableServerMain implements Callable<Integer> {
   }
 
   public static void main(String[] args) {
+    configureLogging();
+    System.exit(new CommandLine(new TableServerMain()).execute(args));
+  }
+
+  /** Log levels and one line per log record (with its time and source), unless set already. */
+  static void configureLogging() {
     if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
       System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"); // jetcd's, jedis'
     }
@@ -569,6 +575,5 @@ public final class TableServerMain implements Callable<Integer> {
       System.setProperty("java.util.logging.SimpleFormatter.format",
           "%1$tF %1$tT %4$s %3$s: %5$s%6$s%n");
     }
-    System.exit(new CommandLine(new TableServerMain()).execute(args));
   }
 }

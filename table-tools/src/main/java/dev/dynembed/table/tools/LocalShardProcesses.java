@@ -50,6 +50,8 @@ public final class LocalShardProcesses implements AutoCloseable {
   private final int numShards;
   /** Whether a shard that exits is started again: not without its log ({@code --wal off}). */
   private final boolean restartable;
+  /** All shards in one process ({@link #inOneProcess}): every entry of processes is it. */
+  private final boolean oneProcess;
 
   /**
    * @param basePort port of shard 0 (shard i gets basePort + i), or 0 for any free ports
@@ -75,7 +77,20 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher, List<String> serverArgs) throws IOException {
-    this(n, 0, null, basePort, dataDir, heap, javaOpts, launcher, serverArgs);
+    this(n, 0, null, basePort, dataDir, heap, javaOpts, launcher, serverArgs, false);
+  }
+
+  /**
+   * N shards in one process ({@code ShardsInOneProcess}): each its own ports, engine, state
+   * directory and log, as with a process each, but one JVM (one JIT, one collector) whose heap is
+   * {@code heap} times n. Supervised as one: when it exits, all its shards restart together and
+   * recover from their logs. On a machine with few cores the JVMs a process per shard adds cost
+   * more than the isolation buys (docs/benchmarks.md).
+   */
+  public static LocalShardProcesses inOneProcess(int n, Path dataDir, String heap,
+      String javaOpts, List<String> launcher, List<String> serverArgs) throws IOException {
+    return new LocalShardProcesses(n, 0, null, 0, dataDir, heap, javaOpts, launcher, serverArgs,
+        true);
   }
 
   /**
@@ -93,7 +108,7 @@ public final class LocalShardProcesses implements AutoCloseable {
       throw new IllegalArgumentException("followers must be >= 0 but was " + followers);
     }
     LocalShardProcesses p = new LocalShardProcesses(n, followers, replication, 0, dataDir, heap,
-        javaOpts, launcher, serverArgs);
+        javaOpts, launcher, serverArgs, false);
     try {
       p.awaitGroups(java.time.Duration.ofSeconds(120));
     } catch (IOException | RuntimeException e) {
@@ -104,9 +119,10 @@ public final class LocalShardProcesses implements AutoCloseable {
   }
 
   private LocalShardProcesses(int n, int followers, String replication, int basePort,
-      Path dataDir, String heap, String javaOpts, List<String> launcher, List<String> serverArgs)
-      throws IOException {
+      Path dataDir, String heap, String javaOpts, List<String> launcher, List<String> serverArgs,
+      boolean oneProcess) throws IOException {
     this.dataDir = dataDir;
+    this.oneProcess = oneProcess;
     this.numShards = n;
     int wal = serverArgs.indexOf("--wal");
     this.restartable = wal < 0 || wal + 1 >= serverArgs.size()
@@ -120,21 +136,29 @@ public final class LocalShardProcesses implements AutoCloseable {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String cp = System.getProperty("java.class.path");
     // all processes start at once (each JVM takes ~1 s to come up), then their ports are read
-    for (int k = 0; k < n * groupSize; k++) {
+    for (int k = 0; k < (oneProcess ? 1 : n * groupSize); k++) {
       int i = k / groupSize;
       int port = basePort == 0 ? 0 : basePort + i;
       // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
       List<String> cmd = new ArrayList<>(launcher);
       // a shard that runs out of memory exits instead of limping on with half-applied state
-      cmd.addAll(List.of(java, "-Xms" + heap, "-Xmx" + heap, "-XX:+ExitOnOutOfMemoryError",
+      String h = oneProcess ? times(heap, n) : heap;
+      cmd.addAll(List.of(java, "-Xms" + h, "-Xmx" + h, "-XX:+ExitOnOutOfMemoryError",
           "-XX:+UseParallelGC", "--add-modules", "jdk.incubator.vector"));
       for (String o : javaOpts.trim().split("\\s+")) {
         if (!o.isEmpty()) {
           cmd.add(o.replace("{shard}", String.valueOf(i)));
         }
       }
-      cmd.addAll(List.of("-cp", cp, "dev.dynembed.table.server.TableServerMain",
-          "--port", String.valueOf(port), "--shard-index", String.valueOf(i),
+      cmd.addAll(List.of("-cp", cp));
+      if (oneProcess) {
+        cmd.addAll(List.of("dev.dynembed.table.server.ShardsInOneProcess", "--shard-indexes",
+            joined(n, j -> String.valueOf(j)), "--ports", joined(n, j -> "0")));
+      } else {
+        cmd.addAll(List.of("dev.dynembed.table.server.TableServerMain",
+            "--port", String.valueOf(port), "--shard-index", String.valueOf(i)));
+      }
+      cmd.addAll(List.of(
           "--num-shards", String.valueOf(n), "--data-dir", dataDir.toString(),
           // a stop means this process is done with them: nothing to save for a next start
           "--no-snapshot-on-exit",
@@ -146,9 +170,12 @@ public final class LocalShardProcesses implements AutoCloseable {
             "--state-dir",
             dataDir.resolve("state").resolve("r" + k % groupSize).toString()));
       }
-      commands.add(cmd);
       try {
-        processes.add(launch(cmd, log(k), false));
+        Process p = launch(cmd, log(k), false);
+        for (int j = 0; j < (oneProcess ? n : 1); j++) {
+          commands.add(cmd);
+          processes.add(p);
+        }
       } catch (IOException e) {
         close();
         throw e;
@@ -158,8 +185,9 @@ public final class LocalShardProcesses implements AutoCloseable {
     for (int i = 0; i < n * groupSize; i++) {
       String port = null;
       while (port == null) {
-        String out = Files.readString(log(i), StandardCharsets.UTF_8);
-        Matcher m = LISTENING.matcher(out);
+        String out = Files.readString(log(oneProcess ? 0 : i), StandardCharsets.UTF_8);
+        Matcher m = (oneProcess ? Pattern.compile("shard " + i + " of " + n
+            + " listening on [^\\s]+:(\\d+)") : LISTENING).matcher(out);
         if (m.find()) {
           port = m.group(1);
         } else if (!processes.get(i).isAlive() || System.nanoTime() > deadline) {
@@ -176,15 +204,40 @@ public final class LocalShardProcesses implements AutoCloseable {
         }
       }
       endpoints.add("127.0.0.1:" + port);
-      if (etcd == null) {
+      if (oneProcess) {
+        List<String> cmd = commands.get(i);
+        String[] ports = cmd.get(cmd.indexOf("--ports") + 1).split(",");
+        ports[i] = port;
+        cmd.set(cmd.indexOf("--ports") + 1, String.join(",", ports));
+      } else if (etcd == null) {
         // a restart binds the port the clients know (replicated shards: clients follow the map)
         List<String> cmd = commands.get(i);
         cmd.set(cmd.indexOf("--port") + 1, port);
       }
     }
-    for (int i = 0; i < n * groupSize; i++) {
+    for (int i = 0; i < (oneProcess ? 1 : n * groupSize); i++) {
       supervise(i, processes.get(i));
     }
+  }
+
+  /** {@code heap} (a JVM size: digits and an optional k, m or g) times n. */
+  static String times(String heap, int n) {
+    Matcher m = Pattern.compile("(\\d+)([kKmMgG]?)").matcher(heap);
+    if (!m.matches()) {
+      throw new IllegalArgumentException("a shard heap must be digits and an optional k, m or"
+          + " g (as -Xmx takes it) but was '" + heap + "'");
+    }
+    return Long.parseLong(m.group(1)) * n + m.group(2);
+  }
+
+  private static String joined(int n, java.util.function.IntFunction<String> f) {
+    return String.join(",", java.util.stream.IntStream.range(0, n).mapToObj(f).toList());
+  }
+
+  /** What exits and restarts as process k: its shard, or all shards of the one process. */
+  private String what(int k) {
+    return oneProcess ? "shards 0-" + (numShards - 1) + " (one process)"
+        : "shard " + k / groupSize;
   }
 
   /**
@@ -281,10 +334,9 @@ public final class LocalShardProcesses implements AutoCloseable {
         return;
       }
       if (!restartable) {
-        System.err.printf("table shard %d exited (code %d); left down: it ran without a"
+        System.err.printf("table %s exited (code %d); left down: it ran without a"
             + " write-ahead log (--wal off), so a restart would answer with fresh rows; resume"
-            + " from the last checkpoint (its output: %s)%n", i / groupSize, p.exitValue(),
-            log(i));
+            + " from the last checkpoint (its output: %s)%n", what(i), p.exitValue(), log(i));
         return;
       }
       synchronized (recentExits) {
@@ -295,20 +347,27 @@ public final class LocalShardProcesses implements AutoCloseable {
           exits.removeFirst();
         }
         if (exits.size() > MAX_RESTARTS) {
-          System.err.printf("table shard %d exited (code %d); %d exits within a minute: left"
-              + " down (its output: %s)%n", i, p.exitValue(), exits.size(), log(i));
+          System.err.printf("table %s exited (code %d); %d exits within a minute: left"
+              + " down (its output: %s)%n", what(i), p.exitValue(), exits.size(), log(i));
           return;
         }
       }
-      System.err.printf("table shard %d exited (code %d); restarting it on %s: it recovers its"
-          + " tables from its write-ahead log%n", i / groupSize, p.exitValue(),
-          etcd == null ? endpoints.get(i) : "a free port (in the cluster map)");
+      System.err.printf("table %s exited (code %d); restarting it on %s: it recovers its"
+          + " tables from its write-ahead log%n", what(i), p.exitValue(),
+          etcd == null ? (oneProcess ? String.join(",", endpoints) : endpoints.get(i))
+              : "a free port (in the cluster map)");
       try {
         Process q;
         synchronized (restartLock) { // a wipe of its disk first
           q = launch(commands.get(i), log(i), true);
         }
-        processes.set(i, q);
+        if (oneProcess) {
+          for (int j = 0; j < processes.size(); j++) {
+            processes.set(j, q);
+          }
+        } else {
+          processes.set(i, q);
+        }
         restarts.incrementAndGet();
         if (closing) {
           q.destroy();
@@ -316,7 +375,7 @@ public final class LocalShardProcesses implements AutoCloseable {
           supervise(i, q);
         }
       } catch (IOException e) {
-        System.err.printf("table shard %d could not be restarted: %s%n", i, e.getMessage());
+        System.err.printf("table %s could not be restarted: %s%n", what(i), e.getMessage());
       }
     });
   }
@@ -328,7 +387,8 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   /** Shard processes: the shards, times 1 + followers for replicated shards. */
   public String describe() {
-    return groupSize == 1 ? numShards + " shards"
+    return oneProcess ? numShards + " shards in one process"
+        : groupSize == 1 ? numShards + " shards"
         : numShards + " shards x " + groupSize + " processes";
   }
 
@@ -380,7 +440,7 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public double cpuSeconds() {
     double total = 0;
-    for (Process p : processes) {
+    for (Process p : distinct()) {
       double c = cpuSeconds(p.pid());
       if (c < 0) {
         return -1;
@@ -405,7 +465,7 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   private long sum(String field) {
     long total = 0;
-    for (Process p : processes) {
+    for (Process p : distinct()) {
       long b = statusBytes(p.pid(), field);
       if (b < 0) {
         return -1;
@@ -435,7 +495,7 @@ public final class LocalShardProcesses implements AutoCloseable {
   @Override
   public void close() {
     closing = true;
-    for (Process p : processes) {
+    for (Process p : distinct()) {
       p.destroy();
     }
     try {
@@ -447,8 +507,13 @@ public final class LocalShardProcesses implements AutoCloseable {
     }
   }
 
+  /** The processes, each once (one process holds every shard with {@link #inOneProcess}). */
+  private java.util.Collection<Process> distinct() {
+    return new java.util.LinkedHashSet<>(processes);
+  }
+
   private void closeProcesses() {
-    for (Process p : processes) {
+    for (Process p : distinct()) {
       try {
         if (!p.waitFor(5, TimeUnit.SECONDS)) {
           p.destroyForcibly();

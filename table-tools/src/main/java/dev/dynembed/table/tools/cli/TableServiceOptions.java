@@ -42,6 +42,12 @@ public final class TableServiceOptions {
       + " (table-server --fsync; default ${DEFAULT-VALUE})")
   String shardFsync;
 
+  @Option(names = "--shards-in-one-process", description = "with --shards N: run the N shards"
+      + " in one process (each its own ports, log and state, one JVM: one JIT and one collector"
+      + " instead of N; a crash takes all of them down, and all restart from their logs);"
+      + " for machines with few cores")
+  boolean shardsInOneProcess;
+
   @Option(names = "--redis-tier", description = "keep the tables' rows in Redis under the"
       + " shards too (redis_tier: written behind, a memory cap's victims live there only, a shard"
       + " that loses its disk serves them): redis://host:port or redis-cluster://host:port,..."
@@ -129,6 +135,10 @@ public final class TableServiceOptions {
       throw new IllegalArgumentException("--shard-fsync must be always, everysec or no but was '"
           + shardFsync + "'");
     }
+    if (shardsInOneProcess && (shards == 0 || replicas > 0)) {
+      throw new IllegalArgumentException("--shards-in-one-process is for the shards --shards N"
+          + " starts without --replicas (a replicated group needs a process per member)");
+    }
     if (shardWal.equals("off") && replicas > 0) {
       throw new IllegalArgumentException("--replicas ship the write-ahead log to their"
           + " followers: they need --shard-wal on");
@@ -158,7 +168,12 @@ public final class TableServiceOptions {
     if (redisTier != null) {
       serverArgs.addAll(java.util.List.of("--redis-tier", redisTier));
     }
-    return shards == 0 ? null
+    if (shards == 0) {
+      return null;
+    }
+    return shardsInOneProcess
+        ? LocalShardProcesses.inOneProcess(shards, dataDir, shardHeap, extraArgs,
+            java.util.List.of(), serverArgs)
         : new LocalShardProcesses(shards, 0, dataDir, shardHeap, extraArgs, java.util.List.of(),
             serverArgs);
   }
