@@ -40,6 +40,41 @@ class TableServerMainTest {
     }
   }
 
+  private static String runInOneProcess(String... args) {
+    PrintStream old = System.err;
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+    try {
+      return ShardsInOneProcess.run(args) + ": " + err.toString(StandardCharsets.UTF_8);
+    } finally {
+      System.setErr(old);
+    }
+  }
+
+  @Test
+  void shardsInOneProcess_refuseWhatNeedsAProcessPerShard_andBadLists() {
+    String data = dir.resolve("d").toString();
+    String[][] cases = {
+        {"--shard-indexes 0,1 is required", "--num-shards", "2", "--data-dir", data},
+        {"--port is not for several shards", "--shard-indexes", "0,1", "--port", "7000"},
+        {"--metrics-port is not for several shards", "--shard-indexes", "0,1",
+            "--metrics-port=9100"},
+        {"--ports names 1 ports for 2 shards", "--shard-indexes", "0,1", "--ports", "0"},
+        {"names a shard twice", "--shard-indexes", "1,1", "--num-shards", "2"},
+        {"takes integers separated by commas; got 'a,b'", "--shard-indexes", "a,b"},
+    };
+    for (String[] c : cases) {
+      String out = runInOneProcess(java.util.Arrays.copyOfRange(c, 1, c.length));
+      assertTrue(out.startsWith("2: "), out);
+      assertTrue(out.contains(c[0].replace(" 0,1 ", " I,J,... ")), c[0] + " not in: " + out);
+    }
+    // a shard that cannot start ends the process with its code (none starts here: a started
+    // one would keep serving in this JVM, where no System.exit ends it)
+    String out = runInOneProcess("--shard-indexes", "5,6", "--num-shards", "2", "--data-dir",
+        data);
+    assertTrue(out.startsWith("2: ") && out.contains("--shard-index must be in [0, 2)"), out);
+  }
+
   @Test
   void plaintextOnANonLoopbackHost_isRefusedWithoutInsecure_beforeAnythingIsWritten() {
     Path data = dir.resolve("data");
