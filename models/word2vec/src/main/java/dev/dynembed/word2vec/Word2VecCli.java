@@ -247,7 +247,8 @@ public final class Word2VecCli {
       } else {
         client = TableClients.inProcess(modelDir);
       }
-      String where = shards > 0 ? shards + " local shard processes" + (procs.spec().startsWith("etcd:") ? " (replicated, " + procs.spec() + ")" : "")
+      String where = shards > 0 ? "local " + procs.describe()
+          + (procs.spec().startsWith("etcd:") ? " (replicated, " + procs.spec() + ")" : "")
           : table != null ? (service.redis() ? table : "shards " + table)
           : "the in-process table";
       System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
