@@ -182,12 +182,16 @@ public final class LocalShardProcesses implements AutoCloseable {
       }
     }
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+    List<String> ports = new ArrayList<>();
     for (int i = 0; i < n * groupSize; i++) {
+      // one process prints every shard's line into one log: find this shard's
+      Pattern listening = oneProcess
+          ? Pattern.compile("shard " + i + " of " + n + " listening on [^\\s]+:(\\d+)")
+          : LISTENING;
       String port = null;
       while (port == null) {
         String out = Files.readString(log(oneProcess ? 0 : i), StandardCharsets.UTF_8);
-        Matcher m = (oneProcess ? Pattern.compile("shard " + i + " of " + n
-            + " listening on [^\\s]+:(\\d+)") : LISTENING).matcher(out);
+        Matcher m = listening.matcher(out);
         if (m.find()) {
           port = m.group(1);
         } else if (!processes.get(i).isAlive() || System.nanoTime() > deadline) {
@@ -204,16 +208,16 @@ public final class LocalShardProcesses implements AutoCloseable {
         }
       }
       endpoints.add("127.0.0.1:" + port);
-      if (oneProcess) {
-        List<String> cmd = commands.get(i);
-        String[] ports = cmd.get(cmd.indexOf("--ports") + 1).split(",");
-        ports[i] = port;
-        cmd.set(cmd.indexOf("--ports") + 1, String.join(",", ports));
-      } else if (etcd == null) {
+      ports.add(port);
+      if (!oneProcess && etcd == null) {
         // a restart binds the port the clients know (replicated shards: clients follow the map)
         List<String> cmd = commands.get(i);
         cmd.set(cmd.indexOf("--port") + 1, port);
       }
+    }
+    if (oneProcess) { // a restart binds the ports the clients know (one command for all)
+      List<String> cmd = commands.get(0);
+      cmd.set(cmd.indexOf("--ports") + 1, String.join(",", ports));
     }
     for (int i = 0; i < (oneProcess ? 1 : n * groupSize); i++) {
       supervise(i, processes.get(i));

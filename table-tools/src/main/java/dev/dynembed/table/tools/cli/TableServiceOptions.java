@@ -163,13 +163,13 @@ public final class TableServiceOptions {
       return LocalShardProcesses.replicated(shards, replicas, replication, dataDir, shardHeap,
           extraArgs, java.util.List.of(), java.util.List.of("--fsync", shardFsync));
     }
+    if (shards == 0) {
+      return null;
+    }
     java.util.List<String> serverArgs = new java.util.ArrayList<>(
         java.util.List.of("--wal", shardWal, "--fsync", shardFsync));
     if (redisTier != null) {
       serverArgs.addAll(java.util.List.of("--redis-tier", redisTier));
-    }
-    if (shards == 0) {
-      return null;
     }
     return shardsInOneProcess
         ? LocalShardProcesses.inOneProcess(shards, dataDir, shardHeap, extraArgs,
