@@ -336,10 +336,13 @@ public final class Word2VecCli {
         o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,
             procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%s)",
                 procs.peakRssBytes() >> 20, procs.describe()));
-        double cpu = LocalShardProcesses.cpuSeconds(ProcessHandle.current().pid());
-        o.printf(Locale.ROOT, "cpu              %.1f s (this process, whole run)%s%n", cpu,
-            procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%s)",
-                procs.cpuSeconds(), procs.describe()));
+        // the JIT's share is printed apart: it is a fixed cost of each JVM, not of the words
+        long self = ProcessHandle.current().pid();
+        o.printf(Locale.ROOT, "cpu              %.1f s (this process, whole run; %.1f s of it"
+            + " JIT compiling)%s%n", LocalShardProcesses.cpuSeconds(self),
+            LocalShardProcesses.compilerCpuSeconds(self),
+            procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%s; %.1f s JIT)",
+                procs.cpuSeconds(), procs.describe(), procs.compilerCpuSeconds()));
         if (r.skippedLongWords() > 0) {
           o.printf(Locale.ROOT, "skipped          %,d words longer than %d bytes%n",
               r.skippedLongWords(), Word2Vec.MAX_WORD_BYTES);

@@ -31,6 +31,19 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   static final int MAX_RESTARTS = 10;
 
+  /**
+   * JIT thresholds of every shard JVM started here (bin/_common.sh gives the same to the bin/
+   * launchers): C2, the optimizing compiler, takes a method after 10x HotSpot's default
+   * invocations and loop iterations (Tier4*Threshold). In a 3-epoch word2vec run on 2 cores C2
+   * took ~40% of each shard's CPU, most of it on methods warm enough for the default thresholds
+   * but not hot; with these a shard spends ~2.4 s compiling instead of ~4.7 s and ~15% less CPU
+   * in all, and the hot loops still reach C2 within seconds (docs/benchmarks.md, "Fifth pass").
+   * Options given by the caller come after these and win.
+   */
+  public static final List<String> JIT_OPTIONS = List.of("-XX:Tier4InvocationThreshold=50000",
+      "-XX:Tier4MinInvocationThreshold=6000", "-XX:Tier4CompileThreshold=60000",
+      "-XX:Tier4BackEdgeThreshold=400000");
+
   private final List<Process> processes = new java.util.concurrent.CopyOnWriteArrayList<>();
   private final List<String> endpoints = new ArrayList<>();
   private final List<List<String>> commands = new ArrayList<>();
@@ -145,6 +158,7 @@ public final class LocalShardProcesses implements AutoCloseable {
       String h = oneProcess ? times(heap, n) : heap;
       cmd.addAll(List.of(java, "-Xms" + h, "-Xmx" + h, "-XX:+ExitOnOutOfMemoryError",
           "-XX:+UseParallelGC", "--add-modules", "jdk.incubator.vector"));
+      cmd.addAll(JIT_OPTIONS);
       for (String o : javaOpts.trim().split("\\s+")) {
         if (!o.isEmpty()) {
           cmd.add(o.replace("{shard}", String.valueOf(i)));
@@ -428,6 +442,11 @@ public final class LocalShardProcesses implements AutoCloseable {
     return List.copyOf(endpoints);
   }
 
+  /** Process ids of the shard processes now (one per process: one for shards in one process). */
+  public List<Long> pids() {
+    return distinct().stream().map(Process::pid).toList();
+  }
+
   /** Resident set size of the shard processes, from /proc (Linux); -1 if unreadable. */
   public long rssBytes() {
     return sum("VmRSS");
@@ -456,8 +475,13 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   /** User + system CPU seconds of a process from {@code /proc/<pid>/stat}; -1 if unreadable. */
   public static double cpuSeconds(long pid) {
+    return cpuSeconds(Path.of("/proc", String.valueOf(pid), "stat"));
+  }
+
+  /** User + system CPU seconds from a process's or a thread's stat file; -1 if unreadable. */
+  private static double cpuSeconds(Path statFile) {
     try {
-      String stat = Files.readString(Path.of("/proc", String.valueOf(pid), "stat"));
+      String stat = Files.readString(statFile);
       // fields after the command (which may hold spaces) start after its closing parenthesis
       String[] f = stat.substring(stat.lastIndexOf(')') + 2).trim().split("\\s+");
       long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]); // utime, stime
@@ -465,6 +489,49 @@ public final class LocalShardProcesses implements AutoCloseable {
     } catch (IOException | RuntimeException e) {
       return -1;
     }
+  }
+
+  /**
+   * CPU seconds the shard processes' JIT compiler threads used so far (of {@link #cpuSeconds}),
+   * from /proc (Linux); -1 if unreadable.
+   */
+  public double compilerCpuSeconds() {
+    double total = 0;
+    for (Process p : distinct()) {
+      double c = compilerCpuSeconds(p.pid());
+      if (c < 0) {
+        return -1;
+      }
+      total += c;
+    }
+    return total;
+  }
+
+  /**
+   * User + system CPU seconds of a HotSpot process's JIT compiler threads (those named "C1
+   * CompilerThread..." and "C2 CompilerThread...", as /proc/PID/task/TID/comm cuts them), counted
+   * over the threads alive now: -1 if unreadable.
+   */
+  public static double compilerCpuSeconds(long pid) {
+    Path tasks = Path.of("/proc", String.valueOf(pid), "task");
+    double total = 0;
+    try (var s = Files.list(tasks)) {
+      for (Path t : (Iterable<Path>) s::iterator) {
+        String comm;
+        try {
+          comm = Files.readString(t.resolve("comm"));
+        } catch (IOException e) {
+          continue; // the thread ended meanwhile
+        }
+        if (comm.startsWith("C1 CompilerThre") || comm.startsWith("C2 CompilerThre")) {
+          double c = cpuSeconds(t.resolve("stat"));
+          total += Math.max(c, 0);
+        }
+      }
+    } catch (IOException e) {
+      return -1;
+    }
+    return total;
   }
 
   private long sum(String field) {

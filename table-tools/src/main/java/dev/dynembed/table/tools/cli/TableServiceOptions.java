@@ -48,6 +48,11 @@ public final class TableServiceOptions {
       + " for machines with few cores")
   boolean shardsInOneProcess;
 
+  @Option(names = "--shard-java-opts", defaultValue = "", description = "extra JVM options of"
+      + " the shards --shards starts, space-separated (after the defaults: heap, collector, JIT"
+      + " thresholds; a repeated -XX option overrides them), e.g. \"-XX:+UseSerialGC\"")
+  String shardJavaOpts;
+
   @Option(names = "--redis-tier", description = "keep the tables' rows in Redis under the"
       + " shards too (redis_tier: written behind, a memory cap's victims live there only, a shard"
       + " that loses its disk serves them): redis://host:port or redis-cluster://host:port,..."
@@ -147,6 +152,16 @@ public final class TableServiceOptions {
       throw new IllegalArgumentException("--replication must be sync or async but was '"
           + replication + "'");
     }
+    if (!shardJavaOpts.isBlank() && shards == 0) {
+      throw new IllegalArgumentException("--shard-java-opts is for the shards --shards N starts");
+    }
+    for (String o : shardJavaOpts.trim().split("\\s+")) {
+      if (!o.isEmpty() && !o.startsWith("-")) {
+        throw new IllegalArgumentException("--shard-java-opts takes JVM options, each starting"
+            + " with '-', but was '" + shardJavaOpts + "' (a main class or argument there would"
+            + " replace the shard's own)");
+      }
+    }
     if (endpoints != null && endpoints.isBlank()) {
       throw new IllegalArgumentException("--endpoints is empty");
     }
@@ -155,10 +170,11 @@ public final class TableServiceOptions {
   /**
    * Starts the --shards processes with their data under {@code dataDir} (null without
    * --shards; with --redis-tier over that Redis); {@code extraArgs} are JVM options of every
-   * table-server.
+   * table-server, before --shard-java-opts.
    */
   public LocalShardProcesses start(Path dataDir, String extraArgs) throws IOException {
     check();
+    extraArgs = (extraArgs + " " + shardJavaOpts).trim();
     if (shards > 0 && replicas > 0) {
       return LocalShardProcesses.replicated(shards, replicas, replication, dataDir, shardHeap,
           extraArgs, java.util.List.of(), java.util.List.of("--fsync", shardFsync));
