@@ -3,12 +3,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JAVA="${JAVA:-java}"
 # the SIMD kernels (FloatKernels) use the JDK's vector module; without it they fall back to loops
 SIMD="--add-modules jdk.incubator.vector"
-# C2 takes a method after 10x HotSpot's default invocations and loop iterations: on 2 cores the
-# default thresholds spend ~40% of a shard's CPU in a short run compiling warm, not hot, methods
-# (docs/benchmarks.md, "Fifth pass"); LocalShardProcesses.JIT_OPTIONS gives shards the same.
-# Put before the *_JAVA_OPTS variables, whose options then override these.
-JIT_OPTS="-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000"
-JIT_OPTS+=" -XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000"
 
 # jar_of MODULE: prints the path of the module's runnable jar (classifier "all"), building it if
 # absent.

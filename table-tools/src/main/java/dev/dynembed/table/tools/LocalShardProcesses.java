@@ -31,19 +31,6 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   static final int MAX_RESTARTS = 10;
 
-  /**
-   * JIT thresholds of every shard JVM started here (bin/_common.sh gives the same to the bin/
-   * launchers): C2, the optimizing compiler, takes a method after 10x HotSpot's default
-   * invocations and loop iterations (Tier4*Threshold). In a 3-epoch word2vec run on 2 cores C2
-   * took ~40% of each shard's CPU, most of it on methods warm enough for the default thresholds
-   * but not hot; with these a shard spends ~2.4 s compiling instead of ~4.7 s and ~15% less CPU
-   * in all, and the hot loops still reach C2 within seconds (docs/benchmarks.md, "Fifth pass").
-   * Options given by the caller come after these and win.
-   */
-  public static final List<String> JIT_OPTIONS = List.of("-XX:Tier4InvocationThreshold=50000",
-      "-XX:Tier4MinInvocationThreshold=6000", "-XX:Tier4CompileThreshold=60000",
-      "-XX:Tier4BackEdgeThreshold=400000");
-
   private final List<Process> processes = new java.util.concurrent.CopyOnWriteArrayList<>();
   private final List<String> endpoints = new ArrayList<>();
   private final List<List<String>> commands = new ArrayList<>();
@@ -158,7 +145,6 @@ public final class LocalShardProcesses implements AutoCloseable {
       String h = oneProcess ? times(heap, n) : heap;
       cmd.addAll(List.of(java, "-Xms" + h, "-Xmx" + h, "-XX:+ExitOnOutOfMemoryError",
           "-XX:+UseParallelGC", "--add-modules", "jdk.incubator.vector"));
-      cmd.addAll(JIT_OPTIONS);
       for (String o : javaOpts.trim().split("\\s+")) {
         if (!o.isEmpty()) {
           cmd.add(o.replace("{shard}", String.valueOf(i)));

@@ -49,8 +49,8 @@ public final class TableServiceOptions {
   boolean shardsInOneProcess;
 
   @Option(names = "--shard-java-opts", defaultValue = "", description = "extra JVM options of"
-      + " the shards --shards starts, space-separated (after the defaults: heap, collector, JIT"
-      + " thresholds; a repeated -XX option overrides them), e.g. \"-XX:+UseSerialGC\"")
+      + " the shards --shards starts, space-separated, after the defaults (heap, collector), so a"
+      + " repeated option overrides them; e.g. \"-XX:+UseSerialGC\" or a JIT threshold")
   String shardJavaOpts;
 
   @Option(names = "--redis-tier", description = "keep the tables' rows in Redis under the"
