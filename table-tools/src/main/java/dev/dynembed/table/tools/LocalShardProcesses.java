@@ -448,9 +448,14 @@ public final class LocalShardProcesses implements AutoCloseable {
    * unreadable.
    */
   public double cpuSeconds() {
+    return sumOverProcesses(LocalShardProcesses::cpuSeconds);
+  }
+
+  /** A per-process figure summed over the shard processes; -1 if any is unreadable (-1). */
+  private double sumOverProcesses(java.util.function.LongToDoubleFunction ofPid) {
     double total = 0;
     for (Process p : distinct()) {
-      double c = cpuSeconds(p.pid());
+      double c = ofPid.applyAsDouble(p.pid());
       if (c < 0) {
         return -1;
       }
@@ -482,15 +487,7 @@ public final class LocalShardProcesses implements AutoCloseable {
    * from /proc (Linux); -1 if unreadable.
    */
   public double compilerCpuSeconds() {
-    double total = 0;
-    for (Process p : distinct()) {
-      double c = compilerCpuSeconds(p.pid());
-      if (c < 0) {
-        return -1;
-      }
-      total += c;
-    }
-    return total;
+    return sumOverProcesses(LocalShardProcesses::compilerCpuSeconds);
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.dynembed.table.tools;
 
+import static dev.dynembed.table.tools.ServiceOptionsParsing.parse;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -10,7 +11,6 @@ import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 /**
  * The JVM options of the shards {@code --shards N} starts: {@code --shard-java-opts} after the
@@ -18,13 +18,6 @@ import picocli.CommandLine;
  */
 class ShardJvmOptionsTest {
   @TempDir Path dir;
-
-  private static TableServiceOptions parse(String... args) {
-    TableServiceOptions o = new TableServiceOptions("256m");
-    new CommandLine(CommandLine.Model.CommandSpec.create().addMixin("service",
-        CommandLine.Model.CommandSpec.forAnnotatedObject(o))).parseArgs(args);
-    return o;
-  }
 
   @Test
   void badShardJavaOptsAreRefusedByName() {

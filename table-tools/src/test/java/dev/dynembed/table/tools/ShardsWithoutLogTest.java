@@ -1,5 +1,6 @@
 package dev.dynembed.table.tools;
 
+import static dev.dynembed.table.tools.ServiceOptionsParsing.parse;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -15,7 +16,6 @@ import java.nio.file.Path;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 /**
  * {@code --shard-wal off}: the shards {@code --shards N} starts keep their rows in memory only, so
@@ -24,13 +24,6 @@ import picocli.CommandLine;
  */
 class ShardsWithoutLogTest {
   @TempDir Path dir;
-
-  private static TableServiceOptions parse(String... args) {
-    TableServiceOptions o = new TableServiceOptions("256m");
-    new CommandLine(CommandLine.Model.CommandSpec.create().addMixin("service",
-        CommandLine.Model.CommandSpec.forAnnotatedObject(o))).parseArgs(args);
-    return o;
-  }
 
   @Test
   void badValuesAreRefusedByName() {
