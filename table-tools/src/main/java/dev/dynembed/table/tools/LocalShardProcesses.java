@@ -428,7 +428,7 @@ public final class LocalShardProcesses implements AutoCloseable {
     return List.copyOf(endpoints);
   }
 
-  /** Process ids of the shard processes now (one per process: one for shards in one process). */
+  /** Process ids of the shard processes now, in shard order (one for shards in one process). */
   public List<Long> pids() {
     return distinct().stream().map(Process::pid).toList();
   }

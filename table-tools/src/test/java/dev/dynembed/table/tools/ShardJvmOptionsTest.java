@@ -14,7 +14,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The JVM options of the shards {@code --shards N} starts: {@code --shard-java-opts} after the
- * defaults (so a user's value wins), and the CPU of their compiler threads read back from /proc.
+ * defaults (so a user's value wins), {@code {shard}} in them replaced by each shard's index, and
+ * the CPU of their compiler threads read back from /proc.
  */
 class ShardJvmOptionsTest {
   @TempDir Path dir;
@@ -35,20 +36,24 @@ class ShardJvmOptionsTest {
   @Test
   void everyShardGetsTheUsersOptionsAfterTheDefaults_andItsCompilerCpuIsRead() throws Exception {
     String mine = "-XX:Tier4InvocationThreshold=7000";
-    TableServiceOptions o = parse("--shards", "2", "--shard-java-opts", mine + " -Dshard.test=1");
+    TableServiceOptions o = parse("--shards", "2", "--shard-java-opts",
+        mine + " -Dshard.test={shard}");
     try (LocalShardProcesses procs = o.start(dir, "")) {
       List<Long> pids = procs.pids();
       assertEquals(2, pids.size());
-      for (long pid : pids) {
+      for (int i = 0; i < 2; i++) {
+        long pid = pids.get(i);
         // ProcessHandle.Info leaves out command lines longer than a page (the class path)
         List<String> args = List.of(Files.readString(Path.of("/proc", pid + "", "cmdline"))
             .split("\0"));
         // a JVM takes the last of a repeated option: the user's come after the defaults, and
         // before the class path and main class
         int defaults = args.indexOf("-XX:+UseParallelGC");
+        // {shard} became the index: the processes start in shard order
+        String prop = "-Dshard.test=" + i;
         assertTrue(defaults >= 0 && args.indexOf(mine) > defaults
-            && args.indexOf("-Dshard.test=1") > defaults, "order in " + args);
-        assertTrue(args.indexOf("-Dshard.test=1") < args.indexOf("-cp"), "order in " + args);
+            && args.indexOf(prop) > defaults, "order in " + args);
+        assertTrue(args.indexOf(prop) < args.indexOf("-cp"), "order in " + args);
       }
       // the shards compiled their start-up code: their compiler threads have run, and are part
       // of their CPU

@@ -50,7 +50,8 @@ public final class TableServiceOptions {
 
   @Option(names = "--shard-java-opts", defaultValue = "", description = "extra JVM options of"
       + " the shards --shards starts, space-separated, after the defaults (heap, collector), so a"
-      + " repeated option overrides them; e.g. \"-XX:+UseSerialGC\" or a JIT threshold")
+      + " repeated option overrides them; {shard} becomes the shard's index (e.g."
+      + " \"-XX:StartFlightRecording=filename=shard-{shard}.jfr\")")
   String shardJavaOpts;
 
   @Option(names = "--redis-tier", description = "keep the tables' rows in Redis under the"
