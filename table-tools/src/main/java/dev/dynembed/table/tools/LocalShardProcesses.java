@@ -435,12 +435,20 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   /** Resident set size of the shard processes, from /proc (Linux); -1 if unreadable. */
   public long rssBytes() {
-    return sum("VmRSS");
+    return summedStatusBytes("VmRSS");
   }
 
   /** Peak resident set size (VmHWM) summed over the shard processes; -1 if unreadable. */
   public long peakRssBytes() {
-    return sum("VmHWM");
+    return summedStatusBytes("VmHWM");
+  }
+
+  /**
+   * A memory field of /proc/PID/status summed over the shard processes (exact as a double: far
+   * below 2^53 bytes); -1 if any is unreadable.
+   */
+  private long summedStatusBytes(String field) {
+    return (long) sumOverProcesses(pid -> statusBytes(pid, field));
   }
 
   /**
@@ -513,18 +521,6 @@ public final class LocalShardProcesses implements AutoCloseable {
       }
     } catch (IOException e) {
       return -1;
-    }
-    return total;
-  }
-
-  private long sum(String field) {
-    long total = 0;
-    for (Process p : distinct()) {
-      long b = statusBytes(p.pid(), field);
-      if (b < 0) {
-        return -1;
-      }
-      total += b;
     }
     return total;
   }
