@@ -78,6 +78,51 @@ class DataPlaneTest {
     }
   }
 
+  /**
+   * TopK on the data plane (issue 32): the same answers as through gRPC, for a search of the
+   * index (answered on the event loop) and a scan (on the server's pool, the frame held until
+   * it is answered); a failure comes back by name and the connection keeps serving.
+   */
+  @Test
+  void topK_onTheDataPlane_answersAsGrpc_searchesAndScans() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir);
+        TableClient n = TableClients.connect(cluster.endpoints,
+            options(ClientOptions.DataPlane.NATIVE));
+        TableClient g = TableClients.connect(cluster.endpoints,
+            options(ClientOptions.DataPlane.GRPC))) {
+      EmbeddingTable t = n.createTable(TableConfigs.builder("knn", 8).build());
+      String[] keys = new String[3_000];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = "k" + i;
+      }
+      t.findOrInsert(keys);
+      t.buildIndex(dev.dynembed.table.v1.Metric.COSINE, false, 16, 100, true);
+      EmbeddingTable viaGrpc = g.openTable("knn");
+      java.util.Random r = new java.util.Random(5);
+      float[] qs = new float[20 * 8];
+      for (int i = 0; i < qs.length; i++) {
+        qs[i] = (float) r.nextGaussian();
+      }
+      for (TopKOptions o : List.of(TopKOptions.COSINE, TopKOptions.COSINE.approximate(50),
+          TopKOptions.DOT.excluding(List.of("k1", "k2")))) {
+        TopKResult a = t.topK(qs, 20, 10, o);
+        TopKResult b = viaGrpc.topK(qs, 20, 10, o);
+        assertEquals(o.searchBreadth() > 0 ? 2 : 0, a.approximateShards(), o.toString());
+        for (int q = 0; q < 20; q++) {
+          assertArrayEquals(b.keys()[q], a.keys()[q], o + ", query " + q);
+          assertArrayEquals(b.scores()[q], a.scores()[q], 0f, o + ", query " + q);
+        }
+      }
+      EmbeddingTable gone = n.createTable(TableConfigs.builder("gone", 8).build());
+      g.dropTable("gone"); // behind the native client's back: the shards answer NOT_FOUND
+      TableException e = assertThrows(TableException.class,
+          () -> gone.topK(qs, 20, 10, TopKOptions.COSINE));
+      assertEquals(ErrorCode.NOT_FOUND, e.code(), e.getMessage());
+      assertTrue(e.getMessage().contains("gone"), e.getMessage());
+      assertEquals(10, t.topK(qs, 20, 10, TopKOptions.COSINE).keys()[0].length); // still serving
+    }
+  }
+
   @Test
   void fsyncAlways_callsRunOffTheEventLoop_onFramesHeldUntilAnswered() throws Exception {
     float[] local;
@@ -110,9 +155,12 @@ class DataPlaneTest {
       EmbeddingTable t = c.createTable(TableConfigs.builder("emb", 4).build());
       t.findOrInsert("a", "b");
       t.applyGradients(new String[] {"a"}, new float[4], 0f, 1);
+      t.topK(new float[] {1, 0, 0, 0}, 1, 1, TopKOptions.COSINE);
       String text = metrics.scrape();
       assertTrue(text.contains("method=\"Read\",shard=\"0\",transport=\"native\""), text);
       assertTrue(text.contains("method=\"Write\",shard=\"0\",transport=\"native\""), text);
+      assertTrue(text.contains("method=\"TopK\",shard=\"0\",transport=\"native\""), text);
+      assertTrue(!text.contains("method=\"TopK\",shard=\"0\",transport=\"grpc\""), text);
       assertTrue(!text.contains("method=\"Read\",shard=\"0\",transport=\"grpc\""), text);
       assertTrue(text.contains("method=\"CreateTable\",shard=\"0\",transport=\"grpc\""),
           text);
@@ -217,8 +265,8 @@ class DataPlaneTest {
         DataInputStream in = new DataInputStream(s.getInputStream());
         send(out, DataPlaneFrames.HELLO, 0, hello(99, null));
         Reply r = receive(in);
-        assertTrue(r.error().startsWith("FAILED_PRECONDITION: shard 0 speaks data-plane version 1,"
-            + " the client 99"), r.error());
+        assertTrue(r.error().startsWith("FAILED_PRECONDITION: shard 0 speaks data-plane version "
+            + DataPlaneFrames.VERSION + ", the client 99"), r.error());
         assertClosed(in);
       }
       try (Socket s = new Socket("127.0.0.1", port)) { // garbage, a bad kind, a huge frame
@@ -231,6 +279,11 @@ class DataPlaneTest {
         assertEquals(1, bad.call());
         assertTrue(bad.error().startsWith("INVALID_ARGUMENT: data plane: a READ frame is not a"
             + " valid message"), bad.error());
+        send(out, DataPlaneFrames.TOPK, 9, new byte[] {(byte) 0xFF, 0x01, 0x02});
+        Reply badTopK = receive(in);
+        assertEquals(9, badTopK.call());
+        assertTrue(badTopK.error().startsWith("INVALID_ARGUMENT: data plane: a TOPK frame is not"
+            + " a valid message"), badTopK.error());
         send(out, DataPlaneFrames.READ, 2, findRequest("emb", "a", "b")); // still open
         Reply ok = receive(in);
         assertEquals(DataPlaneFrames.READ_OK, ok.kind());
@@ -241,7 +294,7 @@ class DataPlaneTest {
         assertTrue(receive(in).error().startsWith("NOT_FOUND"));
         send(out, (byte) 0x55, 4, new byte[0]);
         assertTrue(receive(in).error().startsWith("INVALID_ARGUMENT: shard 0: a client may send"
-            + " READ or WRITE frames, not unknown kind 85"));
+            + " READ, WRITE or TOPK frames, not unknown kind 85"));
         assertClosed(in);
       }
       try (Socket s = new Socket("127.0.0.1", port)) {

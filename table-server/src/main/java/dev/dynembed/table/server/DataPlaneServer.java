@@ -8,6 +8,7 @@ import dev.dynembed.table.common.dataplane.DataPlaneFrames.Frame;
 import dev.dynembed.table.engine.ShardCommands;
 import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.v1.ReadRequest;
+import dev.dynembed.table.v1.TopKRequest;
 import dev.dynembed.table.v1.WriteRequest;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -29,17 +30,19 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * The shard's native data plane (docs/design/0015-data-plane.md): Read and Write calls in {@link
- * DataPlaneFrames} over TCP (epoll where available), beside the gRPC server that keeps every
- * other call. A call runs through the same {@link TableGrpcService#runRead}/{@link
- * TableGrpcService#runWrite} as its gRPC twin, so validation, the call ledger, the write-ahead log
- * and the memory budget are one code path for both transports.
+ * The shard's native data plane (docs/design/0015-data-plane.md): Read, Write and TopK calls in
+ * {@link DataPlaneFrames} over TCP (epoll where available), beside the gRPC server that keeps
+ * every other call. A call runs through the same {@link TableGrpcService#runRead}/{@link
+ * TableGrpcService#runWrite}/{@link TableGrpcService#topKAnswer} as its gRPC twin, so
+ * validation, the call ledger, the write-ahead log and the memory budget are one code path for
+ * both transports.
  *
  * <p>Security is the gRPC server's: the same TLS key and trust managers (certificates reloaded
  * as they are there), the same {@link AccessControl} (a connection's HELLO carries the bearer
- * token, or its TLS client certificate names the caller; Read and Write need any role, checked
- * once per connection). Limits: frames up to the gRPC message limit, at most {@link
- * Limits#MAX_CALLS_PER_CONNECTION} calls of a connection waiting for the disk at once, and a
+ * token, or its TLS client certificate names the caller; Read, Write and TopK need any role,
+ * checked once per connection). Limits: frames up to the gRPC message limit, at most {@link
+ * Limits#MAX_CALLS_PER_CONNECTION} calls of a connection off its event loop at once (waiting for
+ * the disk, or a top-k scan on the server's pool), and a
  * connection whose replies the client does not read stops being read (Netty's write-buffer
  * water marks).
  */
@@ -133,33 +136,45 @@ final class DataPlaneServer implements AutoCloseable {
             + ": a data-plane connection starts with HELLO", true);
         return;
       }
-      if (f.kind() != DataPlaneFrames.READ && f.kind() != DataPlaneFrames.WRITE) {
+      byte kind = f.kind();
+      if (kind != DataPlaneFrames.READ && kind != DataPlaneFrames.WRITE
+          && kind != DataPlaneFrames.TOPK) {
         fail(ctx, f.call(), ErrorCode.INVALID_ARGUMENT, "shard " + engine.shardIndex()
-            + ": a client may send READ or WRITE frames, not " + DataPlaneFrames.kindName(f.kind()),
-            true);
+            + ": a client may send READ, WRITE or TOPK frames, not "
+            + DataPlaneFrames.kindName(kind), true);
         return;
       }
-      boolean read = f.kind() == DataPlaneFrames.READ;
-      String method = read ? "Read" : "Write";
+      String method = kind == DataPlaneFrames.READ ? "Read"
+          : kind == DataPlaneFrames.WRITE ? "Write" : "TopK";
       long start = metrics == null ? 0 : metrics.begin();
       Object request;
       try {
         // in place: the request aliases the frame, which is held until the call is answered
-        request = read ? DataPlaneFrames.parseInPlace(f.body(), ReadRequest.parser(), "READ")
-            : DataPlaneFrames.parseInPlace(f.body(), WriteRequest.parser(), "WRITE");
+        request = switch (kind) {
+          case DataPlaneFrames.READ ->
+              DataPlaneFrames.parseInPlace(f.body(), ReadRequest.parser(), "READ");
+          case DataPlaneFrames.WRITE ->
+              DataPlaneFrames.parseInPlace(f.body(), WriteRequest.parser(), "WRITE");
+          default -> DataPlaneFrames.parseInPlace(f.body(), TopKRequest.parser(), "TOPK");
+        };
       } catch (TableException e) {
         end(method, e.code().grpcName(), start);
         fail(ctx, f.call(), e.code(), e.getMessage(), false);
         return;
       }
       long call = f.call();
-      if (TableServer.waitsForDisk(engine)) { // off the event loop, as gRPC does
+      // off the event loop: calls that wait for the disk (fsync always, as gRPC does) and
+      // top-k scans (a short index search answers here, as on gRPC)
+      Executor elsewhere = request instanceof TopKRequest t
+          ? (service.topKInline(t) ? null : service.scans())
+          : TableServer.waitsForDisk(engine) ? offload : null;
+      if (elsewhere != null) {
         if (++offloaded >= Limits.MAX_CALLS_PER_CONNECTION) {
           ctx.channel().config().setAutoRead(false); // the client's further calls wait in TCP
         }
         msg.retain(); // the request aliases the frame: held until answered
         try {
-          offload.execute(() -> {
+          elsewhere.execute(() -> {
             try {
               answer(ctx, call, request, method, start);
             } finally {
@@ -193,6 +208,9 @@ final class DataPlaneServer implements AutoCloseable {
               service.execute(TableGrpcService.readTable(r),
                   () -> engine.commands().read(r.getCallId(),
                       ShardCommands.routedAt(r.getMapEpoch()), r.getItemsList(), codec)));
+        } else if (request instanceof TopKRequest t) {
+          reply = DataPlaneFrames.message(ctx.alloc(), DataPlaneFrames.TOPK_OK, call,
+              service.execute(t.getTable(), () -> service.topKAnswer(t)));
         } else {
           WriteRequest w = (WriteRequest) request;
           reply = DataPlaneFrames.message(ctx.alloc(), DataPlaneFrames.WRITE_OK, call,

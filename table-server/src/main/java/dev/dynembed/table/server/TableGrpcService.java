@@ -263,34 +263,46 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void topK(TopKRequest req, StreamObserver<TopKResponse> out) {
-    // a graph search of a few thousand candidates costs less than the two thread hand-offs of
-    // the pool (measured: docs/benchmarks.md, issue 32); a scan must not hold an event loop
-    if (engine.isShortSearch(req.getTable(), req.getNumQueries(), req.getMetric(),
-        req.getBiasLastDim(), req.getSearchBreadth())) {
-      answerTopK(req, out);
+    if (topKInline(req)) {
+      run(out, req.getTable(), () -> topKAnswer(req));
     } else {
-      scans.execute(() -> answerTopK(req, out));
+      scans.execute(() -> run(out, req.getTable(), () -> topKAnswer(req)));
     }
   }
 
-  private void answerTopK(TopKRequest req, StreamObserver<TopKResponse> out) {
-    run(out, req.getTable(), () -> {
-      TableStore t = engine.get(req.getTable());
-      Rows.floatCount(req.getQueries(), "queries");
-      PackedKeys exclude = PackedKeys.fromProto(req.getExclude(), t.maxKeyBytes, "exclude");
-      TopKHits r = engine.topK(req.getTable(), Rows.decode(req.getQueries()),
-          req.getNumQueries(), req.getK(), req.getBiasLastDim(), req.getMetric(), exclude,
-          req.getSearchBreadth());
-      TopKResponse.Builder b = TopKResponse.newBuilder().setKeys(r.keys().toProto())
-          .setApproximate(r.approximate());
-      for (float s : r.scores()) {
-        b.addScores(s);
-      }
-      for (int c : r.counts()) {
-        b.addCounts(c);
-      }
-      return b.build();
-    });
+  /**
+   * Whether a top-k is answered on the thread that read it: a graph search of a few thousand
+   * candidates costs less than the two thread hand-offs of the pool (measured:
+   * docs/benchmarks.md, issue 32); a scan must not hold an event loop and goes to {@link
+   * #scans()}. Both transports ask this.
+   */
+  boolean topKInline(TopKRequest req) {
+    return engine.isShortSearch(req.getTable(), req.getNumQueries(), req.getMetric(),
+        req.getBiasLastDim(), req.getSearchBreadth());
+  }
+
+  /** Where a top-k that is not {@link #topKInline inline} runs. */
+  java.util.concurrent.Executor scans() {
+    return scans;
+  }
+
+  /** A top-k's answer (run it inside {@link #execute}); the one body both transports run. */
+  TopKResponse topKAnswer(TopKRequest req) {
+    TableStore t = engine.get(req.getTable());
+    Rows.floatCount(req.getQueries(), "queries");
+    PackedKeys exclude = PackedKeys.fromProto(req.getExclude(), t.maxKeyBytes, "exclude");
+    TopKHits r = engine.topK(req.getTable(), Rows.decode(req.getQueries()),
+        req.getNumQueries(), req.getK(), req.getBiasLastDim(), req.getMetric(), exclude,
+        req.getSearchBreadth());
+    TopKResponse.Builder b = TopKResponse.newBuilder().setKeys(r.keys().toProto())
+        .setApproximate(r.approximate());
+    for (float s : r.scores()) {
+      b.addScores(s);
+    }
+    for (int c : r.counts()) {
+      b.addCounts(c);
+    }
+    return b.build();
   }
 
   @Override

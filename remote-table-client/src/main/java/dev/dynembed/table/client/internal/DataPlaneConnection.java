@@ -12,6 +12,8 @@ import dev.dynembed.table.common.dataplane.DataPlaneFrames.Frame;
 import dev.dynembed.table.v1.DataPlaneResponse;
 import dev.dynembed.table.v1.ReadRequest;
 import dev.dynembed.table.v1.ReadResponse;
+import dev.dynembed.table.v1.TopKRequest;
+import dev.dynembed.table.v1.TopKResponse;
 import dev.dynembed.table.v1.WriteRequest;
 import dev.dynembed.table.v1.WriteResponse;
 import io.grpc.Status;
@@ -44,7 +46,7 @@ import javax.net.ssl.SSLParameters;
 
 /**
  * The client end of a shard's native data plane (docs/design/0015-data-plane.md): one TCP
- * connection, many Read and Write calls in flight, told apart by call number. The shard's port
+ * connection, many Read, Write and TopK calls in flight, told apart by call number. The shard's port
  * comes from its gRPC {@code DataPlane} call, asked again on every reconnect (a restarted shard
  * may listen elsewhere); a shard without a data plane is reached through gRPC instead.
  *
@@ -115,6 +117,12 @@ final class DataPlaneConnection implements AutoCloseable {
   ListenableFuture<WriteResponse> write(WriteRequest req,
       Supplier<ListenableFuture<WriteResponse>> grpc) {
     return call(DataPlaneFrames.WRITE, req, WriteResponse.parser(), grpc);
+  }
+
+  /** A TopK call; {@code grpc} sends it there instead when the shard has no data plane. */
+  ListenableFuture<TopKResponse> topK(TopKRequest req,
+      Supplier<ListenableFuture<TopKResponse>> grpc) {
+    return call(DataPlaneFrames.TOPK, req, TopKResponse.parser(), grpc);
   }
 
   private <R> ListenableFuture<R> call(byte kind, MessageLite req, Parser<R> parser,
@@ -207,8 +215,8 @@ final class DataPlaneConnection implements AutoCloseable {
       public void onSuccess(DataPlaneResponse r) {
         if (r.getPort() == 0) {
           if (!grpcOnly) {
-            log.info(String.format("shard %d at %s has no native data plane: its Read and Write"
-                + " calls go through gRPC", shard, host()));
+            log.info(String.format("shard %d at %s has no native data plane: its Read, Write"
+                + " and TopK calls go through gRPC", shard, host()));
           }
           grpcOnly = true;
           out.set(null);
@@ -217,7 +225,7 @@ final class DataPlaneConnection implements AutoCloseable {
         if (r.getVersion() != DataPlaneFrames.VERSION) {
           grpcOnly = true; // a shard of another version: gRPC is the common language
           log.warning(String.format("shard %d speaks data-plane version %d, this client %d:"
-              + " Read and Write go through gRPC", shard, r.getVersion(), DataPlaneFrames.VERSION));
+              + " Read, Write and TopK go through gRPC", shard, r.getVersion(), DataPlaneFrames.VERSION));
           out.set(null);
           return;
         }

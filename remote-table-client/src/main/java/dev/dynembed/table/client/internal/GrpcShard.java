@@ -534,7 +534,9 @@ public final class GrpcShard implements Shard {
         .setTable(table).setQueries(Rows.encode(queries)).setNumQueries(numQueries).setK(k)
         .setBiasLastDim(biasLastDim).setMetric(metric).setExclude(exclude.toProto())
         .setSearchBreadth(searchBreadth).build();
-    return call("topK", table, () -> data().topK(req),
+    Supplier<ListenableFuture<TopKResponse>> send = dataPlane == null ? () -> data().topK(req)
+        : () -> dataPlane.topK(req, () -> data().topK(req));
+    return call("topK", table, send,
         r -> {
           float[] scores = new float[r.getScoresCount()];
           for (int i = 0; i < scores.length; i++) {

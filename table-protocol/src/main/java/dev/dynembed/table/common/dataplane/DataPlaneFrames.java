@@ -40,8 +40,8 @@ import java.util.concurrent.ThreadFactory;
  *   16     ...  body
  * </pre>
  *
- * Bodies of READ/WRITE and their replies are the gRPC service's own messages ({@code
- * ReadRequest}, {@code WriteRequest}, {@code ReadResponse}, {@code WriteResponse}) in protobuf's
+ * Bodies of READ/WRITE/TOPK and their replies are the gRPC service's own messages ({@code
+ * ReadRequest}, {@code WriteRequest}, {@code TopKRequest} and their responses) in protobuf's
  * wire form, so both transports share one contract, one validation and one command path on the
  * shard; what the data plane drops is HTTP/2 (framing, flow-control windows, HPACK), gRPC's
  * per-call machinery and its message copies. HELLO opens a connection: {@code u16 version, u16
@@ -51,8 +51,12 @@ import java.util.concurrent.ThreadFactory;
 public final class DataPlaneFrames {
   private DataPlaneFrames() {}
 
-  /** The frame protocol's version; a shard refuses a HELLO of another. */
-  public static final int VERSION = 1;
+  /**
+   * The frame protocol's version; a shard refuses a HELLO of another. A client learns the shard's
+   * from its gRPC {@code DataPlane} answer first and uses gRPC for a shard of another version.
+   * 2 added TOPK.
+   */
+  public static final int VERSION = 2;
   /** Bytes before a frame's body, the length field included. */
   public static final int HEADER = 16;
   /** Largest frame (after the length field): the gRPC message limit plus the header. */
@@ -62,8 +66,10 @@ public final class DataPlaneFrames {
   public static final byte HELLO_OK = 2;
   public static final byte READ = 3;
   public static final byte WRITE = 4;
+  public static final byte TOPK = 5;
   public static final byte READ_OK = 0x43;
   public static final byte WRITE_OK = 0x44;
+  public static final byte TOPK_OK = 0x45;
   public static final byte ERROR = 0x7F;
 
   /** The longest bearer token a HELLO may carry. */
@@ -246,8 +252,10 @@ public final class DataPlaneFrames {
       case HELLO_OK -> "HELLO_OK";
       case READ -> "READ";
       case WRITE -> "WRITE";
+      case TOPK -> "TOPK";
       case READ_OK -> "READ_OK";
       case WRITE_OK -> "WRITE_OK";
+      case TOPK_OK -> "TOPK_OK";
       case ERROR -> "ERROR";
       default -> "unknown kind " + (kind & 0xFF);
     };
