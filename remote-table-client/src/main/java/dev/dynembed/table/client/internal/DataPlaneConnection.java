@@ -46,9 +46,10 @@ import javax.net.ssl.SSLParameters;
 
 /**
  * The client end of a shard's native data plane (docs/design/0015-data-plane.md): one TCP
- * connection, many Read, Write and TopK calls in flight, told apart by call number. The shard's port
- * comes from its gRPC {@code DataPlane} call, asked again on every reconnect (a restarted shard
- * may listen elsewhere); a shard without a data plane is reached through gRPC instead.
+ * connection, many Read, Write and TopK calls in flight, told apart by call number. The shard's
+ * port comes from its gRPC {@code DataPlane} call, asked again on every reconnect (a restarted
+ * shard may listen elsewhere); a shard without a data plane, or speaking another version of the
+ * frames, is reached through gRPC instead.
  *
  * <p>Failures are reported as gRPC statuses so that {@link GrpcShard}'s one resend loop handles
  * both transports: a connection that cannot be opened or is lost mid-call is UNAVAILABLE with
@@ -225,7 +226,8 @@ final class DataPlaneConnection implements AutoCloseable {
         if (r.getVersion() != DataPlaneFrames.VERSION) {
           grpcOnly = true; // a shard of another version: gRPC is the common language
           log.warning(String.format("shard %d speaks data-plane version %d, this client %d:"
-              + " Read, Write and TopK go through gRPC", shard, r.getVersion(), DataPlaneFrames.VERSION));
+              + " Read, Write and TopK go through gRPC", shard, r.getVersion(),
+              DataPlaneFrames.VERSION));
           out.set(null);
           return;
         }
