@@ -137,15 +137,18 @@ final class DataPlaneServer implements AutoCloseable {
         return;
       }
       byte kind = f.kind();
-      if (kind != DataPlaneFrames.READ && kind != DataPlaneFrames.WRITE
-          && kind != DataPlaneFrames.TOPK) {
+      String method = switch (kind) { // the calls a client may make here, by metrics name
+        case DataPlaneFrames.READ -> "Read";
+        case DataPlaneFrames.WRITE -> "Write";
+        case DataPlaneFrames.TOPK -> "TopK";
+        default -> null;
+      };
+      if (method == null) {
         fail(ctx, f.call(), ErrorCode.INVALID_ARGUMENT, "shard " + engine.shardIndex()
             + ": a client may send READ, WRITE or TOPK frames, not "
             + DataPlaneFrames.kindName(kind), true);
         return;
       }
-      String method = kind == DataPlaneFrames.READ ? "Read"
-          : kind == DataPlaneFrames.WRITE ? "Write" : "TopK";
       long start = metrics == null ? 0 : metrics.begin();
       Object request;
       try {

@@ -263,10 +263,11 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void topK(TopKRequest req, StreamObserver<TopKResponse> out) {
+    Runnable answer = () -> run(out, req.getTable(), () -> topKAnswer(req));
     if (topKInline(req)) {
-      run(out, req.getTable(), () -> topKAnswer(req));
+      answer.run();
     } else {
-      scans.execute(() -> run(out, req.getTable(), () -> topKAnswer(req)));
+      scans.execute(answer);
     }
   }
 
