@@ -58,7 +58,12 @@ public final class Word2Vec {
    */
   public record Result(long tokens, long words, long pairs, double seconds, long vocabulary,
       long skippedLongWords, List<double[]> lossCurve, long aheadReads, long ownReads,
-      double lastEpochSeconds, long lastEpochWords) {}
+      double lastEpochSeconds, long lastEpochWords) {
+    /** The loss per pair at the end of the run: the loss curve's last point; NaN if it has none. */
+    public double finalLoss() {
+      return lossCurve.isEmpty() ? Double.NaN : lossCurve.get(lossCurve.size() - 1)[1];
+    }
+  }
 
   /** Reads made ahead and made by the ops themselves, over every thread's graph. */
   private long[] readCounts() {

@@ -331,8 +331,7 @@ public final class Word2VecCli {
           o.printf(Locale.ROOT, "last epoch       %.1f s, %,.0f words/s%n",
               r.lastEpochSeconds(), r.lastEpochWords() / r.lastEpochSeconds());
         }
-        o.printf(Locale.ROOT, "final loss       %.4f per pair%n",
-            r.lossCurve().isEmpty() ? Double.NaN : r.lossCurve().get(r.lossCurve().size() - 1)[1]);
+        o.printf(Locale.ROOT, "final loss       %.4f per pair%n", r.finalLoss());
         o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,
             procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%s)",
                 procs.peakRssBytes() >> 20, procs.describe()));
