@@ -87,6 +87,26 @@ final class LocalShard implements Shard {
     }
 
     @Override
+    public ShardCommands.ReadCost cost(Read item, TableStore t) {
+      if (t == null) {
+        return ShardCommands.ReadCost.NONE;
+      }
+      if (item instanceof Find f) {
+        return ShardCommands.ReadCost.rows(f.keys().size(), t.dim(), Float.BYTES);
+      } else if (item instanceof FindOrInsert f) {
+        return ShardCommands.ReadCost.rows(f.keys().size(), (f.mode().rows() ? t.dim() : 0L)
+            + (f.mode().slots() ? t.slotFloats() : 0L), Float.BYTES);
+      } else if (item instanceof Pooled p) {
+        return ShardCommands.ReadCost.pooled(p.keys().size(), p.bags().bags(), t.dim(),
+            Float.BYTES);
+      }
+      Sample s = (Sample) item;
+      return ShardCommands.ReadCost.sample(Math.max(0, s.numSampled()), s.positives().size(),
+          s.distinct() ? t.dim() + (s.withSlots() ? (long) t.slotFloats() : 0L) : 0L,
+          Float.BYTES);
+    }
+
+    @Override
     public Object run(Read item, boolean resent) {
       if (item instanceof Find f) {
         return find(f);

@@ -52,12 +52,29 @@ public final class CallLedger {
     final java.util.Set<Long> inProgress = new java.util.HashSet<>();
   }
 
-  private final LinkedHashMap<Long, Client> clients = new LinkedHashMap<>(16, 0.75f, true) {
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<Long, Client> eldest) {
-      return size() > MAX_CLIENTS;
+  /**
+   * Clients by id, least recently used first. Only a call that was applied makes room (in {@link
+   * #done}): a refused call's client is dropped again ({@link #abandon}) and never pushes out
+   * another client, whose resends would then be applied a second time.
+   */
+  private final LinkedHashMap<Long, Client> clients = new LinkedHashMap<>(16, 0.75f, true);
+  private long forgotten;
+
+  /** Forgets least recently used clients with nothing in progress, beyond the bound. */
+  private void makeRoom() {
+    Iterator<Map.Entry<Long, Client>> it = clients.entrySet().iterator();
+    while (clients.size() > MAX_CLIENTS && it.hasNext()) {
+      if (it.next().getValue().inProgress.isEmpty()) {
+        it.remove();
+        forgotten++;
+      }
     }
-  };
+  }
+
+  /** Clients forgotten to keep the bound (their calls' resends would apply again). */
+  public synchronized long forgotten() {
+    return forgotten;
+  }
 
   /**
    * Claims a call for applying. A call being applied by another thread right now (resent after
@@ -129,13 +146,20 @@ public final class CallLedger {
     if (id.getSeq() >= c.lowWater) {
       c.calls.put(id.getSeq(), new Entry(lsn, result));
     }
+    makeRoom();
   }
 
-  /** A NEW call failed without effect: a resend applies it. */
+  /**
+   * A NEW call failed without effect: a resend applies it. A client left with nothing applied
+   * and nothing in progress is dropped, so that refused calls take no room.
+   */
   synchronized void abandon(CallId id) {
     Client c = clients.get(id.getClient());
     if (c != null) {
       c.inProgress.remove(id.getSeq());
+      if (c.inProgress.isEmpty() && c.calls.isEmpty()) {
+        clients.remove(id.getClient());
+      }
     }
   }
 
@@ -149,6 +173,7 @@ public final class CallLedger {
     if (id.getSeq() >= c.lowWater) {
       c.calls.put(id.getSeq(), new Entry(lsn, result));
     }
+    makeRoom();
   }
 
   /** The entries of calls logged before {@code lsn}: the ledger as of a snapshot's cut. */

@@ -43,6 +43,11 @@ public final class ProtoItems {
       }
 
       @Override
+      public ShardCommands.ReadCost cost(ReadItem item, TableStore t) {
+        return ProtoItems.cost(item, t);
+      }
+
+      @Override
       public ReadResult run(ReadItem item, boolean resent) {
         return runner.run(item, resent);
       }
@@ -53,6 +58,49 @@ public final class ProtoItems {
         return ProtoItems.logged(f.getTable(), f.getKeys(), occurrences(f), noCount);
       }
     };
+  }
+
+  /**
+   * What a protobuf read item may take (its table {@code t}, null if there is none), from the
+   * request's counts alone: nothing is parsed or checked here (an unknown row encoding counts as
+   * 4 bytes a value and is refused when the item runs).
+   */
+  public static ShardCommands.ReadCost cost(ReadItem item, TableStore t) {
+    if (t == null) {
+      return ShardCommands.ReadCost.NONE;
+    }
+    return switch (item.getItemCase()) {
+      case FIND -> {
+        var f = item.getFind();
+        int n = f.getKeys().getLengthsCount();
+        yield f.hasPool()
+            ? ShardCommands.ReadCost.pooled(n, f.getPool().getBagSizesCount(), t.dim,
+                bytesPerValue(f.getRowEncodingValue()))
+            : ShardCommands.ReadCost.rows(n, t.dim, bytesPerValue(f.getRowEncodingValue()));
+      }
+      case FIND_OR_INSERT -> {
+        var f = item.getFindOrInsert();
+        int n = f.getKeys().getLengthsCount();
+        int bpv = bytesPerValue(f.getRowEncodingValue());
+        yield f.hasPool() ? ShardCommands.ReadCost.pooled(n, f.getPool().getBagSizesCount(),
+            t.dim, bpv)
+            : ShardCommands.ReadCost.rows(n, (f.getOmitRows() ? 0L : t.dim)
+                + (f.getWithSlots() ? t.slotFloats() : 0L), bpv);
+      }
+      case SAMPLE -> {
+        var s = item.getSample();
+        yield ShardCommands.ReadCost.sample(s.getNumSampled() & 0xFFFFFFFFL,
+            s.getPositives().getLengthsCount(), s.getDistinctWithRows()
+                ? t.dim + (s.getWithSlots() ? (long) t.slotFloats() : 0L) : 0L,
+            bytesPerValue(s.getRowEncodingValue()));
+      }
+      default -> ShardCommands.ReadCost.NONE;
+    };
+  }
+
+  private static int bytesPerValue(int encoding) {
+    var e = dev.dynembed.table.v1.RowEncoding.forNumber(encoding);
+    return e == null ? 4 : dev.dynembed.table.common.Rows.bytesPerValue(e);
   }
 
   /** A find_or_insert as the log keeps it: keys, occurrences, whether it counted; no rows. */

@@ -35,6 +35,7 @@ final class ShardCheckpoints {
     } catch (java.nio.file.InvalidPathException e) {
       throw TableException.invalid("checkpoint directory '%s' is not a valid path", directory);
     }
+    checkNotReserved(abs, directory);
     if (!engine.confined()) {
       return abs;
     }
@@ -57,6 +58,39 @@ final class ShardCheckpoints {
           directory, e.getClass().getSimpleName());
     }
     return abs;
+  }
+
+  /**
+   * Refuses a checkpoint directory inside one of the shard's own ({@link
+   * ShardEngine#reserveDirectory}: its log and snapshots, its disk tier), also through symbolic
+   * links: a checkpoint saved into a snapshot's directory left a shard that could not restart.
+   */
+  private void checkNotReserved(Path abs, String directory) {
+    Path real = realOfDeepestExisting(abs);
+    for (Path r : engine.reservedDirectories()) {
+      Path rr = realOfDeepestExisting(r);
+      if (abs.startsWith(r) || real.startsWith(rr) && java.nio.file.Files.exists(r)) {
+        throw TableException.invalid("checkpoint directory '%s' is inside this shard's own state"
+            + " (its write-ahead log, snapshots or disk tier); name a directory outside it",
+            directory);
+      }
+    }
+  }
+
+  /** The real path of {@code p}'s deepest existing ancestor, with the rest appended. */
+  private static Path realOfDeepestExisting(Path p) {
+    Path existing = p;
+    while (existing != null && !java.nio.file.Files.exists(existing)) {
+      existing = existing.getParent();
+    }
+    if (existing == null) {
+      return p;
+    }
+    try {
+      return existing.toRealPath().resolve(existing.relativize(p));
+    } catch (IOException e) {
+      return p;
+    }
   }
 
   /**

@@ -86,8 +86,85 @@ public final class ShardCommands {
      */
     FindOrInsertRequest logged(I item, boolean noCount);
 
+    /**
+     * What the item's answer may take, from the request alone, before anything runs ({@link
+     * #cost}).
+     *
+     * @param table the item's table, or null when there is none (the item fails NOT_FOUND)
+     */
+    ReadCost cost(I item, TableStore table);
+
     /** Lets go of an answer of a call that failed after it (a pooled buffer, say). */
     default void discard(R answer) {}
+  }
+
+  /**
+   * What a read call (or one item) may take, known before it runs: the bytes of its reply (rows
+   * in the encoding asked for, and per key its found bit and counters), the draws of its samples
+   * and the keys it names. A call's sum is refused beyond one reply ({@link
+   * Limits#MAX_MESSAGE_BYTES}) or {@link Limits#MAX_NUM_SAMPLED} draws, reserved against the
+   * shard's {@link ReplyBudget}, and runs off the network's event loop when {@link #large}.
+   */
+  public record ReadCost(long replyBytes, long draws, long keys) {
+    public static final ReadCost NONE = new ReadCost(0, 0, 0);
+    /** Bytes per key beside its row: found bit, frequency and update count varints, framing. */
+    static final int PER_KEY = 24;
+    /** Bytes per draw beside its row: its key (a few bytes, most often) and draw index. */
+    static final int PER_DRAW = 16;
+    /** Beyond these a call runs off the event loop that read it (it would hold other calls). */
+    public static final long INLINE_REPLY_BYTES = 16L << 20;
+    public static final long INLINE_DRAWS = 1L << 16;
+    public static final long INLINE_KEYS = 1L << 18;
+
+    /** {@code keys} keys answered with {@code values} values each, {@code bpv} bytes a value. */
+    public static ReadCost rows(long keys, long values, int bpv) {
+      return new ReadCost(keys * (values * bpv + PER_KEY), 0, keys);
+    }
+
+    /** {@code bags} pooled vectors of {@code dim} values over {@code keys} keys. */
+    public static ReadCost pooled(long keys, long bags, int dim, int bpv) {
+      return new ReadCost(bags * dim * bpv + keys / 8 + PER_KEY, 0, keys);
+    }
+
+    /** {@code draws} draws (each with {@code rowValues} values when rows come back). */
+    public static ReadCost sample(long draws, long positives, long rowValues, int bpv) {
+      return new ReadCost(draws * (PER_DRAW + rowValues * bpv) + positives * PER_KEY, draws,
+          positives);
+    }
+
+    ReadCost plus(ReadCost o) {
+      return new ReadCost(replyBytes + o.replyBytes, draws + o.draws, keys + o.keys);
+    }
+
+    /** Whether the call should not run on a network event loop. */
+    public boolean large() {
+      return replyBytes > INLINE_REPLY_BYTES || draws > INLINE_DRAWS || keys > INLINE_KEYS;
+    }
+  }
+
+  /**
+   * The cost of a read call's items, summed and checked against the per-call limits before
+   * anything is built or drawn: RESOURCE_EXHAUSTED names the limit. Each item's own limits (keys,
+   * rows of one reply) are checked again when it runs.
+   */
+  public <I, R> ReadCost cost(List<I> items, ReadItems<I, R> codec) {
+    ReadCost sum = ReadCost.NONE;
+    String table = null;
+    for (I item : items) {
+      String name = codec.table(item);
+      table = table == null ? name : table;
+      sum = sum.plus(codec.cost(item, engine.lookup(name)));
+    }
+    if (sum.draws() > Limits.MAX_NUM_SAMPLED) {
+      throw TableException.exhausted("table '%s': the sample items of one read draw %d keys in"
+          + " all; a call draws at most %d", table, sum.draws(), Limits.MAX_NUM_SAMPLED);
+    }
+    if (sum.replyBytes() > Limits.MAX_MESSAGE_BYTES) {
+      throw TableException.exhausted("table '%s': the answers of one read's %d items would take"
+          + " about %d bytes; one reply holds at most %d bytes: ask for fewer rows per call",
+          table, items.size(), sum.replyBytes(), Limits.MAX_MESSAGE_BYTES);
+    }
+    return sum;
   }
 
   /**
@@ -152,7 +229,7 @@ public final class ShardCommands {
     List<R> out = new ArrayList<>(items.size());
     try {
       return read(id, mapEpoch, items, codec, out);
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) { // an Error too: out of direct memory, say
       out.forEach(codec::discard); // the answers of the items before the failure
       throw e;
     }
@@ -190,6 +267,7 @@ public final class ShardCommands {
       List<R> out) {
     engine.checkReady();
     checkItems(items.size(), "read");
+    cost(items, codec); // before anything is built: the sum over the items, not each alone
     checkReadRoutedAt(id, mapEpoch);
     List<Inserts> inserts = new ArrayList<>(items.size()); // per item, null: changes nothing
     List<String> names = new ArrayList<>(2); // tables an item inserts into
@@ -224,7 +302,7 @@ public final class ShardCommands {
       return out;
     }
     List<TableStore> stores = new ArrayList<>(names.size());
-    RuntimeException failure = null;
+    Throwable failure = null;
     long lsn = 0;
     boolean duplicate;
     List<String> lockedNames = new ArrayList<>(names);
@@ -254,8 +332,8 @@ public final class ShardCommands {
           I item = items.get(i);
           try {
             out.add(codec.run(item, duplicate));
-          } catch (RuntimeException e) {
-            failure = e; // earlier items' counting stays
+          } catch (RuntimeException | Error e) {
+            failure = e; // earlier items' counting stays (and is logged below)
             break;
           }
           Inserts ins = inserts.get(i);
@@ -291,8 +369,11 @@ public final class ShardCommands {
       engine.afterInsert(t);
     }
     afterPromotions(promoting);
+    if (failure instanceof Error e) {
+      throw e;
+    }
     if (failure != null) {
-      throw failure;
+      throw (RuntimeException) failure;
     }
     return out;
   }
@@ -315,11 +396,13 @@ public final class ShardCommands {
     engine.checkReady();
     checkItems(items.size(), "write");
     CallLedger ledger = engine.ledger();
-    if (ledger.claim(id) == CallLedger.Claim.DUPLICATE) {
-      int[] r = ledger.result(id);
-      engine.awaitAll();
-      return r != null && r.length == items.size() ? r : new int[items.size()];
+    if (ledger.applied(id)) { // a resend: answered as the first time, whatever changed since
+      return duplicate(ledger, id, items.size());
     }
+    // the call is checked whole before it is claimed: a refused call leaves no trace in the
+    // ledger (refused calls of fresh clients once pushed an applied call's client out of it,
+    // and that call's resend was applied a second time)
+    boolean claimed = false;
     boolean done = false;
     try {
       List<TableStore.CheckedGradients> checked = new ArrayList<>(items.size());
@@ -355,9 +438,14 @@ public final class ShardCommands {
       }
       try {
         engine.checkRoutedAt(mapEpoch); // again, now that no map change can pass the locks
+        claimed = ledger.claim(id) != CallLedger.Claim.DUPLICATE;
       } catch (TableException e) {
         ShardEngine.unlockShared(locked);
         throw e;
+      }
+      if (!claimed) { // applied by a resend of it meanwhile
+        ShardEngine.unlockShared(locked);
+        return duplicate(ledger, id, items.size());
       }
       int[] out = new int[checked.size()];
       long lsn = 0;
@@ -379,10 +467,17 @@ public final class ShardCommands {
       }
       return out;
     } finally {
-      if (!done) {
+      if (claimed && !done) {
         ledger.abandon(id);
       }
     }
+  }
+
+  /** The answer to a resent write that was applied before: its first answer, nothing applied. */
+  private int[] duplicate(CallLedger ledger, CallId id, int items) {
+    int[] r = ledger.result(id);
+    engine.awaitAll();
+    return r != null && r.length == items ? r : new int[items];
   }
 
   /**

@@ -400,13 +400,13 @@ public final class ShardEngine {
       return;
     }
     long e = ownership.map().epoch();
-    if (routedAt != e) {
-      if (routedAt < e) {
+    if (routedAt != e) { // epochs are uint64 on the wire
+      if (Long.compareUnsigned(routedAt, e) < 0) {
         throw TableException.moved(e, routedAt, shardIndex);
       }
       throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE, String.format(
-          "shard %d routes by slot map epoch %d, older than the call's %d; resend", shardIndex,
-          e, routedAt));
+          "shard %d routes by slot map epoch %d, older than the call's %s; resend", shardIndex,
+          e, Long.toUnsignedString(routedAt)));
     }
   }
 
@@ -769,6 +769,18 @@ public final class ShardEngine {
     return memoryBudget;
   }
 
+  private volatile ReplyBudget replies = new ReplyBudget(ReplyBudget.defaultCapacity());
+
+  /** Sets the bytes of replies the shard holds at once ({@link ReplyBudget}). */
+  public void setReplyBudget(long bytes) {
+    this.replies = new ReplyBudget(bytes);
+  }
+
+  /** What the shard's replies may take at once; the transports reserve each reply's size. */
+  public ReplyBudget replies() {
+    return replies;
+  }
+
   public void setMaxTables(int n) {
     if (n < 1) {
       throw TableException.invalid("max tables must be >= 1 but was %d", n);
@@ -817,6 +829,21 @@ public final class ShardEngine {
 
   Path dataDir() {
     return dataDir;
+  }
+
+  private final List<Path> reserved = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+  /**
+   * Refuses checkpoint directories inside {@code dir} from now on: the shard's own state (its
+   * log and snapshots, its disk tier), which a checkpoint written there would corrupt.
+   */
+  public void reserveDirectory(Path dir) {
+    reserved.add(dir.toAbsolutePath().normalize());
+  }
+
+  /** Directories no checkpoint may be inside ({@link #reserveDirectory}). */
+  List<Path> reservedDirectories() {
+    return reserved;
   }
 
   /** Whether checkpoint directories must stay inside the data directory. */

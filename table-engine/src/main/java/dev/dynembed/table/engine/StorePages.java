@@ -265,6 +265,12 @@ abstract class StorePages {
         }
       }
     }
+    if (!(lr <= Limits.MAX_LEARNING_RATE)) { // a table's own rate from an older config
+      throw TableException.invalid("table '%s': learning rate %s is above the limit of %s;"
+          + " nothing was applied", name(), lr, Limits.MAX_LEARNING_RATE);
+    }
+    GradientChecks.checkSummed(name(), g, dim, lr,
+        u -> keys.key(dedup.firstPosition(u)), !dedup.allDistinct());
     return new CheckedGradients((TableStore) this, keys, dedup, g, lr);
   }
 

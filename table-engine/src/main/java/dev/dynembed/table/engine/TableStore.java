@@ -1,6 +1,8 @@
 package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.BatchDedup;
+import dev.dynembed.table.common.FloatKernels;
+import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.RowSink;
@@ -377,6 +379,7 @@ public final class TableStore extends StoreIndex {
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
     ColdRows cr = null;
+    float[] before = new float[rowFloats]; // a row as it was, while its update is checked
     try {
       cr = prefetchCold(keys);
       int applied = 0;
@@ -393,9 +396,16 @@ public final class TableStore extends StoreIndex {
         int m = (row & pageMask) * META;
         synchronized (stripes[row & (STRIPES - 1)]) {
           long t = meta[m + M_UPDATES] + 1;
+          System.arraycopy(page, base, before, 0, rowFloats);
+          optimizer.apply(page, base, page, base + dim, g, u * dim, c.lr, t);
+          if (outOfRange(page, base)) { // the row keeps its values; its gradient is dropped
+            System.arraycopy(before, 0, page, base, rowFloats);
+            applied--;
+            refusedUpdates.increment();
+            continue;
+          }
           meta[m + M_UPDATES] = t;
           meta[m + M_STEP] = step;
-          optimizer.apply(page, base, page, base + dim, g, u * dim, c.lr, t);
         }
       }
       updates.add(applied);
@@ -414,6 +424,27 @@ public final class TableStore extends StoreIndex {
   }
 
 
+
+  private final java.util.concurrent.atomic.LongAdder refusedUpdates =
+      new java.util.concurrent.atomic.LongAdder();
+
+  /**
+   * Whether an updated row left the range every row keeps: weights within ±{@link
+   * Limits#MAX_ROW_VALUE} (so that scores stay finite), slots finite.
+   */
+  private boolean outOfRange(float[] page, int base) {
+    for (int j = 0; j < dim; j++) {
+      if (!(Math.abs(page[base + j]) <= Limits.MAX_ROW_VALUE)) {
+        return true;
+      }
+    }
+    return FloatKernels.firstNonFinite(page, base + dim, rowFloats - dim) >= 0;
+  }
+
+  /** Row updates not applied because they would have left a row out of range. */
+  public long refusedUpdates() {
+    return refusedUpdates.sum();
+  }
 
   /** Row id of key i, or -1: in memory ({@link #lookupHot}), else promoted from the disk tier. */
   int lookup(PackedKeys keys, int i) {

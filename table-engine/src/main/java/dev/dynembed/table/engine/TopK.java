@@ -43,6 +43,13 @@ public final class TopK {
       throw TableException.invalid("table '%s': query %d column %d is %s",
           t.name(), bad / width, bad % width, queries[bad]);
     }
+    for (int i = 0; i < queries.length; i++) { // as rows are: scores stay finite
+      if (Math.abs(queries[i]) > Limits.MAX_ROW_VALUE) {
+        throw TableException.invalid("table '%s': query %d column %d is %s; query values must"
+            + " be within +-%s", t.name(), i / width, i % width, queries[i],
+            Limits.MAX_ROW_VALUE);
+      }
+    }
   }
 
   /**

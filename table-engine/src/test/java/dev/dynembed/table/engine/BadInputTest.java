@@ -62,8 +62,29 @@ class BadInputTest {
 
   @Test
   void negativeLearningRate_isInvalid() {
-    assertError(ErrorCode.INVALID_ARGUMENT, "learning_rate must be >= 0",
+    assertError(ErrorCode.INVALID_ARGUMENT, "learning_rate must be in [0, 1000000.0]",
         () -> table.applyGradients(PackedKeys.of("a"), new float[4], -1f, 2));
+  }
+
+  @Test
+  void unboundedLearningRate_isInvalid() {
+    assertError(ErrorCode.INVALID_ARGUMENT, "learning_rate must be in [0, 1000000.0] (0 = the"
+        + " table's) but was 1.0E30",
+        () -> table.applyGradients(PackedKeys.of("a"), new float[4], 1e30f, 2));
+  }
+
+  @Test
+  void duplicateGradientsSummingToInfinity_areInvalid() {
+    float[] g = {3e38f, 0, 0, 0, 3e38f, 0, 0, 0};
+    assertError(ErrorCode.INVALID_ARGUMENT, "the gradients of key 'p' column 0 sum to Infinity",
+        () -> table.applyGradients(PackedKeys.of("p", "p"), g, 0f, 2));
+  }
+
+  @Test
+  void gradientTimesRateBeyondFloat_isInvalid() {
+    float[] g = {1e33f, 0, 0, 0};
+    assertError(ErrorCode.INVALID_ARGUMENT, "times the learning rate 1000000.0 is not finite",
+        () -> table.applyGradients(PackedKeys.of("p"), g, 1e6f, 2));
   }
 
   @Test

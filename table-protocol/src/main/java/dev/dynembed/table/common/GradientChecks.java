@@ -39,10 +39,36 @@ public final class GradientChecks {
           "table '%s': gradient of key %d ('%s') column %d is %s; nothing was applied",
           table, k / dim, keys.key(k / dim), k % dim, gradients[k]);
     }
-    if (!(learningRate >= 0f && Float.isFinite(learningRate))) {
+    if (!(learningRate >= 0f && learningRate <= Limits.MAX_LEARNING_RATE)) {
       throw TableException.invalid(
-          "table '%s': learning_rate must be >= 0 (0 = the table's) but was %s; nothing was"
-              + " applied", table, learningRate);
+          "table '%s': learning_rate must be in [0, %s] (0 = the table's) but was %s; nothing"
+              + " was applied", table, Limits.MAX_LEARNING_RATE, learningRate);
+    }
+  }
+
+  /**
+   * Refuses (INVALID_ARGUMENT) a batch whose gradients, summed per distinct key ({@code summed},
+   * {@code dim} values a key) or times the learning rate, are not finite: two finite gradients
+   * of one key can sum to infinity. {@code keyOf} names the key of a summed row.
+   */
+  public static void checkSummed(String table, float[] summed, int dim, float lr,
+      java.util.function.IntFunction<String> keyOf, boolean duplicates) {
+    if (duplicates) {
+      int k = FloatKernels.firstNonFinite(summed, 0, summed.length);
+      if (k >= 0) {
+        throw TableException.invalid("table '%s': the gradients of key '%s' column %d sum to %s;"
+            + " nothing was applied", table, keyOf.apply(k / dim), k % dim, summed[k]);
+      }
+    }
+    if (lr <= 1f) {
+      return; // |lr g| <= |g|, finite
+    }
+    for (int k = 0; k < summed.length; k++) {
+      if (Float.isInfinite(summed[k] * lr)) {
+        throw TableException.invalid("table '%s': gradient %s of key '%s' column %d times the"
+            + " learning rate %s is not finite; nothing was applied", table, summed[k],
+            keyOf.apply(k / dim), k % dim, lr);
+      }
     }
   }
 }

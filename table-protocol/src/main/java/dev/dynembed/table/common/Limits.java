@@ -27,6 +27,18 @@ public final class Limits {
           floats, MAX_BATCH_FLOATS);
     }
   }
+  /**
+   * Largest learning rate a call or a table may ask for: far above any rate that trains, and low
+   * enough that a finite gradient times it stays finite for every gradient a shard accepts.
+   */
+  public static final float MAX_LEARNING_RATE = 1e6f;
+  /**
+   * Largest magnitude an optimizer may leave in a row's weights: with {@link #MAX_DIM} values a
+   * dot product or a norm of two such rows stays finite in float (4096 x 1e30 &lt; 3.4e38), so
+   * top-k scores never become infinite or NaN. An update that would pass it, or leave a
+   * non-finite slot value, is not applied to that row (docs/design/0009-security.md).
+   */
+  public static final float MAX_ROW_VALUE = 1e15f;
   /** Most draws in one sample call. */
   public static final int MAX_NUM_SAMPLED = 1 << 22;
   /** Largest k of a top-k query. */

@@ -180,6 +180,10 @@ public final class TableConfigs {
       b.setLearningRate(DEFAULT_LEARNING_RATE);
     }
     positive(table, "optimizer.learning_rate", b.getLearningRate());
+    if (b.getLearningRate() > Limits.MAX_LEARNING_RATE) {
+      throw TableException.invalid("table '%s': optimizer.learning_rate must be at most %s but"
+          + " was %s", table, Limits.MAX_LEARNING_RATE, b.getLearningRate());
+    }
     switch (b.getKind()) {
       case SGD -> { }
       case MOMENTUM -> {

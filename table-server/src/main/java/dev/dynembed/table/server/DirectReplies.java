@@ -50,6 +50,11 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
   }
 
   @Override
+  public ShardCommands.ReadCost cost(ReadItem item, dev.dynembed.table.engine.TableStore t) {
+    return proto.cost(item, t);
+  }
+
+  @Override
   public FindOrInsertRequest logged(ReadItem item, boolean noCount) {
     return proto.logged(item, noCount);
   }
@@ -80,7 +85,7 @@ final class DirectReplies implements ShardCommands.ReadItems<ReadItem, ByteBuf> 
       java.util.function.Function<O, ByteBuf> item) {
     try {
       return item.apply(out);
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) { // out of direct memory too
       out.release();
       throw e;
     }

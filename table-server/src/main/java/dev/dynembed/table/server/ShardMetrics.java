@@ -95,6 +95,15 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
         .description("the tables' bytes, as the memory budget counts them").register(registry);
     Gauge.builder("dynembed.memory.budget", engine, ShardEngine::memoryBudget).baseUnit("bytes")
         .description("--memory-budget-mb (0: none)").register(registry);
+    Gauge.builder("dynembed.reply.budget.used", engine, e -> e.replies().used())
+        .baseUnit("bytes").description("bytes of replies being built or sent")
+        .register(registry);
+    Gauge.builder("dynembed.reply.budget", engine, e -> e.replies().capacity())
+        .baseUnit("bytes").description("--reply-budget-mb").register(registry);
+    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.reply.budget.refused",
+        engine, e -> e.replies().refused())
+        .description("calls refused because their reply did not fit the budget")
+        .register(registry);
     Gauge.builder("dynembed.ready", engine, e -> e.ready() ? 1 : 0)
         .description("1 once the tables are recovered").register(registry);
     new JvmMemoryMetrics().bindTo(registry);
@@ -110,6 +119,28 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
    * the group's epoch, the followers in sync and, on a primary, how far the slowest follower is
    * behind (log records appended but not acknowledged).
    */
+  /** The data plane's connections by state, and what it refused or closed. */
+  void dataPlane(DataPlaneServer.Counters c) {
+    Gauge.builder("dynembed.dataplane.connections", c, x -> x.open.get() - x.unauthenticated.get())
+        .tags("state", "authenticated").description("data-plane connections open")
+        .register(registry);
+    Gauge.builder("dynembed.dataplane.connections", c, x -> x.unauthenticated.get())
+        .tags("state", "before_hello").description("data-plane connections open")
+        .register(registry);
+    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
+        x -> x.refusedConnections.get()).tags("reason", "connection_cap")
+        .description("connections refused or closed by the data plane").register(registry);
+    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
+        x -> x.helloTimeouts.get()).tags("reason", "hello_timeout")
+        .description("connections refused or closed by the data plane").register(registry);
+    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
+        x -> x.preHelloDrops.get()).tags("reason", "frame_before_hello")
+        .description("connections refused or closed by the data plane").register(registry);
+    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
+        x -> x.idleCloses.get()).tags("reason", "idle")
+        .description("connections refused or closed by the data plane").register(registry);
+  }
+
   void replication(ShardReplicas r) {
     Gauge.builder("dynembed.replication.primary", r, x -> x.leading() ? 1 : 0)
         .description("1 while this process leads its replicated group").register(registry);

@@ -60,12 +60,14 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void find(FindRequest req, StreamObserver<FindResponse> out) {
-    run(out, req.getTable(), () -> find(req));
+    budgeted(out, req.getTable(), List.of(ReadItem.newBuilder().setFind(req).build()),
+        () -> find(req));
   }
 
   @Override
   public void findOrInsert(FindOrInsertRequest req, StreamObserver<FindResponse> out) {
-    run(out, req.getTable(), () -> engine.read(
+    budgeted(out, req.getTable(), List.of(ReadItem.newBuilder().setFindOrInsert(req).build()),
+        () -> engine.read(
         ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(req))
             .setMapEpoch(engine.slotMap().epoch()).build(), // keys checked one by one
         this::runItem).getResults(0).getRows());
@@ -82,12 +84,90 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void sample(SampleRequest req, StreamObserver<SampleResponse> out) {
-    run(out, req.getTable(), () -> sample(req));
+    budgeted(out, req.getTable(), List.of(ReadItem.newBuilder().setSample(req).build()),
+        () -> sample(req));
   }
 
   @Override
   public void read(ReadRequest req, StreamObserver<ReadResponse> out) {
-    run(out, readTable(req), () -> runRead(req));
+    budgeted(out, readTable(req), req.getItemsList(), () -> runRead(req));
+  }
+
+  /** The protobuf read items as the command path sees them (for their cost). */
+  private final ShardCommands.ReadItems<ReadItem, ReadResult> reads =
+      ProtoItems.reads(this::runItem);
+
+  /**
+   * What a read call's items may take, checked against the per-call limits (RESOURCE_EXHAUSTED
+   * names them); both transports ask it before they reserve the reply ({@link ReplyBudget}).
+   */
+  ShardCommands.ReadCost readCost(List<ReadItem> items) {
+    return engine.commands().cost(items, reads);
+  }
+
+  /**
+   * What a top-k's answer may take: a key and a score per hit (32 bytes counted), at most
+   * {@link Limits#MAX_TOP_K_HITS} hits (refused beyond when it runs).
+   */
+  static ShardCommands.ReadCost topKCost(TopKRequest req) {
+    long hits = Math.min((long) req.getNumQueries() * Math.min(req.getK(), Limits.MAX_TOP_K),
+        Limits.MAX_TOP_K_HITS);
+    return new ShardCommands.ReadCost(hits * 32, 0, 0);
+  }
+
+  /**
+   * Answers a call whose reply is reserved in the shard's {@link ReplyBudget} first (refused by
+   * name when it does not fit), and released once gRPC has sent it or the call is cancelled. A
+   * {@link ShardCommands.ReadCost#large} call runs on the pool, not on the event loop that read
+   * it, where it would hold every other call of its connections.
+   */
+  private <T> void budgeted(StreamObserver<T> out, String table, List<ReadItem> items,
+      Callable<T> call) {
+    ShardCommands.ReadCost cost;
+    try {
+      cost = execute(table, () -> readCost(items));
+    } catch (TableException e) {
+      out.onError(toStatus(e.code()).withDescription(e.getMessage()).asRuntimeException());
+      return;
+    }
+    budgeted(out, table, cost, call);
+  }
+
+  private <T> void budgeted(StreamObserver<T> out, String table, ShardCommands.ReadCost cost,
+      Callable<T> call) {
+    ReplyBudget.Lease lease;
+    try {
+      lease = engine.replies().reserve(cost.replyBytes(), table);
+    } catch (TableException e) {
+      out.onError(toStatus(e.code()).withDescription(e.getMessage()).asRuntimeException());
+      return;
+    }
+    boolean tracked = out instanceof io.grpc.stub.ServerCallStreamObserver<T>;
+    if (tracked) { // sent, or the call cancelled: the reply's memory is free again
+      var s = (io.grpc.stub.ServerCallStreamObserver<T>) out;
+      s.setOnCloseHandler(lease);
+      s.setOnCancelHandler(lease);
+    }
+    Runnable answer = () -> {
+      try {
+        run(out, table, call);
+      } finally {
+        if (!tracked) {
+          lease.close();
+        }
+      }
+    };
+    if (!cost.large()) {
+      answer.run();
+      return;
+    }
+    try {
+      scans.execute(answer);
+    } catch (RuntimeException e) { // shutting down
+      lease.close();
+      out.onError(io.grpc.Status.UNAVAILABLE.withDescription("shard " + engine.shardIndex()
+          + " is shutting down").asRuntimeException());
+    }
   }
 
   /**
@@ -263,12 +343,10 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void topK(TopKRequest req, StreamObserver<TopKResponse> out) {
-    Runnable answer = () -> run(out, req.getTable(), () -> topKAnswer(req));
-    if (topKInline(req)) {
-      answer.run();
-    } else {
-      scans.execute(answer);
-    }
+    // a scan is large whatever its reply: it must not hold the event loop
+    ShardCommands.ReadCost cost = topKCost(req);
+    budgeted(out, req.getTable(), topKInline(req) ? cost
+        : new ShardCommands.ReadCost(cost.replyBytes(), 0, Long.MAX_VALUE), () -> topKAnswer(req));
   }
 
   /**
@@ -290,6 +368,10 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   /** A top-k's answer (run it inside {@link #execute}); the one body both transports run. */
   TopKResponse topKAnswer(TopKRequest req) {
     TableStore t = engine.get(req.getTable());
+    if (req.getMetric() == Metric.UNRECOGNIZED) {
+      throw TableException.invalid("table '%s': metric %d is not one of DOT (1) and COSINE (2)"
+          + " (0: the table's)", req.getTable(), req.getMetricValue());
+    }
     Rows.floatCount(req.getQueries(), "queries");
     PackedKeys exclude = PackedKeys.fromProto(req.getExclude(), t.maxKeyBytes, "exclude");
     TopKHits r = engine.topK(req.getTable(), Rows.decode(req.getQueries()),

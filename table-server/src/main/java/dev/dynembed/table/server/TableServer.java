@@ -69,6 +69,18 @@ public final class TableServer implements AutoCloseable {
   public TableServer(ShardEngine engine, String host, int port, int threads,
       List<ServerInterceptor> interceptors, io.grpc.ServerCredentials credentials, int dataPort,
       List<io.grpc.BindableService> more) throws IOException {
+    this(engine, host, port, threads, interceptors, credentials, dataPort, more,
+        DataPlaneServer.ConnectionLimits.DEFAULTS);
+  }
+
+  /**
+   * @param limits what connections may take on the data plane (caps, HELLO and idle timeouts);
+   *     gRPC closes connections idle as long, and waits as long for a connection's handshake
+   */
+  TableServer(ShardEngine engine, String host, int port, int threads,
+      List<ServerInterceptor> interceptors, io.grpc.ServerCredentials credentials, int dataPort,
+      List<io.grpc.BindableService> more, DataPlaneServer.ConnectionLimits limits)
+      throws IOException {
     this.engine = engine;
     this.executor = Executors.newFixedThreadPool(threads, r -> {
       Thread t = new Thread(r, "table-shard-" + engine.shardIndex());
@@ -99,7 +111,11 @@ public final class TableServer implements AutoCloseable {
         dataPlane = new DataPlaneServer(service, engine, host, dataPort,
             DataPlaneTls.of(credentials), find(interceptors, AccessControl.class),
             find(interceptors, ShardMetrics.class), executor,
-            Math.max(1, Runtime.getRuntime().availableProcessors()));
+            Math.max(1, Runtime.getRuntime().availableProcessors()), limits);
+        ShardMetrics m = find(interceptors, ShardMetrics.class);
+        if (m != null) {
+          m.dataPlane(dataPlane.counters());
+        }
       } catch (RuntimeException e) {
         executor.shutdownNow();
         throw e;
@@ -122,6 +138,11 @@ public final class TableServer implements AutoCloseable {
         // the message limit; calls per connection by this cap (more wait in the client)
         .flowControlWindow(Limits.FLOW_CONTROL_WINDOW)
         .maxConcurrentCallsPerConnection(Limits.MAX_CALLS_PER_CONNECTION)
+        // a connection that never completes its TLS and HTTP/2 handshake, or sits idle, gives
+        // its file descriptor back (the data plane's HELLO and idle timeouts)
+        .handshakeTimeout(limits.helloTimeout().toMillis(), TimeUnit.MILLISECONDS)
+        .maxConnectionIdle(limits.idleTimeout().isZero() ? Long.MAX_VALUE
+            : limits.idleTimeout().toMillis(), TimeUnit.MILLISECONDS)
         .build();
     try {
       this.server = built.start();
@@ -156,6 +177,11 @@ public final class TableServer implements AutoCloseable {
       }
     }
     return null;
+  }
+
+  /** What the data plane refused and closed (tests), or null without one. */
+  DataPlaneServer.Counters dataPlaneCounters() {
+    return dataPlane == null ? null : dataPlane.counters();
   }
 
   /** The native data plane's port, or -1 without one. */

@@ -187,8 +187,56 @@ public final class TableServerMain implements Callable<Integer> {
       + " over HTTP on this port of --host (0 = any free port; omitted = no HTTP)")
   Integer metricsPort;
 
+  @Option(names = "--reply-budget-mb", defaultValue = "0", description = "bytes of replies the"
+      + " shard builds and sends at once; a call whose reply does not fit now is UNAVAILABLE"
+      + " (resent later), one larger than the budget RESOURCE_EXHAUSTED (0 = a quarter of the"
+      + " heap; default ${DEFAULT-VALUE})")
+  long replyBudgetMb;
+
+  @Option(names = "--max-connections", defaultValue = "1024", description = "data-plane"
+      + " connections open at once, at most a quarter of the process's file descriptors"
+      + " (default ${DEFAULT-VALUE})")
+  int maxConnections;
+
+  @Option(names = "--max-connections-before-hello", defaultValue = "128", description = "of"
+      + " them, connections that have not sent a valid HELLO yet (default ${DEFAULT-VALUE})")
+  int maxConnectionsBeforeHello;
+
+  @Option(names = "--hello-timeout-s", defaultValue = "10", description = "close a data-plane"
+      + " connection without a valid HELLO, and a gRPC connection without its handshake, after"
+      + " this many seconds (default ${DEFAULT-VALUE})")
+  int helloTimeoutS;
+
+  @Option(names = "--idle-timeout-s", defaultValue = "600", description = "close a connection"
+      + " that sent nothing for this many seconds (its client reconnects on its next call;"
+      + " 0 = never; default ${DEFAULT-VALUE})")
+  int idleTimeoutS;
+
+  /** The data plane's connection limits from the options, or null after telling what is wrong. */
+  private DataPlaneServer.ConnectionLimits connectionLimits() {
+    if (replyBudgetMb < 0 || (replyBudgetMb > 0 && replyBudgetMb < 8)) {
+      System.err.printf("table-server: --reply-budget-mb must be 0 (a quarter of the heap) or"
+          + " >= 8; got %d%n", replyBudgetMb);
+      return null;
+    }
+    try {
+      return new DataPlaneServer.ConnectionLimits(maxConnections, maxConnectionsBeforeHello,
+          java.time.Duration.ofSeconds(helloTimeoutS), java.time.Duration.ofSeconds(idleTimeoutS));
+    } catch (IllegalArgumentException e) {
+      System.err.printf("table-server: --max-connections (%d) and --max-connections-before-hello"
+          + " (%d) must be >= 1, the second at most the first; --hello-timeout-s (%d) >= 1 and"
+          + " --idle-timeout-s (%d) >= 0%n", maxConnections, maxConnectionsBeforeHello,
+          helloTimeoutS, idleTimeoutS);
+      return null;
+    }
+  }
+
   @Override
   public Integer call() throws Exception {
+    DataPlaneServer.ConnectionLimits limits = connectionLimits();
+    if (limits == null) {
+      return 2;
+    }
     if (numShards < 1 || shardIndex < 0 || shardIndex >= numShards) {
       System.err.printf("table-server: --shard-index must be in [0, %d) and --num-shards >= 1;"
           + " got --shard-index %d --num-shards %d%n", Math.max(numShards, 1), shardIndex, numShards);
@@ -313,6 +361,9 @@ public final class TableServerMain implements Callable<Integer> {
     }
     ShardEngine engine = new ShardEngine(shardIndex, numShards, dataDir);
     engine.setMemoryBudget(memoryBudgetMb << 20);
+    if (replyBudgetMb > 0) {
+      engine.setReplyBudget(replyBudgetMb << 20);
+    }
     if (coldDir != null || coldCacheMb != 64) {
       engine.setColdDirectory(coldDir == null ? null
           : coldDir.resolve("shard-" + shardIndex), coldCacheMb << 20);
@@ -382,9 +433,14 @@ public final class TableServerMain implements Callable<Integer> {
       System.err.println("table-server: " + e.getMessage());
       return 2;
     }
+    // a checkpoint saved into the log's own directories would be taken for its files
+    engine.reserveDirectory(states);
+    if (coldDir != null) {
+      engine.reserveDirectory(coldDir);
+    }
     TableServer server = new TableServer(engine, host, port, n, interceptors,
         tls == null ? null : tls.credentials(), dataPort,
-        replicas == null ? java.util.List.of() : java.util.List.of(replicas));
+        replicas == null ? java.util.List.of() : java.util.List.of(replicas), limits);
     if (metrics != null) {
       if (replicas != null) {
         metrics.replication(replicas);

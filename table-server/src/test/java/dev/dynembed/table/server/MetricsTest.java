@@ -102,6 +102,17 @@ class MetricsTest {
       assertEquals(1, value(text, "dynembed_ready", "shard=\"0\""));
       assertEquals(engine.bytesInUse(), value(text, "dynembed_memory_used_bytes", "shard=\"0\""));
       assertTrue(text.contains("jvm_memory_used_bytes{"), "JVM metrics");
+      // what one caller may take (issue 49): the reply budget and the data plane's connections
+      assertEquals(engine.replies().capacity(), value(text, "dynembed_reply_budget_bytes",
+          "shard=\"0\""));
+      assertEquals(0, value(text, "dynembed_reply_budget_used_bytes", "shard=\"0\""));
+      assertEquals(0, value(text, "dynembed_reply_budget_refused_total", "shard=\"0\""));
+      assertEquals(0, value(text, "dynembed_dataplane_connections", "state=\"before_hello\""));
+      for (String reason : List.of("connection_cap", "hello_timeout", "frame_before_hello",
+          "idle")) {
+        assertEquals(0, value(text, "dynembed_dataplane_refused_total",
+            "reason=\"" + reason + "\""), reason);
+      }
       state.close();
     }
   }

@@ -57,7 +57,8 @@ class ReplyBoundsTest {
         StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
             () -> stub.find(FindRequest.newBuilder().setTable("wide").setKeys(many).build()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode(), e.toString());
-        assertTrue(e.getStatus().getDescription().contains("exceed the 67108864 floats"),
+        assertTrue(e.getStatus().getDescription()
+            .contains("one reply holds at most 536870912 bytes"),
             e.getStatus().getDescription());
         // optimizer slots count too: 20,000 keys x (4096 + 2 x 4096 Adam slots) floats
         var some = PackedKeys.of(keys(20_000)).toProto();
@@ -65,7 +66,8 @@ class ReplyBoundsTest {
             FindOrInsertRequest.newBuilder().setTable("wide").setKeys(some).setWithSlots(true)
                 .build()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode(), e.toString());
-        assertTrue(e.getStatus().getDescription().contains("exceed the 67108864 floats"),
+        assertTrue(e.getStatus().getDescription()
+            .contains("one reply holds at most 536870912 bytes"),
             e.getStatus().getDescription()); // refused before the reply buffer is allocated
         // 4M distinct draws with their rows at dim 4096
         e = assertThrows(StatusRuntimeException.class, () -> stub.sample(SampleRequest
