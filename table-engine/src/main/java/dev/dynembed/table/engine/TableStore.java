@@ -379,7 +379,7 @@ public final class TableStore extends StoreIndex {
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
     ColdRows cr = null;
-    float[] before = new float[rowFloats]; // a row as it was, while its update is checked
+    boolean unitStep = c.lr <= 1f && optimizer.unitStep();
     try {
       cr = prefetchCold(keys);
       int applied = 0;
@@ -389,23 +389,8 @@ public final class TableStore extends StoreIndex {
         if (row < 0) {
           continue; // not admitted: its gradient is dropped
         }
-        applied++;
-        float[] page = rowPages[row >>> pageShift];
-        long[] meta = metaPages[row >>> pageShift];
-        int base = (row & pageMask) * rowFloats;
-        int m = (row & pageMask) * META;
-        synchronized (stripes[row & (STRIPES - 1)]) {
-          long t = meta[m + M_UPDATES] + 1;
-          System.arraycopy(page, base, before, 0, rowFloats);
-          optimizer.apply(page, base, page, base + dim, g, u * dim, c.lr, t);
-          if (outOfRange(page, base)) { // the row keeps its values; its gradient is dropped
-            System.arraycopy(before, 0, page, base, rowFloats);
-            applied--;
-            refusedUpdates.increment();
-            continue;
-          }
-          meta[m + M_UPDATES] = t;
-          meta[m + M_STEP] = step;
+        if (update(row, g, u * dim, c.lr, step, unitStep)) {
+          applied++;
         }
       }
       updates.add(applied);
@@ -425,6 +410,44 @@ public final class TableStore extends StoreIndex {
 
 
 
+  /**
+   * Applies one row's gradient (at {@code g[gOff]}) with the optimizer. An update of unit step
+   * (SGD or Adagrad, rate and gradient at most 1: {@code unitStep} says the first two) moves each
+   * value by at most 1 and is applied as it is; any other is checked, and not applied to the row
+   * if it would leave it out of range (docs/design/0009: "Rows stay finite and bounded").
+   *
+   * @return whether the row was updated
+   */
+  private boolean update(int row, float[] g, int gOff, float lr, long step, boolean unitStep) {
+    float[] page = rowPages[row >>> pageShift];
+    long[] meta = metaPages[row >>> pageShift];
+    int base = (row & pageMask) * rowFloats;
+    int m = (row & pageMask) * META;
+    if (unitStep && FloatKernels.maxAbs(g, gOff, dim) <= 1f) {
+      synchronized (stripes[row & (STRIPES - 1)]) {
+        long t = meta[m + M_UPDATES] + 1;
+        meta[m + M_UPDATES] = t;
+        meta[m + M_STEP] = step;
+        optimizer.apply(page, base, page, base + dim, g, gOff, lr, t);
+      }
+      return true;
+    }
+    float[] before = new float[rowFloats];
+    synchronized (stripes[row & (STRIPES - 1)]) {
+      long t = meta[m + M_UPDATES] + 1;
+      System.arraycopy(page, base, before, 0, rowFloats);
+      optimizer.apply(page, base, page, base + dim, g, gOff, lr, t);
+      if (outOfRange(page, base)) { // the row keeps its values
+        System.arraycopy(before, 0, page, base, rowFloats);
+        refusedUpdates.increment();
+        return false;
+      }
+      meta[m + M_UPDATES] = t;
+      meta[m + M_STEP] = step;
+    }
+    return true;
+  }
+
   private final java.util.concurrent.atomic.LongAdder refusedUpdates =
       new java.util.concurrent.atomic.LongAdder();
 
@@ -433,12 +456,8 @@ public final class TableStore extends StoreIndex {
    * Limits#MAX_ROW_VALUE} (so that scores stay finite), slots finite.
    */
   private boolean outOfRange(float[] page, int base) {
-    for (int j = 0; j < dim; j++) {
-      if (!(Math.abs(page[base + j]) <= Limits.MAX_ROW_VALUE)) {
-        return true;
-      }
-    }
-    return FloatKernels.firstNonFinite(page, base + dim, rowFloats - dim) >= 0;
+    return !(FloatKernels.maxAbs(page, base, dim) <= Limits.MAX_ROW_VALUE) // NaN too
+        || rowFloats > dim && FloatKernels.firstNonFinite(page, base + dim, rowFloats - dim) >= 0;
   }
 
   /** Row updates not applied because they would have left a row out of range. */

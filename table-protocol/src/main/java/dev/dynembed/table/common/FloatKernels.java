@@ -102,6 +102,18 @@ public final class FloatKernels {
    * vector path multiplies by zero (finite gives 0, NaN and infinity give NaN) and looks for the
    * index only when the sum is NaN; a gradient batch of 8k rows is checked in ~0.1 ms.
    */
+  /** The largest |x[xo..xo+n)|, NaN if one is NaN (0 for none). */
+  public static float maxAbs(float[] x, int xo, int n) {
+    if (VECTOR) {
+      return VectorKernels.maxAbs(x, xo, n);
+    }
+    float m = 0f;
+    for (int j = 0; j < n; j++) {
+      m = Math.max(m, Math.abs(x[xo + j]));
+    }
+    return m;
+  }
+
   public static int firstNonFinite(float[] x, int xo, int n) {
     if (VECTOR && VectorKernels.allFinite(x, xo, n)) {
       return -1;

@@ -32,6 +32,16 @@ public abstract class RowOptimizer {
   /** Slot rows beside each weight row. */
   public abstract int slots();
 
+  /**
+   * Whether an update with a rate and gradient values of at most 1 moves each weight and each
+   * slot value by at most 1, whatever the row holds (SGD: lr g; Adagrad: its accumulator takes
+   * g^2 before the step, so the step is at most lr). The shard checks the result of every other
+   * update (docs/design/0009: "Rows stay finite and bounded").
+   */
+  public boolean unitStep() {
+    return false;
+  }
+
   /** Writes the initial slot values of a new row at {@code s[sOff]}. */
   public void initSlots(float[] s, int sOff) {}
 
@@ -61,6 +71,11 @@ public abstract class RowOptimizer {
     @Override
     public int slots() {
       return 0;
+    }
+
+    @Override
+    public boolean unitStep() {
+      return true;
     }
 
     @Override
@@ -109,6 +124,11 @@ public abstract class RowOptimizer {
     @Override
     public int slots() {
       return 1;
+    }
+
+    @Override
+    public boolean unitStep() {
+      return true;
     }
 
     @Override

@@ -46,6 +46,20 @@ final class VectorKernels {
     return s == 0f;
   }
 
+  /** The largest |x|, or NaN if a value is NaN (lanewise max propagates NaN). */
+  static float maxAbs(float[] x, int xo, int n) {
+    FloatVector acc = FloatVector.zero(S);
+    int j = 0;
+    for (int up = S.loopBound(n); j < up; j += S.length()) {
+      acc = acc.max(FloatVector.fromArray(S, x, xo + j).abs());
+    }
+    float m = acc.reduceLanes(VectorOperators.MAX);
+    for (; j < n; j++) {
+      m = Math.max(m, Math.abs(x[xo + j]));
+    }
+    return m;
+  }
+
   static void axpy(float a, float[] x, int xo, float[] y, int yo, int n) {
     FloatVector av = FloatVector.broadcast(S, a);
     int j = 0;
