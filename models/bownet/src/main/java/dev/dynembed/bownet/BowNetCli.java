@@ -102,9 +102,12 @@ public final class BowNetCli {
       description = "Train on DIR/train-*.txt, report accuracy on DIR/test.txt")
   static final class Train implements Callable<Integer> {
     @Option(names = "--data", required = true, description = "feed directory") Path data;
-    @Option(names = "--threads", defaultValue = "2") int threads;
-    @Option(names = "--epochs", defaultValue = "20") int epochs;
-    @Option(names = "--dim", defaultValue = "16") int dim;
+    @Option(names = "--threads", defaultValue = "2", description = "Hogwild training threads"
+        + " (default ${DEFAULT-VALUE})") int threads;
+    @Option(names = "--epochs", defaultValue = "20", description = "passes over the training"
+        + " files (default ${DEFAULT-VALUE})") int epochs;
+    @Option(names = "--dim", defaultValue = "16", description = "vector length of each word"
+        + " row (default ${DEFAULT-VALUE})") int dim;
     @Option(names = "--hidden", defaultValue = "0", description = "tanh hidden layer size; 0"
         + " (default): the softmax reads the bag") int hidden;
     @Option(names = "--table-rate", defaultValue = "0.05", description = "the word table's"
@@ -119,7 +122,8 @@ public final class BowNetCli {
     int trainBag;
     @Option(names = "--batch", defaultValue = "32", description = "with --train-bag: bags per"
         + " step (default ${DEFAULT-VALUE})") int batch;
-    @Option(names = "--seed", defaultValue = "1") long seed;
+    @Option(names = "--seed", defaultValue = "1", description = "seed of the initializers and"
+        + " the bags drawn from each line (default ${DEFAULT-VALUE})") long seed;
     @Option(names = "--name", defaultValue = "bow", description = "model name: its word table is"
         + " NAME_words (default ${DEFAULT-VALUE})") String name;
     @Option(names = "--pooling", defaultValue = "client", description = "where an example's"

@@ -102,12 +102,21 @@ public final class Word2VecCli {
     List<Path> input;
     @Option(names = "--model", required = true, description = "model directory (checkpoint, loss curve)")
     Path model;
-    @Option(names = "--dim", defaultValue = "" + Word2VecConfig.DEFAULT_DIM) int dim;
-    @Option(names = "--window", defaultValue = "" + Word2VecConfig.DEFAULT_WINDOW) int window;
-    @Option(names = "--negative", defaultValue = "" + Word2VecConfig.DEFAULT_NEGATIVE) int negative;
-    @Option(names = "--sample", defaultValue = "" + Word2VecConfig.DEFAULT_SAMPLE) double sample;
-    @Option(names = "--min-count", defaultValue = "" + Word2VecConfig.DEFAULT_MIN_COUNT) int minCount;
-    @Option(names = "--epochs", defaultValue = "" + Word2VecConfig.DEFAULT_EPOCHS) int epochs;
+    @Option(names = "--dim", defaultValue = "" + Word2VecConfig.DEFAULT_DIM, description = "vector"
+        + " length of each word (default ${DEFAULT-VALUE})") int dim;
+    @Option(names = "--window", defaultValue = "" + Word2VecConfig.DEFAULT_WINDOW, description =
+        "context words on each side, the window shrunk at random per word as the C tool does"
+        + " (default ${DEFAULT-VALUE})") int window;
+    @Option(names = "--negative", defaultValue = "" + Word2VecConfig.DEFAULT_NEGATIVE, description =
+        "negative samples per (word, context) pair (default ${DEFAULT-VALUE})") int negative;
+    @Option(names = "--sample", defaultValue = "" + Word2VecConfig.DEFAULT_SAMPLE, description =
+        "subsampling threshold of frequent words, from the live counts (0 = none; default"
+        + " ${DEFAULT-VALUE})") double sample;
+    @Option(names = "--min-count", defaultValue = "" + Word2VecConfig.DEFAULT_MIN_COUNT,
+        description = "a word gets vectors once seen this many times (the tables' min_count;"
+        + " default ${DEFAULT-VALUE})") int minCount;
+    @Option(names = "--epochs", defaultValue = "" + Word2VecConfig.DEFAULT_EPOCHS, description =
+        "passes over the input (default ${DEFAULT-VALUE})") int epochs;
     @Option(names = "--optimizer", defaultValue = Word2VecConfig.DEFAULT_OPTIMIZER_SPELLING, description = "adagrad (default) or sgd") String optimizer;
     @Option(names = "--alpha", description = "starting learning rate (default: 0.3 adagrad, 0.025 sgd)") Float alpha;
     @Option(names = "--batch", defaultValue = "" + Word2VecConfig.DEFAULT_BATCH_PAIRS, description = "pairs per step (default ${DEFAULT-VALUE})") int batch;
@@ -130,8 +139,11 @@ public final class Word2VecCli {
     @Option(names = "--disk-tier", description = "words the memory cap pushes out move to the"
         + " shards' disk tier (RocksDB) and come back when next seen: tables larger than memory")
     boolean diskTier;
-    @Option(names = "--seed", defaultValue = "" + Word2VecConfig.DEFAULT_SEED) long seed;
-    @Option(names = "--threads", defaultValue = "2") int threads;
+    @Option(names = "--seed", defaultValue = "" + Word2VecConfig.DEFAULT_SEED, description =
+        "seed of the row initializer, the windows, subsampling and negatives (default"
+        + " ${DEFAULT-VALUE})") long seed;
+    @Option(names = "--threads", defaultValue = "2", description = "Hogwild training threads"
+        + " (default ${DEFAULT-VALUE})") int threads;
     @Option(names = "--prefetch", defaultValue = "2", description = "batches each thread reads ahead (0 = none; a 1-thread run is then exactly reproducible)")
     int prefetch;
     @Option(names = "--pipeline", defaultValue = "auto", description = "overlap each step's table"
@@ -390,8 +402,10 @@ public final class Word2VecCli {
   @Command(name = "nearest", mixinStandardHelpOptions = true,
       description = "The words nearest to each WORD (cosine, through the topK op)")
   static final class Nearest implements Callable<Integer> {
-    @Option(names = "--model", required = true) Path model;
-    @Option(names = "-k", defaultValue = "10") int k;
+    @Option(names = "--model", required = true, description = "model directory of a trained"
+        + " model (its checkpoint)") Path model;
+    @Option(names = "-k", defaultValue = "10", description = "neighbours to print per word"
+        + " (default ${DEFAULT-VALUE})") int k;
     @Option(names = "--search-breadth", defaultValue = "0", description = "0: exact (a scan of"
         + " every word); N > 0: an approximate index (HNSW) is built when the model loads and"
         + " each query explores N candidates (default ${DEFAULT-VALUE})") int searchBreadth;
@@ -421,8 +435,10 @@ public final class Word2VecCli {
   @Command(name = "analogy", mixinStandardHelpOptions = true,
       description = "A is to B as C is to ?  (nearest to B - A + C, through the topK op)")
   static final class Analogy implements Callable<Integer> {
-    @Option(names = "--model", required = true) Path model;
-    @Option(names = "-k", defaultValue = "5") int k;
+    @Option(names = "--model", required = true, description = "model directory of a trained"
+        + " model (its checkpoint)") Path model;
+    @Option(names = "-k", defaultValue = "5", description = "answers to print (default"
+        + " ${DEFAULT-VALUE})") int k;
     @Option(names = "--search-breadth", defaultValue = "0", description = "0: exact (a scan of"
         + " every word); N > 0: an approximate index (HNSW) is built when the model loads and"
         + " each query explores N candidates (default ${DEFAULT-VALUE})") int searchBreadth;
@@ -485,8 +501,10 @@ public final class Word2VecCli {
   @Command(name = "export", mixinStandardHelpOptions = true,
       description = "Write the vectors in word2vec's text or binary format (most frequent first)")
   static final class Export implements Callable<Integer> {
-    @Option(names = "--model", required = true) Path model;
-    @Option(names = "--output", required = true) Path output;
+    @Option(names = "--model", required = true, description = "model directory of a trained"
+        + " model (its checkpoint)") Path model;
+    @Option(names = "--output", required = true, description = "file to write the vectors to")
+    Path output;
     @Option(names = "--format", defaultValue = "binary", description = "text or binary (default ${DEFAULT-VALUE})")
     String format;
 

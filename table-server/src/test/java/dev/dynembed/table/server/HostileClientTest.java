@@ -53,7 +53,7 @@ class HostileClientTest {
   private ManagedChannel grpcChannel;
 
   private static final DataPlaneServer.ConnectionLimits SMALL = new DataPlaneServer
-      .ConnectionLimits(12, 4, Duration.ofMillis(700), Duration.ofMillis(1500));
+      .ConnectionLimits(12, 4, Duration.ofMillis(3000), Duration.ofMillis(1500));
 
   private void start(DataPlaneServer.ConnectionLimits limits) throws IOException {
     engine = new ShardEngine(0, 1, dir);
@@ -136,7 +136,7 @@ class HostileClientTest {
         + " closed");
     grpcServes();
     for (RawDataPlane s : silent.subList(2, silent.size())) { // the HELLO deadline closes each
-      assertError(s.read(), "DEADLINE_EXCEEDED", 0, "no HELLO within 700 ms");
+      assertError(s.read(), "DEADLINE_EXCEEDED", 0, "no HELLO within 3000 ms");
       assertTrue(s.closedWithin(2_000));
     }
     eventually(() -> server.dataPlaneCounters().unauthenticated.get() == 0);

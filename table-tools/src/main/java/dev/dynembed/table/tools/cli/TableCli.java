@@ -68,8 +68,9 @@ public final class TableCli {
 
   @Command(name = "create", description = "Create a table on every shard (idempotent).")
   static final class Create extends Base {
-    @Option(names = "--table", required = true) String table;
-    @Option(names = "--dim", required = true) int dim;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
+    @Option(names = "--dim", required = true, description = "values per row, 1..4096") int dim;
     @Option(names = "--optimizer", defaultValue = "sgd",
         description = "sgd, momentum, adagrad, adam, ftrl (default ${DEFAULT-VALUE})")
     String optimizer;
@@ -81,7 +82,8 @@ public final class TableCli {
     @Option(names = "--init-scale", defaultValue = "0.05",
         description = "uniform: [-s, s]; normal: stddev s (default ${DEFAULT-VALUE})")
     float scale;
-    @Option(names = "--seed", defaultValue = "0") long seed;
+    @Option(names = "--seed", defaultValue = "0", description = "seed of the row initializer"
+        + " (default ${DEFAULT-VALUE})") long seed;
     @Option(names = "--min-count", defaultValue = "0", description = "a key gets its row once"
         + " counted this many times (0 or 1: at first sight)") int minCount;
     @Option(names = "--admission-sketch-kib", defaultValue = "0", description = "count keys"
@@ -126,7 +128,8 @@ public final class TableCli {
 
   @Command(name = "describe", description = "Config and counters of a table, summed over shards.")
   static final class Describe extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
 
     @Override
     void run(TableClient c) throws Exception {
@@ -153,7 +156,8 @@ public final class TableCli {
 
   @Command(name = "find", description = "Print the rows of keys (no row is created).")
   static final class Find extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
     @Parameters(arity = "1..*", paramLabel = "KEY") List<String> keys;
 
     @Override
@@ -177,10 +181,12 @@ public final class TableCli {
 
   @Command(name = "save", description = "Checkpoint a table (every shard) with a manifest.")
   static final class Save extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
     @Option(names = "--dir", required = true, description = "directory visible to every shard")
     Path dir;
-    @Option(names = "--step", defaultValue = "0") long step;
+    @Option(names = "--step", defaultValue = "0", description = "training step the checkpoint"
+        + " records (default ${DEFAULT-VALUE})") long step;
 
     @Override
     void run(TableClient c) throws Exception {
@@ -190,8 +196,10 @@ public final class TableCli {
 
   @Command(name = "restore", description = "Restore a table from a checkpoint (any shard count).")
   static final class Restore extends Base {
-    @Option(names = "--table", required = true) String table;
-    @Option(names = "--dir", required = true) Path dir;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
+    @Option(names = "--dir", required = true, description = "the checkpoint's directory, as"
+        + " the shards see it") Path dir;
 
     @Override
     void run(TableClient c) {
@@ -223,7 +231,8 @@ public final class TableCli {
       + " on every shard (HNSW, docs/design/0016-approximate-top-k.md) and print each shard's"
       + " index; --status only prints them.")
   static final class Index extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
     @Option(names = "--metric", defaultValue = "COSINE", description = "what the index serves:"
         + " COSINE or DOT (default ${DEFAULT-VALUE})") dev.dynembed.table.v1.Metric metric;
     @Option(names = "--bias-last-dim", description = "the [c, 1] option: queries of dim - 1"
@@ -294,7 +303,8 @@ public final class TableCli {
 
   @Command(name = "drop", description = "Drop a table on every shard.")
   static final class Drop extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
 
     @Override
     void run(TableClient c) {
@@ -306,7 +316,8 @@ public final class TableCli {
   @Command(name = "evict", description = "Evict rows of a table on every shard: by TTL in steps,"
       + " by a cap with LFU or LRU victims, or the listed keys (docs/design/0012).")
   static final class Evict extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
     @Option(names = "--ttl-steps", defaultValue = "0", description = "rows not updated within"
         + " this many steps go (0: no TTL)") long ttlSteps;
     @Option(names = "--now-step", defaultValue = "0", description = "the step TTLs count from"
@@ -331,7 +342,8 @@ public final class TableCli {
   @Command(name = "export", description = "Write every row of a table (a live scan over the"
       + " shards) in word2vec's text format: a 'keys dim' line, then 'key v1 .. vdim' per key.")
   static final class Export extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
     @Option(names = "--out", required = true, description = "output file") Path out;
     @Option(names = "--page", defaultValue = "4096", description = "keys per scan page") int page;
 
@@ -451,8 +463,10 @@ public final class TableCli {
       + " through findOrInsert (rows created, frequencies counted). Files of any size, one line"
       + " or many; never loaded whole.")
   static final class Ingest extends Base {
-    @Option(names = "--table", required = true) String table;
-    @Option(names = "--batch", defaultValue = "4096") int batch;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
+    @Option(names = "--batch", defaultValue = "4096", description = "tokens per findOrInsert"
+        + " call (default ${DEFAULT-VALUE})") int batch;
     @Parameters(arity = "1..*", paramLabel = "FILE") List<Path> files;
 
     @Override
@@ -504,14 +518,18 @@ public final class TableCli {
   @Command(name = "sample", description = "Draw candidates with a table's sampler and print the"
       + " most drawn keys with their probabilities.")
   static final class Sample extends Base {
-    @Option(names = "--table", required = true) String table;
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
     @Option(names = "--sampler", defaultValue = "unigram",
         description = "uniform, log-uniform, unigram (default ${DEFAULT-VALUE})")
     String sampler;
-    @Option(names = "--alpha", defaultValue = "0.75") float alpha;
+    @Option(names = "--alpha", defaultValue = "0.75", description = "exponent of the unigram"
+        + " sampler (default ${DEFAULT-VALUE})") float alpha;
     @Option(names = "-n", defaultValue = "100000", description = "draws") int n;
-    @Option(names = "--top", defaultValue = "10") int top;
-    @Option(names = "--seed", defaultValue = "1") long seed;
+    @Option(names = "--top", defaultValue = "10", description = "most drawn keys to print"
+        + " (default ${DEFAULT-VALUE})") int top;
+    @Option(names = "--seed", defaultValue = "1", description = "seed of the draws (default"
+        + " ${DEFAULT-VALUE})") long seed;
 
     @Override
     void run(TableClient c) {
