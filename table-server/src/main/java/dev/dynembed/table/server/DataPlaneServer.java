@@ -39,11 +39,14 @@ import java.util.logging.Logger;
  * <p>Security is the gRPC server's: the same TLS key and trust managers (certificates reloaded
  * as they are there), the same {@link AccessControl} (a connection's HELLO carries the bearer
  * token, or its TLS client certificate names the caller; Read, Write and TopK need any role,
- * checked once per connection). Limits: frames up to the gRPC message limit, at most {@link
+ * checked once per connection). Limits (docs/design/0009, "What one caller can take"): frames up
+ * to the gRPC message limit, and before HELLO up to a HELLO's size; connections capped ({@link
+ * ConnectionLimits}: in all, and waiting for their HELLO, the oldest of which makes room for a
+ * newer one), closed without a HELLO in time or when idle; at most {@link
  * Limits#MAX_CALLS_PER_CONNECTION} calls of a connection off its event loop at once (waiting for
- * the disk, or a top-k scan on the server's pool), and a
- * connection whose replies the client does not read stops being read (Netty's write-buffer
- * water marks).
+ * the disk, a top-k scan or a large read on the server's pool), counted per frame; every read's
+ * and top-k's reply reserved in the shard's {@code ReplyBudget} until written; and a connection
+ * whose replies the client does not read stops being read (Netty's write-buffer water marks).
  */
 final class DataPlaneServer implements AutoCloseable {
   private static final Logger log = Logger.getLogger(DataPlaneServer.class.getName());

@@ -119,8 +119,9 @@ class HostileClientTest {
     List<RawDataPlane> silent = new ArrayList<>();
     for (int i = 0; i < SMALL.maxUnauthenticated(); i++) {
       silent.add(raw());
+      int counted = i + 1; // one at a time: "oldest" is the order the shard took them in
+      eventually(() -> server.dataPlaneCounters().unauthenticated.get() == counted);
     }
-    Thread.sleep(100); // the shard has counted them
     // one more: the oldest silent one makes room (a client that says HELLO at once gets in)
     RawDataPlane newer = raw();
     assertError(silent.get(0).read(), "RESOURCE_EXHAUSTED", 0,
@@ -128,6 +129,7 @@ class HostileClientTest {
             + " waiting ones are closed");
     assertTrue(silent.get(0).closedWithin(2_000));
     silent.set(0, newer);
+    eventually(() -> server.dataPlaneCounters().unauthenticated.get() == 4);
     RawDataPlane quick = raw();
     quick.hello(null);
     assertEquals(RawDataPlane.HELLO_OK, quick.read().kind(), "a client saying HELLO got in");
