@@ -33,9 +33,14 @@ public final class AdmissionBench implements Callable<Integer> {
   @Option(names = "--keys", defaultValue = "10000000", description = "Zipf key space") int numKeys;
   @Option(names = "--occurrences", defaultValue = "20000000", description = "Zipf stream length")
   int occurrences;
-  @Option(names = "--zipf", defaultValue = "1.0") double zipf;
-  @Option(names = "--min-count", defaultValue = "5") int minCount;
-  @Option(names = "--sketch-kib", defaultValue = "64,256,1024,4096", split = ",") int[] sketches;
+  @Option(names = "--zipf", defaultValue = "1.0",
+      description = "exponent of the Zipf distribution of keys (default ${DEFAULT-VALUE})")
+  double zipf;
+  @Option(names = "--min-count", defaultValue = "5",
+      description = "admission count (min_count) (default ${DEFAULT-VALUE})") int minCount;
+  @Option(names = "--sketch-kib", defaultValue = "64,256,1024,4096", split = ",",
+      description = "admission sketch sizes measured, KiB per shard (default ${DEFAULT-VALUE})")
+  int[] sketches;
 
   public static void main(String[] args) {
     System.exit(new CommandLine(new AdmissionBench()).execute(args));

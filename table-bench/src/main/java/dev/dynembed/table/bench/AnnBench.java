@@ -29,28 +29,38 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench ann", mixinStandardHelpOptions = true)
 public final class AnnBench implements Callable<Integer> {
-  @Option(names = "--rows", defaultValue = "1000000") int rows;
-  @Option(names = "--dim", defaultValue = "100") int dim;
+  @Option(names = "--rows", defaultValue = "1000000",
+      description = "rows in the table (default ${DEFAULT-VALUE})") int rows;
+  @Option(names = "--dim", defaultValue = "100",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
   @Option(names = "--data", defaultValue = "random", description = "random (uniform rows),"
       + " clustered (1,000 Gaussian clusters, as trained embeddings group) or zipf (trained by"
       + " Zipf(1) draws: each draw moves its row 10% towards its key's topic, so frequent keys"
       + " cluster and rare ones stay near their random start)") String data;
   @Option(names = "--zipf-draws", defaultValue = "5000000", description = "zipf: key draws")
   int zipfDraws;
-  @Option(names = "--queries", defaultValue = "200") int queries;
+  @Option(names = "--queries", defaultValue = "200",
+      description = "queries measured (default ${DEFAULT-VALUE})") int queries;
   @Option(names = "--query-from", defaultValue = "rows", description = "rows: stored rows,"
       + " drawn uniformly, with 10% noise (a neighbour query: what nearest and analogy ask);"
       + " zipf: the same with the rows drawn Zipf(1), as traffic draws keys (mostly the trained"
       + " rows of --data zipf); random: Gaussian vectors (no structure: the hardest case);"
       + " several, comma-separated, are asked of the same index in turn", split = ",")
   String[] queryFroms;
-  @Option(names = "-k", defaultValue = "10") int k;
-  @Option(names = "--breadth", defaultValue = "50,100,200,400", split = ",") int[] breadths;
-  @Option(names = "--max-conn", defaultValue = "16") int maxConn;
-  @Option(names = "--beam-width", defaultValue = "100") int beamWidth;
+  @Option(names = "-k", defaultValue = "10",
+      description = "neighbours per query (default ${DEFAULT-VALUE})") int k;
+  @Option(names = "--breadth", defaultValue = "50,100,200,400", split = ",",
+      description = "search breadths measured, candidates per query (default ${DEFAULT-VALUE})")
+  int[] breadths;
+  @Option(names = "--max-conn", defaultValue = "16",
+      description = "the HNSW graph's degree (M) (default ${DEFAULT-VALUE})") int maxConn;
+  @Option(names = "--beam-width", defaultValue = "100",
+      description = "the HNSW graph's construction beam width (default ${DEFAULT-VALUE})")
+  int beamWidth;
   @Option(names = "--shards", defaultValue = "0", description = "0: in process; N: N shard"
       + " processes on loopback") int shards;
-  @Option(names = "--server-heap", defaultValue = "4g") String serverHeap;
+  @Option(names = "--server-heap", defaultValue = "4g",
+      description = "heap of each shard process (default ${DEFAULT-VALUE})") String serverHeap;
   @Option(names = "--build-threads", description = "in process: threads of the index build"
       + " (-Ddynembed.indexBuildThreads; default half the cores)") Integer buildThreads;
   @Option(names = "--warmup-s", defaultValue = "10", description = "seconds of the same queries"

@@ -43,15 +43,24 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench ann-libraries", mixinStandardHelpOptions = true)
 public final class AnnLibrariesBench implements Callable<Integer> {
-  @Option(names = "--rows", defaultValue = "100000") int rows;
-  @Option(names = "--dim", defaultValue = "100") int dim;
+  @Option(names = "--rows", defaultValue = "100000",
+      description = "rows in the table (default ${DEFAULT-VALUE})") int rows;
+  @Option(names = "--dim", defaultValue = "100",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
   @Option(names = "--data", defaultValue = "clustered", description = "clustered (1,000"
       + " Gaussian centres, noise 0.3) or random (uniform)") String data;
-  @Option(names = "--queries", defaultValue = "500") int queries;
-  @Option(names = "--breadth", defaultValue = "50,100,200", split = ",") int[] breadths;
-  @Option(names = "--max-conn", defaultValue = "16") int maxConn;
-  @Option(names = "--beam-width", defaultValue = "100") int beamWidth;
-  @Option(names = "--warmup-s", defaultValue = "5") double warmupS;
+  @Option(names = "--queries", defaultValue = "500",
+      description = "queries measured (default ${DEFAULT-VALUE})") int queries;
+  @Option(names = "--breadth", defaultValue = "50,100,200", split = ",",
+      description = "search breadths measured, candidates per query (default ${DEFAULT-VALUE})")
+  int[] breadths;
+  @Option(names = "--max-conn", defaultValue = "16",
+      description = "the HNSW graph's degree (M) (default ${DEFAULT-VALUE})") int maxConn;
+  @Option(names = "--beam-width", defaultValue = "100",
+      description = "the HNSW graph's construction beam width (default ${DEFAULT-VALUE})")
+  int beamWidth;
+  @Option(names = "--warmup-s", defaultValue = "5",
+      description = "warm-up seconds (default ${DEFAULT-VALUE})") double warmupS;
 
   private static final int K = 10;
   private java.io.PrintStream out = System.out;

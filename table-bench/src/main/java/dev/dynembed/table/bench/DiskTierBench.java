@@ -26,12 +26,19 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench disk", mixinStandardHelpOptions = true)
 public final class DiskTierBench implements Callable<Integer> {
-  @Option(names = "--keys", defaultValue = "1000000") int numKeys;
-  @Option(names = "--dim", defaultValue = "64") int dim;
-  @Option(names = "--batch", defaultValue = "4096") int batch;
-  @Option(names = "--zipf", defaultValue = "1.0") double zipf;
-  @Option(names = "--seconds", defaultValue = "10") double seconds;
-  @Option(names = "--warmup", defaultValue = "5") double warmup;
+  @Option(names = "--keys", defaultValue = "1000000",
+      description = "keys in the table (default ${DEFAULT-VALUE})") int numKeys;
+  @Option(names = "--dim", defaultValue = "64",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
+  @Option(names = "--batch", defaultValue = "4096",
+      description = "keys per call (default ${DEFAULT-VALUE})") int batch;
+  @Option(names = "--zipf", defaultValue = "1.0",
+      description = "exponent of the Zipf distribution of keys (default ${DEFAULT-VALUE})")
+  double zipf;
+  @Option(names = "--seconds", defaultValue = "10",
+      description = "measured seconds per case (default ${DEFAULT-VALUE})") double seconds;
+  @Option(names = "--warmup", defaultValue = "5",
+      description = "warm-up seconds per case (default ${DEFAULT-VALUE})") double warmup;
   @Option(names = "--memory", defaultValue = "1.0,0.5,0.25,0.1", split = ",",
       description = "fractions of the keys memory holds (1.0: no cap, no disk tier)")
   List<Double> fractions;

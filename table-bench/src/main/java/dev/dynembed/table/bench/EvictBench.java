@@ -23,10 +23,14 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench evict", mixinStandardHelpOptions = true)
 public final class EvictBench implements Callable<Integer> {
-  @Option(names = "--keys", defaultValue = "1000000") int numKeys;
-  @Option(names = "--dim", defaultValue = "64") int dim;
-  @Option(names = "--shards", defaultValue = "2") int shards;
-  @Option(names = "--base-port", defaultValue = "17500") int basePort;
+  @Option(names = "--keys", defaultValue = "1000000",
+      description = "keys in the table (default ${DEFAULT-VALUE})") int numKeys;
+  @Option(names = "--dim", defaultValue = "64",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
+  @Option(names = "--shards", defaultValue = "2",
+      description = "shard processes (default ${DEFAULT-VALUE})") int shards;
+  @Option(names = "--base-port", defaultValue = "17500",
+      description = "first port of the shard processes (default ${DEFAULT-VALUE})") int basePort;
 
   public static void main(String[] args) {
     System.exit(new CommandLine(new EvictBench()).execute(args));

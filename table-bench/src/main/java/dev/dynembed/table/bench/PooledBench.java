@@ -39,7 +39,8 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench pooled", mixinStandardHelpOptions = true)
 public final class PooledBench implements Callable<Integer> {
-  @Option(names = "--dim", defaultValue = "64") int dim;
+  @Option(names = "--dim", defaultValue = "64",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
   @Option(names = "--examples", defaultValue = "256", description = "examples (bags) per step")
   int examples;
   @Option(names = "--bag", defaultValue = "64", description = "keys per example") int bag;
@@ -47,12 +48,19 @@ public final class PooledBench implements Callable<Integer> {
       + " whitespace-separated words (omit for Zipf keys)")
   Path corpus;
   @Option(names = "--keys", defaultValue = "100000", description = "Zipf key space") int numKeys;
-  @Option(names = "--zipf", defaultValue = "1.0") double zipf;
-  @Option(names = "--shards", defaultValue = "2") int shards;
-  @Option(names = "--seconds", defaultValue = "10") double seconds;
-  @Option(names = "--warmup", defaultValue = "8") double warmup;
-  @Option(names = "--base-port", defaultValue = "17300") int basePort;
-  @Option(names = "--server-heap", defaultValue = "2g") String serverHeap;
+  @Option(names = "--zipf", defaultValue = "1.0",
+      description = "exponent of the Zipf distribution of keys (default ${DEFAULT-VALUE})")
+  double zipf;
+  @Option(names = "--shards", defaultValue = "2",
+      description = "shard processes (default ${DEFAULT-VALUE})") int shards;
+  @Option(names = "--seconds", defaultValue = "10",
+      description = "measured seconds per case (default ${DEFAULT-VALUE})") double seconds;
+  @Option(names = "--warmup", defaultValue = "8",
+      description = "warm-up seconds per case (default ${DEFAULT-VALUE})") double warmup;
+  @Option(names = "--base-port", defaultValue = "17300",
+      description = "first port of the shard processes (default ${DEFAULT-VALUE})") int basePort;
+  @Option(names = "--server-heap", defaultValue = "2g",
+      description = "heap of each shard process (default ${DEFAULT-VALUE})") String serverHeap;
   @Option(names = "--server-cpus", description = "run the shard processes on these CPUs"
       + " (taskset -c LIST)")
   String serverCpus;

@@ -28,20 +28,28 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench replication", mixinStandardHelpOptions = true)
 public final class ReplicationBench implements Callable<Integer> {
-  @Option(names = "--dim", defaultValue = "64") int dim;
-  @Option(names = "--batch", defaultValue = "4096") int batch;
+  @Option(names = "--dim", defaultValue = "64",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
+  @Option(names = "--batch", defaultValue = "4096",
+      description = "keys per call (default ${DEFAULT-VALUE})") int batch;
   @Option(names = "--keys", defaultValue = "1000000", description = "key space") int numKeys;
-  @Option(names = "--zipf", defaultValue = "1.0") double zipf;
-  @Option(names = "--shards", defaultValue = "2") int shards;
+  @Option(names = "--zipf", defaultValue = "1.0",
+      description = "exponent of the Zipf distribution of keys (default ${DEFAULT-VALUE})")
+  double zipf;
+  @Option(names = "--shards", defaultValue = "2",
+      description = "shard processes (default ${DEFAULT-VALUE})") int shards;
   @Option(names = "--modes", defaultValue = "none,async,sync", split = ",",
       description = "replication of each run: none (one process per shard), async, sync")
   List<String> modes;
-  @Option(names = "--seconds", defaultValue = "10") double seconds;
-  @Option(names = "--warmup", defaultValue = "15") double warmup;
+  @Option(names = "--seconds", defaultValue = "10",
+      description = "measured seconds per case (default ${DEFAULT-VALUE})") double seconds;
+  @Option(names = "--warmup", defaultValue = "15",
+      description = "warm-up seconds per case (default ${DEFAULT-VALUE})") double warmup;
   @Option(names = "--failovers", defaultValue = "3", description = "primaries killed (with"
       + " their disks) in the sync run, one at a time; 0 to skip")
   int failovers;
-  @Option(names = "--server-heap", defaultValue = "2g") String serverHeap;
+  @Option(names = "--server-heap", defaultValue = "2g",
+      description = "heap of each shard process (default ${DEFAULT-VALUE})") String serverHeap;
 
   public static void main(String[] args) {
     System.exit(new CommandLine(new ReplicationBench()).execute(args));

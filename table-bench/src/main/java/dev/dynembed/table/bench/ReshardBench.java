@@ -33,10 +33,15 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench reshard", mixinStandardHelpOptions = true)
 public final class ReshardBench implements Callable<Integer> {
-  @Option(names = "--keys", defaultValue = "1000000") int numKeys;
-  @Option(names = "--dim", defaultValue = "64") int dim;
-  @Option(names = "--batch", defaultValue = "4096") int batch;
-  @Option(names = "--settle-seconds", defaultValue = "5") int settle;
+  @Option(names = "--keys", defaultValue = "1000000",
+      description = "keys in the table (default ${DEFAULT-VALUE})") int numKeys;
+  @Option(names = "--dim", defaultValue = "64",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
+  @Option(names = "--batch", defaultValue = "4096",
+      description = "keys per call (default ${DEFAULT-VALUE})") int batch;
+  @Option(names = "--settle-seconds", defaultValue = "5",
+      description = "seconds of training before and after each move (default ${DEFAULT-VALUE})")
+  int settle;
   @Option(names = "--disk-tier-max-keys", defaultValue = "0", description = "keep at most this"
       + " many rows in memory (over all shards) and the rest in a disk tier (0: memory only)")
   long diskTierMaxKeys;
@@ -47,7 +52,8 @@ public final class ReshardBench implements Callable<Integer> {
   @Option(names = "--redis", description = "host:port of a throw-away Redis server for"
       + " --redis-tier-max-keys (bin/table-bench reshard starts one)")
   String redis;
-  @Option(names = "--base-port", defaultValue = "17600") int basePort;
+  @Option(names = "--base-port", defaultValue = "17600",
+      description = "first port of the shard processes (default ${DEFAULT-VALUE})") int basePort;
   @Option(names = "--fsync", defaultValue = "everysec",
       description = "the shards' --fsync policy (always, everysec, off)")
   String fsync;

@@ -24,19 +24,28 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "table-bench serving", mixinStandardHelpOptions = true)
 public final class ServingBench implements Callable<Integer> {
-  @Option(names = "--dim", defaultValue = "64") int dim;
-  @Option(names = "--batch", defaultValue = "4096") int batch;
+  @Option(names = "--dim", defaultValue = "64",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
+  @Option(names = "--batch", defaultValue = "4096",
+      description = "keys per call (default ${DEFAULT-VALUE})") int batch;
   @Option(names = "--keys", defaultValue = "1000000", description = "key space (all stored)")
   int numKeys;
-  @Option(names = "--zipf", defaultValue = "1.0") double zipf;
-  @Option(names = "--shards", defaultValue = "2") int shards;
+  @Option(names = "--zipf", defaultValue = "1.0",
+      description = "exponent of the Zipf distribution of keys (default ${DEFAULT-VALUE})")
+  double zipf;
+  @Option(names = "--shards", defaultValue = "2",
+      description = "shard processes (default ${DEFAULT-VALUE})") int shards;
   @Option(names = "--cache-keys", defaultValue = "10000,100000,1000000", split = ",",
       description = "cache sizes, in rows (the byte bound is rows x the row's weight)")
   long[] cacheKeys;
-  @Option(names = "--seconds", defaultValue = "8") double seconds;
-  @Option(names = "--warmup", defaultValue = "8") double warmup;
-  @Option(names = "--base-port", defaultValue = "17400") int basePort;
-  @Option(names = "--server-heap", defaultValue = "2g") String serverHeap;
+  @Option(names = "--seconds", defaultValue = "8",
+      description = "measured seconds per case (default ${DEFAULT-VALUE})") double seconds;
+  @Option(names = "--warmup", defaultValue = "8",
+      description = "warm-up seconds per case (default ${DEFAULT-VALUE})") double warmup;
+  @Option(names = "--base-port", defaultValue = "17400",
+      description = "first port of the shard processes (default ${DEFAULT-VALUE})") int basePort;
+  @Option(names = "--server-heap", defaultValue = "2g",
+      description = "heap of each shard process (default ${DEFAULT-VALUE})") String serverHeap;
 
   public static void main(String[] args) {
     System.exit(new CommandLine(new ServingBench()).execute(args));

@@ -52,8 +52,10 @@ import redis.clients.jedis.Jedis;
  */
 @Command(name = "table-bench", mixinStandardHelpOptions = true)
 public final class TableBench implements Callable<Integer> {
-  @Option(names = "--dim", defaultValue = "64") int dim;
-  @Option(names = "--batch", defaultValue = "4096") int batch;
+  @Option(names = "--dim", defaultValue = "64",
+      description = "values per row (default ${DEFAULT-VALUE})") int dim;
+  @Option(names = "--batch", defaultValue = "4096",
+      description = "keys per call (default ${DEFAULT-VALUE})") int batch;
   @Option(names = "--keys", defaultValue = "1000000", description = "key space") int numKeys;
   @Option(names = "--zipf", defaultValue = "1.0", description = "Zipf exponent") double zipf;
   @Option(names = "--seconds", defaultValue = "6", description = "measured seconds per case") double seconds;
@@ -74,15 +76,19 @@ public final class TableBench implements Callable<Integer> {
   /** Whether {@link #ours} creates its table with redis_tier. */
   private boolean redisTierTable;
   @Option(names = "--memcached", description = "host:port of a memcached server (omit to skip)") String memcached;
-  @Option(names = "--base-port", defaultValue = "17100") int basePort;
-  @Option(names = "--server-heap", defaultValue = "6g") String serverHeap;
+  @Option(names = "--base-port", defaultValue = "17100",
+      description = "first port of the shard processes (default ${DEFAULT-VALUE})") int basePort;
+  @Option(names = "--server-heap", defaultValue = "6g",
+      description = "heap of each shard process (default ${DEFAULT-VALUE})") String serverHeap;
   @Option(names = "--server-java-opts", defaultValue = "",
       description = "extra JVM options of the shard processes ({shard} = shard index)")
   String serverJavaOpts;
   @Option(names = "--ops", defaultValue = "find,findOrInsert,applyGradients,lookup+update",
       split = ",", description = "which of our ops to run")
   List<String> ops;
-  @Option(names = "--skip-in-process", defaultValue = "false") boolean skipInProcess;
+  @Option(names = "--skip-in-process", defaultValue = "false",
+      description = "leave out the in-process table (default ${DEFAULT-VALUE})")
+  boolean skipInProcess;
   @Option(names = "--server-cpus", description = "run the shard processes on these CPUs"
       + " (taskset -c LIST), e.g. 1 while this driver runs on core 0 (the pinned pair)")
   String serverCpus;

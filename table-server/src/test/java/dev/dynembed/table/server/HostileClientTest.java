@@ -273,6 +273,8 @@ class HostileClientTest {
         "the victim's gradient was applied more than once");
     assertEquals(first, again, "the resend is answered as the first time");
     assertTrue(engine.ledger().clients() <= 1);
+    // every reply's reservation is given back once gRPC has sent it
+    eventually(() -> engine.replies().used() == 0);
   }
 
   @Test
@@ -343,6 +345,7 @@ class HostileClientTest {
         "an accumulator of 1e40 is not finite: the update is not applied");
     assertEquals(1, engine.get("sgd").refusedUpdates());
     assertEquals(1, engine.get("ada").refusedUpdates());
+    eventually(() -> engine.replies().used() == 0); // given back as each reply was written
     for (String table : List.of("sgd", "ada")) {
       for (int metric = 1; metric <= 2; metric++) {
         c.send(RawDataPlane.TOPK, n, TopKRequest.newBuilder().setTable(table)
