@@ -127,18 +127,13 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
     Gauge.builder("dynembed.dataplane.connections", c, x -> x.unauthenticated.get())
         .tags("state", "before_hello").description("data-plane connections open")
         .register(registry);
-    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
-        x -> x.refusedConnections.get()).tags("reason", "connection_cap")
-        .description("connections refused or closed by the data plane").register(registry);
-    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
-        x -> x.helloTimeouts.get()).tags("reason", "hello_timeout")
-        .description("connections refused or closed by the data plane").register(registry);
-    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
-        x -> x.preHelloDrops.get()).tags("reason", "frame_before_hello")
-        .description("connections refused or closed by the data plane").register(registry);
-    io.micrometer.core.instrument.FunctionCounter.builder("dynembed.dataplane.refused", c,
-        x -> x.idleCloses.get()).tags("reason", "idle")
-        .description("connections refused or closed by the data plane").register(registry);
+    java.util.Map<String, java.util.concurrent.atomic.AtomicLong> refused = java.util.Map.of(
+        "connection_cap", c.refusedConnections, "hello_timeout", c.helloTimeouts,
+        "frame_before_hello", c.preHelloDrops, "idle", c.idleCloses);
+    refused.forEach((reason, count) -> io.micrometer.core.instrument.FunctionCounter
+        .builder("dynembed.dataplane.refused", count, java.util.concurrent.atomic.AtomicLong::get)
+        .tags("reason", reason).description("connections refused or closed by the data plane")
+        .register(registry));
   }
 
   void replication(ShardReplicas r) {
