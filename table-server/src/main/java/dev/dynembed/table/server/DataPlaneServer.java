@@ -443,10 +443,7 @@ final class DataPlaneServer implements AutoCloseable {
           cost = service.execute(t, () -> service.readCost(r.getItemsList()));
         } else if (request instanceof TopKRequest t) {
           table = t.getTable();
-          cost = TableGrpcService.topKCost(t);
-          if (!service.topKInline(t)) { // a scan: never on the event loop
-            cost = new ShardCommands.ReadCost(cost.replyBytes(), 0, Long.MAX_VALUE);
-          }
+          cost = service.topKCost(t); // a scan is large: never on the event loop
         } else {
           cost = ShardCommands.ReadCost.NONE;
         }

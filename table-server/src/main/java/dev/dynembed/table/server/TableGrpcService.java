@@ -107,12 +107,14 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   /**
    * What a top-k's answer may take: a key and a score per hit (32 bytes counted), at most
-   * {@link Limits#MAX_TOP_K_HITS} hits (refused beyond when it runs).
+   * {@link Limits#MAX_TOP_K_HITS} hits (refused beyond when it runs). A top-k that is not {@link
+   * #topKInline inline} (a scan) is {@link ShardCommands.ReadCost#large} whatever its reply: it
+   * must not hold an event loop. Both transports ask this.
    */
-  static ShardCommands.ReadCost topKCost(TopKRequest req) {
+  ShardCommands.ReadCost topKCost(TopKRequest req) {
     long hits = Math.min((long) req.getNumQueries() * Math.min(req.getK(), Limits.MAX_TOP_K),
         Limits.MAX_TOP_K_HITS);
-    return new ShardCommands.ReadCost(hits * 32, 0, 0);
+    return new ShardCommands.ReadCost(hits * 32, 0, topKInline(req) ? 0 : Long.MAX_VALUE);
   }
 
   /**
@@ -343,10 +345,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void topK(TopKRequest req, StreamObserver<TopKResponse> out) {
-    // a scan is large whatever its reply: it must not hold the event loop
-    ShardCommands.ReadCost cost = topKCost(req);
-    budgeted(out, req.getTable(), topKInline(req) ? cost
-        : new ShardCommands.ReadCost(cost.replyBytes(), 0, Long.MAX_VALUE), () -> topKAnswer(req));
+    budgeted(out, req.getTable(), topKCost(req), () -> topKAnswer(req));
   }
 
   /**
