@@ -214,6 +214,16 @@ public final class Word2Vec {
     return this;
   }
 
+  /**
+   * What the two tables' client moved to and from the shards, and what its row cache saved
+   * (docs/design/0022-row-cache.md); null in process.
+   */
+  public dev.dynembed.table.client.RowTraffic traffic() {
+    var a = dev.dynembed.table.client.TableClients.traffic(in);
+    var b = dev.dynembed.table.client.TableClients.traffic(out);
+    return a == null || b == null ? null : a.plus(b);
+  }
+
   public EmbeddingTable inputTable() {
     return in;
   }

@@ -339,6 +339,19 @@ public final class Word2VecCli {
               r.aheadReads(), r.aheadReads() + r.ownReads());
         }
         o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
+        var traffic = shards > 0 || table != null ? w2v.traffic() : null;
+        if (traffic != null && r.words() > 0) { // what crossed to and from the shards
+          o.printf(Locale.ROOT, "rows crossing    %.3f read + %.3f written per trained word"
+              + " (%.0f bytes)%n", (double) traffic.rowsRead() / r.words(),
+              (double) traffic.rowsWritten() / r.words(),
+              4.0 * (traffic.valuesRead() + traffic.valuesWritten()) / r.words());
+          if (traffic.maxStaleness() > 0) {
+            o.printf(Locale.ROOT, "row cache        %.1f%% hits, %,d rows cached, %,d flushes,"
+                + " served rows %.1f steps old on average (at most %d; S = %d)%n",
+                100 * traffic.hitRate(), traffic.cachedRows(), traffic.flushes(),
+                traffic.meanAge(), traffic.maxAge(), traffic.maxStaleness());
+          }
+        }
         if (r.lastEpochSeconds() > 0) {
           o.printf(Locale.ROOT, "last epoch       %.1f s, %,.0f words/s%n",
               r.lastEpochSeconds(), r.lastEpochWords() / r.lastEpochSeconds());

@@ -246,7 +246,7 @@ public final class RedisShard implements Shard {
     ReplyRows rows = null;
     ReplyRows slots = null;
     long[] updates = null;
-    if (c.drawIndex() != null) { // the drawn keys' rows as they are now, not as in the snapshot
+    if (c.drawIndex() != null && !s.omitRows()) { // the rows as they are now, not as sampled
       int np = s.positives().size();
       PackedKeys.Builder drawn = new PackedKeys.Builder(c.distinctCount());
       for (int i = 0; i < c.distinctCount(); i++) {

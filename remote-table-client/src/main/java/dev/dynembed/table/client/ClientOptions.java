@@ -34,6 +34,7 @@ public final class ClientOptions {
   private final Tls tls;
   private final String bearerToken;
   private final DataPlane dataPlane;
+  private final RowCaching rowCache;
 
   /**
    * How a shard's Read and Write calls (a training step's lookups and gradients) travel: on the
@@ -41,6 +42,29 @@ public final class ClientOptions {
    * a shard that has none is reached through gRPC) or on gRPC with every other call.
    */
   public enum DataPlane { NATIVE, GRPC }
+
+  /**
+   * A trainer-side cache of hot rows (docs/design/0022-row-cache.md): per table at most {@code
+   * bytes} of rows and optimizer slots, served while at most {@code maxStaleness} steps old (a
+   * step: one gradient batch of the table from this client), its own gradients applied at once
+   * and sent every {@code maxStaleness} steps. {@link #OFF} (either value 0): no cache, every
+   * read and gradient goes to the shards.
+   */
+  public record RowCaching(long bytes, int maxStaleness) {
+    public static final RowCaching OFF = new RowCaching(0, 0);
+
+    public RowCaching {
+      if (bytes < 0 || maxStaleness < 0) {
+        throw new IllegalArgumentException("row cache: size and max staleness must be >= 0 but"
+            + " were " + bytes + " bytes and " + maxStaleness + " steps");
+      }
+    }
+
+    /** Whether caching is on: a size and a staleness above 0 (S = 0 is no cache at all). */
+    public boolean on() {
+      return bytes > 0 && maxStaleness > 0;
+    }
+  }
 
   /**
    * TLS towards the shards: the CA (PEM) that signs their certificates, and for mutual TLS this
@@ -58,6 +82,7 @@ public final class ClientOptions {
     this.retryFor = b.retryFor;
     this.rowEncoding = b.rowEncoding;
     this.interceptors = List.copyOf(b.interceptors);
+    this.rowCache = b.rowCache;
   }
 
   public static Builder builder() {
@@ -68,7 +93,13 @@ public final class ClientOptions {
   public Builder toBuilder() {
     return new Builder().deadline(deadline).checkpointDeadline(checkpointDeadline)
         .indexBuildDeadline(indexBuildDeadline).retryFor(retryFor).rowEncoding(rowEncoding)
-        .interceptors(interceptors).tls(tls).bearerToken(bearerToken).dataPlane(dataPlane);
+        .interceptors(interceptors).tls(tls).bearerToken(bearerToken).dataPlane(dataPlane)
+        .rowCache(rowCache);
+  }
+
+  /** The trainer-side row cache of the tables this client opens ({@link RowCaching#OFF}). */
+  public RowCaching rowCache() {
+    return rowCache;
   }
 
   /** The transport of Read and Write calls. */
@@ -125,7 +156,7 @@ public final class ClientOptions {
     return "ClientOptions[deadline=" + deadline + ", checkpointDeadline=" + checkpointDeadline
         + ", indexBuildDeadline=" + indexBuildDeadline + ", retryFor=" + retryFor
         + ", rowEncoding=" + rowEncoding + ", interceptors=" + interceptors.size()
-        + ", dataPlane=" + dataPlane + "]";
+        + ", dataPlane=" + dataPlane + ", rowCache=" + rowCache + "]";
   }
 
   /** Builds {@link ClientOptions}; every setter validates its value at once. */
@@ -139,8 +170,19 @@ public final class ClientOptions {
     private Tls tls;
     private String bearerToken;
     private DataPlane dataPlane = defaultDataPlane();
+    private RowCaching rowCache = RowCaching.OFF;
 
     private Builder() {}
+
+    /**
+     * A trainer-side cache of each table's hot rows ({@link RowCaching}; default OFF): reads of
+     * a row at most {@code maxStaleness} steps old and this client's own gradients stay in the
+     * process; the gradients are sent every {@code maxStaleness} steps, one row per key.
+     */
+    public Builder rowCache(RowCaching c) {
+      this.rowCache = java.util.Objects.requireNonNull(c, "rowCache");
+      return this;
+    }
 
     /**
      * The transport of Read and Write calls (default NATIVE; the system property {@code

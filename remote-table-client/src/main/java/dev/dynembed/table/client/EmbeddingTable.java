@@ -229,6 +229,14 @@ public interface EmbeddingTable {
         + getClass().getSimpleName() + ") has no approximate index");
   }
 
+  /**
+   * Sends what this handle's client keeps of the table (a trainer-side row cache's gradients and
+   * counts: {@link ClientOptions.RowCaching}) to the table and waits until it is applied; nothing
+   * for a table without such a cache. A checkpoint, a top-k and closing the client do it
+   * themselves.
+   */
+  default void flush() {}
+
   /** Removes these keys' rows (those present); they come back through admission. */
   default long remove(String... keys) {
     throw new UnsupportedOperationException("table '" + name() + "' ("

@@ -47,7 +47,7 @@ public final class TableClients {
     for (int i = 0; i < endpoints.size(); i++) {
       shards.add(new GrpcShard(i, endpoints.get(i), options));
     }
-    return new ShardedTableClient(shards);
+    return new ShardedTableClient(shards).withRowCache(options.rowCache());
   }
 
   public static TableClient connect(List<String> endpoints) {
@@ -76,6 +76,15 @@ public final class TableClients {
     throw new IllegalArgumentException("no table storage serves '" + scheme + "://' (known: "
         + (known.isEmpty() ? "none; add the module that serves it, e.g. redis-table"
         : String.join(", ", known)) + "; or give shards as host:port,host:port)");
+  }
+
+  /**
+   * What {@code table}'s client moved to and from the shards so far, with its row cache's
+   * counters; null for a table that is not over shards of this project.
+   */
+  public static RowTraffic traffic(EmbeddingTable table) {
+    return table instanceof dev.dynembed.table.client.internal.ShardedTable st ? st.traffic()
+        : null;
   }
 
   /** Parses "host:port,host:port". */

@@ -49,7 +49,7 @@ public final class EtcdTables implements TableClientProvider {
       return new ShardedTableClient(new SlotRouter(shards, map.slotMap(), opener), () -> {
         ClusterNameResolvers.remove(view);
         map.close();
-      });
+      }).withRowCache(options.rowCache());
     } catch (RuntimeException e) {
       shards.forEach(Shard::close);
       ClusterNameResolvers.remove(view);

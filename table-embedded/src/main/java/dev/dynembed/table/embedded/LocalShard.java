@@ -102,7 +102,7 @@ final class LocalShard implements Shard {
       }
       Sample s = (Sample) item;
       return ShardCommands.ReadCost.sample(Math.max(0, s.numSampled()), s.positives().size(),
-          s.distinct() ? t.dim() + (s.withSlots() ? (long) t.slotFloats() : 0L) : 0L,
+          s.distinct() && !s.omitRows() ? t.dim() + (s.withSlots() ? (long) t.slotFloats() : 0L) : 0L,
           Float.BYTES);
     }
 
@@ -171,7 +171,7 @@ final class LocalShard implements Shard {
     ReplyRows rows = null;
     ReplyRows slots = null;
     long[] counts = null;
-    if (c.drawIndex() != null) {
+    if (c.drawIndex() != null && !s.omitRows()) {
       float[] r = new float[c.distinctCount() * t.dim()];
       c.copyRows(t, RowSink.of(r));
       rows = ReplyRows.of(r, t.dim());

@@ -31,10 +31,24 @@ class ChaosTest {
 
   @Test
   void sigkilledShards_loseNothingAcknowledged_andApplyNothingTwice() throws Exception {
-    long seconds = Long.getLong("chaos.seconds", 20);
+    chaos(Long.getLong("chaos.seconds", 20), ClientOptions.RowCaching.OFF);
+  }
+
+  /**
+   * The same with the trainers' row cache on (docs/design/0022-row-cache.md): its flushes ride
+   * through the restarts like any write, and once the client flushed (closing it does) every row
+   * and count is exact on the shards.
+   */
+  @Test
+  void sigkilledShards_withARowCache_loseNothingAcknowledged_andApplyNothingTwice()
+      throws Exception {
+    chaos(Long.getLong("chaos.seconds", 15), new ClientOptions.RowCaching(8L << 20, 4));
+  }
+
+  private void chaos(long seconds, ClientOptions.RowCaching caching) throws Exception {
     try (LocalShardProcesses procs = new LocalShardProcesses(3, 0, dir, "256m", "");
         TableClient c = TableClients.connect(procs.endpoints(),
-            ClientOptions.builder().retryFor(Duration.ofSeconds(90))
+            ClientOptions.builder().retryFor(Duration.ofSeconds(90)).rowCache(caching)
                 .deadline(Duration.ofSeconds(10)).build())) {
       EmbeddingTable t = c.createTable(ExactOracle.config("chaos", DIM).build());
       long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
@@ -58,10 +72,15 @@ class ChaosTest {
           + " restarts");
       assertTrue(oracle.steps > 50, "only " + oracle.steps + " steps");
       String[] keys = oracle.keys();
-      assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
-      assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
-      System.out.printf("chaos: %d s, %d steps, %d kills, %d restarts: every row and count"
-          + " exact%n", seconds, oracle.steps, kills, procs.restarts());
+      t.flush(); // a cache's gradients and counts reach the shards
+      try (TableClient plain = TableClients.connect(procs.endpoints())) { // the shards' rows
+        EmbeddingTable p = plain.openTable("chaos");
+        assertArrayEquals(oracle.rows, p.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, p.count(keys, false).frequencies());
+      }
+      System.out.printf("chaos: %d s, %d steps, %d kills, %d restarts%s: every row and count"
+          + " exact%n", seconds, oracle.steps, kills, procs.restarts(),
+          caching.on() ? ", row cache " + TableClients.traffic(t) : "");
     }
   }
 }

@@ -90,7 +90,7 @@ public final class ProtoItems {
       case SAMPLE -> {
         var s = item.getSample();
         yield ShardCommands.ReadCost.sample(s.getNumSampled() & 0xFFFFFFFFL,
-            s.getPositives().getLengthsCount(), s.getDistinctWithRows()
+            s.getPositives().getLengthsCount(), s.getDistinctWithRows() && !s.getOmitRows()
                 ? t.dim + (s.getWithSlots() ? (long) t.slotFloats() : 0L) : 0L,
             bytesPerValue(s.getRowEncodingValue()));
       }

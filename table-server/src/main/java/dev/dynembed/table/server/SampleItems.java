@@ -41,7 +41,12 @@ final class SampleItems {
     TableStore t = engine.get(req.getTable());
     PackedKeys pos = PackedKeys.fromProto(req.getPositives(), t.maxKeyBytes, "positives");
     RowEncoding encoding = Rows.normalize(req.getRowEncoding()); // refused before drawing
-    if (req.getDistinctWithRows()) { // at most one row per draw comes back
+    if (req.getOmitRows() && req.getWithSlots()) {
+      throw dev.dynembed.table.common.TableException.invalid("table '%s': a sample cannot both"
+          + " omit rows and return their optimizer slots (omit_rows with with_slots)", t.name());
+    }
+    boolean rows = req.getDistinctWithRows() && !req.getOmitRows();
+    if (rows) { // at most one row per draw comes back
       Limits.checkReplyFloats(t.name(), "sample", Math.max(0, req.getNumSampled()),
           t.dim + (req.getWithSlots() ? (long) t.slotFloats() : 0L));
     }
@@ -49,7 +54,7 @@ final class SampleItems {
         req.getAlpha(), req.getSeed(), req.getDistinctWithRows(), req.getNoneIfEmpty());
     SampleResponse.Builder b = SampleResponse.newBuilder()
         .setKeys(r.keys().toProto()).setMass(r.mass()).setNumKeys(r.numKeys());
-    if (r.drawIndex() != null) {
+    if (r.drawIndex() != null && rows) {
       out.begin(r.distinctCount() * t.dim,
           req.getWithSlots() ? r.distinctCount() * t.slotFloats() : -1, encoding);
       r.copyRows(t, out.rows());
@@ -61,6 +66,8 @@ final class SampleItems {
           b.addUpdateCounts(c);
         }
       }
+    }
+    if (r.drawIndex() != null) {
       for (int d : r.drawIndex()) {
         b.addDrawIndex(d);
       }

@@ -24,7 +24,7 @@ final class GradientWrite extends ShardCalls.WriteItem {
 
   /** @param direct the batch goes unchanged to a single in-process shard */
   GradientWrite(TableConfig config, PackedKeys keys, float[] gradients, float learningRate,
-      long step, SlotMap map, int numShards, boolean direct) {
+      long step, SlotMap map, int numShards, boolean direct, ShardedTable.Traffic traffic) {
     super(map.epoch(), numShards);
     this.table = config.getName();
     this.dim = config.getDim();
@@ -34,10 +34,12 @@ final class GradientWrite extends ShardCalls.WriteItem {
     this.step = step;
     if (direct || keys.size() == 0) {
       this.route = null;
+      traffic.written(keys.size(), dim);
       return;
     }
     check(config);
     this.route = new Routing(keys, map, numShards);
+    traffic.written(route.dedup.uniqueCount(), dim);
   }
 
   private void check(TableConfig config) {

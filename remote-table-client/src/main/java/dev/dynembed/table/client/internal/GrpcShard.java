@@ -361,7 +361,8 @@ public final class GrpcShard implements Shard {
         .setPositives(s.positives().toProto()).setNumSampled(s.numSampled())
         .setSampler(s.sampler()).setAlpha(s.alpha()).setSeed(s.seed())
         .setDistinctWithRows(s.distinct()).setNoneIfEmpty(s.noneIfEmpty())
-        .setWithSlots(s.withSlots()).setRowEncoding(encoding)).build();
+        .setWithSlots(s.withSlots()).setOmitRows(s.omitRows()).setRowEncoding(encoding))
+        .build();
   }
 
   private static RowsReply rows(FindResponse r, Read item) {
@@ -412,7 +413,7 @@ public final class GrpcShard implements Shard {
     int[] drawIndex = null;
     int u = keys.size() - s.positives().size();
     if (s.distinct()) {
-      if (u > 0) {
+      if (u > 0 && !s.omitRows()) {
         int values = Rows.valueCount(r.getRows(), r.getRowEncoding(), "sampled rows");
         if (values % u != 0) {
           throw new IllegalStateException("sampled rows: " + values + " values for " + u + " keys");

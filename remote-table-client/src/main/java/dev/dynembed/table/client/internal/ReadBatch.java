@@ -21,6 +21,8 @@ import dev.dynembed.table.client.spi.Shard;
 public final class ReadBatch {
   private final Map<SlotRouter, List<ShardCalls.ReadItem<?>>> groups = new IdentityHashMap<>();
   private final List<Runnable> others = new ArrayList<>();
+  /** Row caches of the batch's tables: a flush in flight is waited for before sending. */
+  private final Map<RowCache, Boolean> caches = new IdentityHashMap<>();
   private boolean submitted;
 
   private void checkOpen() {
@@ -31,6 +33,9 @@ public final class ReadBatch {
 
   private <T> CompletableFuture<T> add(ShardedTable t, ShardCalls.ReadItem<T> item) {
     checkOpen();
+    if (t.cache() != null) {
+      caches.put(t.cache(), Boolean.TRUE);
+    }
     groups.computeIfAbsent(t.router(), k -> new ArrayList<>()).add(item);
     return item.result;
   }
@@ -77,6 +82,10 @@ public final class ReadBatch {
 
   public CompletableFuture<SampledRows> sampleDistinct(EmbeddingTable t, String[] positives,
       int numSampled, SamplerKind sampler, float alpha, long seed, boolean withSlots) {
+    if (t instanceof ShardedTable st && st.cache() != null) { // keys drawn there, rows here
+      return st.sampleWithRows(add(st, st.<SampledRows>sampleItem(positives, numSampled,
+          sampler, alpha, seed, true, false, true)), withSlots);
+    }
     if (t instanceof ShardedTable st) {
       return add(st, st.<SampledRows>sampleItem(positives, numSampled, sampler, alpha, seed,
           true, withSlots));
@@ -91,6 +100,22 @@ public final class ReadBatch {
   /** A pooled lookup ({@link EmbeddingTable#pooled}): FLOAT [bags, dim]. */
   public CompletableFuture<float[]> pooled(EmbeddingTable t, String[] keys,
       dev.dynembed.table.common.KeyBags bags, boolean insert, boolean count) {
+    if (t instanceof ShardedTable st && st.cache() != null) { // rows from the cache, pooled here
+      if (!insert) {
+        return find(t, keys).thenApply(r -> bags.pool(r.rows(), t.dim()));
+      }
+      String[] perEntry = new String[bags.entries()];
+      for (int e = 0; e < perEntry.length; e++) {
+        perEntry[e] = keys[bags.keyIndex(e)];
+      }
+      return findOrInsert(t, perEntry, count).thenApply(entryRows -> {
+        float[] rows = new float[keys.length * t.dim()];
+        for (int e = 0; e < perEntry.length; e++) {
+          System.arraycopy(entryRows, e * t.dim(), rows, bags.keyIndex(e) * t.dim(), t.dim());
+        }
+        return bags.pool(rows, t.dim());
+      });
+    }
     if (t instanceof ShardedTable st) {
       return add(st, st.pooledItem(keys, bags, insert, count));
     }
@@ -101,6 +126,7 @@ public final class ReadBatch {
   public CompletableFuture<Void> submit() {
     checkOpen();
     submitted = true;
+    caches.keySet().forEach(RowCache::awaitFlushed);
     List<CompletableFuture<?>> all = new ArrayList<>();
     groups.forEach((router, items) -> {
       ShardCalls.read(router, items);

@@ -308,7 +308,7 @@ final class Rerouted {
     for (int o = 0; o < n; o++) {
       if (o == refused) {
         parts.byOwner[o] = new Shard.Sample(s.table(), ks.keys[o], s.numSampled(), s.sampler(),
-            s.alpha(), s.seed(), s.distinct(), s.noneIfEmpty(), s.withSlots());
+            s.alpha(), s.seed(), s.distinct(), s.noneIfEmpty(), s.withSlots(), s.omitRows());
       } else if (ks.keys[o].size() > 0) {
         parts.byOwner[o] = new Shard.Sample(s.table(), ks.keys[o], 0, s.sampler(), s.alpha(),
             s.seed(), false, true, false);

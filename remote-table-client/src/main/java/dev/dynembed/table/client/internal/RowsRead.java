@@ -27,14 +27,16 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
   private final PackedKeys keys;
   private final Shard.InsertMode mode; // null: find
   private final Routing route; // null: the batch goes to shard 0 unchanged
+  private final ShardedTable.Traffic traffic;
 
   /**
    * @param mode null for a find
    * @param direct the batch goes unchanged to a single in-process shard
    */
   RowsRead(String table, int dim, int slotFloats, PackedKeys keys, Shard.InsertMode mode,
-      SlotMap map, int numShards, boolean direct) {
+      SlotMap map, int numShards, boolean direct, ShardedTable.Traffic traffic) {
     super(map.epoch(), numShards);
+    this.traffic = traffic;
     this.table = table;
     this.dim = dim;
     this.slotFloats = slotFloats;
@@ -64,6 +66,10 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     boolean wantFreqs = mode != null && mode.frequencies();
     boolean wantSlots = mode != null && mode.slots();
     boolean[] found = new boolean[n];
+    if (wantRows || wantSlots) { // a count moves keys, not rows
+      traffic.read(route == null ? n : route.dedup.uniqueCount(), (wantRows ? dim : 0)
+          + (wantSlots ? slotFloats : 0));
+    }
     long[] freqs = wantFreqs ? new long[n] : null;
     long[] counts = wantSlots ? new long[n] : null;
     float[] slots = wantSlots && slotFloats > 0 ? new float[n * slotFloats] : null;

@@ -30,6 +30,8 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
   private final int dim;
   private final int slotFloats;
   private final boolean withSlots;
+  /** Distinct draws without rows: SampledRows.rows is null (a row cache fills it). */
+  private final boolean omitRows;
   private final PackedKeys positives;
   private final int numSampled;
   private final SamplerKind sampler;
@@ -44,6 +46,7 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
   private final int[] posIndex;
   private final PackedKeys[] shardPositives;
   private final Consumer<double[]> reportMasses;
+  private final ShardedTable.Traffic traffic;
 
   /**
    * @param mass the shards' last reported sampler masses, or null when none were reported
@@ -51,12 +54,15 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
    */
   SampleRead(String table, int dim, int slotFloats, PackedKeys positives, int numSampled,
       SamplerKind sampler, float alpha, long seed, boolean distinct, boolean withSlots,
-      SlotMap map, int numShards, double[] mass, Consumer<double[]> reportMasses) {
+      boolean omitRows, SlotMap map, int numShards, double[] mass,
+      Consumer<double[]> reportMasses, ShardedTable.Traffic traffic) {
     super(map.epoch(), numShards);
+    this.traffic = traffic;
     this.table = table;
     this.dim = dim;
     this.slotFloats = slotFloats;
-    this.withSlots = distinct && withSlots;
+    this.omitRows = distinct && omitRows;
+    this.withSlots = distinct && withSlots && !this.omitRows;
     this.positives = positives;
     this.numSampled = numSampled;
     this.sampler = sampler;
@@ -131,7 +137,7 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
                    // may have gained keys since (counting, a slot move)
     }
     return new Shard.Sample(table, shardPositives[shard], asked[shard], sampler, alpha,
-        shardSeed(seed, shard), distinct, knownMass == null, withSlots);
+        shardSeed(seed, shard), distinct, knownMass == null, withSlots, omitRows);
   }
 
   @Override
@@ -224,7 +230,7 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
     }
     String[] keys = new String[u];
     double[] prob = new double[u];
-    float[] rows = new float[u * dim];
+    float[] rows = omitRows ? null : new float[u * dim];
     float[] slots = withSlots && slotFloats > 0 ? new float[u * slotFloats] : null;
     long[] counts = withSlots ? new long[u] : null;
     for (int s = 0; s < n; s++) {
@@ -240,7 +246,9 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
         }
         keys[offset[s] + at] = r.keys().key(p + d);
         prob[offset[s] + at] = share[s] * r.probability()[p + d];
-        r.rows().get(d, rows, (offset[s] + at) * dim);
+        if (rows != null) {
+          r.rows().get(d, rows, (offset[s] + at) * dim);
+        }
         if (withSlots) {
           counts[offset[s] + at] = r.updateCounts()[d];
           if (slots != null) {
@@ -248,6 +256,9 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
           }
         }
       }
+    }
+    if (!omitRows) {
+      traffic.read(u, dim + (withSlots ? slotFloats : 0));
     }
     int[] drawIndex = new int[numSampled];
     int[] next = new int[n];

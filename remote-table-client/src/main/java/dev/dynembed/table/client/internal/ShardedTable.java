@@ -1,5 +1,6 @@
 package dev.dynembed.table.client.internal;
 
+import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.FindResult;
 import dev.dynembed.table.client.KeyCounts;
@@ -27,6 +28,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
 import dev.dynembed.table.client.spi.Shard;
 
 /**
@@ -44,14 +46,64 @@ public final class ShardedTable implements EmbeddingTable {
   /** Last known sampler mass of each shard, per sampler and alpha. */
   private final ConcurrentHashMap<String, double[]> masses = new ConcurrentHashMap<>();
   private volatile long massesEpoch;
+  /** The trainer-side row cache, or null (off, or a single in-process shard). */
+  private final RowCache cache;
+  private final Traffic traffic = new Traffic();
 
   public ShardedTable(TableConfig config, SlotRouter router) {
+    this(config, router, ClientOptions.RowCaching.OFF);
+  }
+
+  /** @param cache the row cache's settings ({@link ClientOptions.RowCaching#OFF}: none) */
+  public ShardedTable(TableConfig config, SlotRouter router, ClientOptions.RowCaching cache) {
     this.config = config;
     this.router = router;
     this.dim = config.getDim();
     List<Shard> shards = router.shards();
     this.direct = shards.size() == 1 && shards.get(0).takesBatchesUnchanged();
+    this.cache = cache.on() && !direct ? new RowCache(this, cache) : null;
   }
+
+  /** The row cache, or null. */
+  RowCache cache() {
+    return cache;
+  }
+
+  /** Rows and values that crossed to and from the shards, and the row cache's counters. */
+  public dev.dynembed.table.client.RowTraffic traffic() {
+    dev.dynembed.table.client.RowTraffic.Builder b = dev.dynembed.table.client.RowTraffic
+        .builder().rowsRead(traffic.rowsRead.sum()).valuesRead(traffic.valuesRead.sum())
+        .rowsWritten(traffic.rowsWritten.sum()).valuesWritten(traffic.valuesWritten.sum());
+    if (cache != null) {
+      cache.addTo(b);
+    }
+    return b.build();
+  }
+
+  /** What crossed: rows (distinct keys per shard call) and the float values they carried. */
+  static final class Traffic {
+    final LongAdder rowsRead = new LongAdder();
+    final LongAdder valuesRead = new LongAdder();
+    final LongAdder rowsWritten = new LongAdder();
+    final LongAdder valuesWritten = new LongAdder();
+
+    void read(long rows, long valuesPerRow) {
+      rowsRead.add(rows);
+      valuesRead.add(rows * valuesPerRow);
+    }
+
+    void written(long rows, long valuesPerRow) {
+      rowsWritten.add(rows);
+      valuesWritten.add(rows * valuesPerRow);
+    }
+  }
+
+  Traffic trafficCounters() {
+    return traffic;
+  }
+
+  /** The write items of one gradient batch, and its result (distinct keys updated). */
+  record Writes(List<ShardCalls.WriteItem> items, CompletableFuture<Integer> result) {}
 
   @Override
   public String name() {
@@ -103,11 +155,28 @@ public final class ShardedTable implements EmbeddingTable {
 
   // ------------------------------------------------------------------ items
 
-  /** A find (mode null), findOrInsert or count of these keys. */
-  RowsRead rowsItem(String[] keys, Shard.InsertMode mode) {
+  /**
+   * A find (mode null), findOrInsert or count of these keys; with a row cache, finds and
+   * findOrInserts are answered from it where they can be.
+   */
+  ShardCalls.ReadItem<RowsRead.Result> rowsItem(String[] keys, Shard.InsertMode mode) {
     String call = mode == null ? "find" : mode.rows() ? "findOrInsert" : "count";
-    return new RowsRead(name(), dim, slotFloats(), pack(keys, call), mode, router.map(), n(),
-        direct);
+    PackedKeys packed = pack(keys, call);
+    if (cache != null && (mode == null || (mode.rows() && !mode.frequencies()))) {
+      return new CachedRowsRead(this, cache, keys, packed, mode);
+    }
+    return rowsRead(packed, mode);
+  }
+
+  /** A find (mode null), findOrInsert or count of these keys, from the shards. */
+  RowsRead rowsRead(PackedKeys keys, Shard.InsertMode mode) {
+    return new RowsRead(name(), dim, slotFloats(), keys, mode, router.map(), n(), direct,
+        traffic);
+  }
+
+  /** Counts reads a row cache served: {@code occurrences[i]} of {@code keys[i]}. */
+  CountFlush countItem(PackedKeys keys, long[] occurrences) {
+    return new CountFlush(name(), keys, occurrences, router.map(), n());
   }
 
   /** Floats of optimizer slots beside each row (slots x dim). */
@@ -120,9 +189,17 @@ public final class ShardedTable implements EmbeddingTable {
     return sampleItem(positives, numSampled, sampler, alpha, seed, distinct, false);
   }
 
-  /** @param withSlots with distinct draws, also the drawn keys' slots and update counts */
   <T> SampleRead<T> sampleItem(String[] positives, int numSampled, SamplerKind sampler,
       float alpha, long seed, boolean distinct, boolean withSlots) {
+    return sampleItem(positives, numSampled, sampler, alpha, seed, distinct, withSlots, false);
+  }
+
+  /**
+   * @param withSlots with distinct draws, also the drawn keys' slots and update counts
+   * @param omitRows with distinct draws, no rows (the row cache fills them)
+   */
+  <T> SampleRead<T> sampleItem(String[] positives, int numSampled, SamplerKind sampler,
+      float alpha, long seed, boolean distinct, boolean withSlots, boolean omitRows) {
     PackedKeys pos = pack(positives, "sample");
     if (numSampled < 0 || numSampled > Limits.MAX_NUM_SAMPLED) {
       throw invalid("sample", "num_sampled must be in [0, %d] but was %d",
@@ -140,7 +217,7 @@ public final class ShardedTable implements EmbeddingTable {
       known = Arrays.copyOf(known, n);
     }
     return new SampleRead<>(name(), dim, slotFloats(), pos, numSampled, sampler, alpha, seed,
-        distinct, withSlots, map, n, known, reported -> masses.compute(id, (k, old) -> {
+        distinct, withSlots, omitRows, map, n, known, reported -> masses.compute(id, (k, old) -> {
           double[] m = old == null ? new double[n] : Arrays.copyOf(old, n);
           for (int s = 0; s < n; s++) {
             if (!Double.isNaN(reported[s])) {
@@ -148,12 +225,59 @@ public final class ShardedTable implements EmbeddingTable {
             }
           }
           return m;
-        }));
+        }), traffic);
   }
 
   GradientWrite gradientItem(String[] keys, float[] gradients, float learningRate, long step) {
-    return new GradientWrite(config, pack(keys, "applyGradients"), gradients, learningRate, step,
-        router.map(), n(), direct);
+    return gradientItem(pack(keys, "applyGradients"), gradients, learningRate, step);
+  }
+
+  GradientWrite gradientItem(PackedKeys keys, float[] gradients, float learningRate, long step) {
+    return new GradientWrite(config, keys, gradients, learningRate, step, router.map(), n(),
+        direct, traffic);
+  }
+
+  /** One gradient batch as write items: through the row cache when there is one. */
+  Writes gradientWrites(String[] keys, float[] gradients, float learningRate, long step) {
+    if (cache != null) {
+      return cache.write(keys, pack(keys, "applyGradients"), gradients, learningRate, step);
+    }
+    GradientWrite w = gradientItem(keys, gradients, learningRate, step);
+    return new Writes(List.of(w), w.result);
+  }
+
+  /**
+   * The draws of a sample with their rows: with a row cache, the shards send the drawn keys
+   * only and the rows come from the cache, or from a second read of the keys it lacks (made
+   * after any flush in flight).
+   */
+  CompletableFuture<SampledRows> sampleWithRows(CompletableFuture<SampledRows> drawn,
+      boolean withSlots) {
+    return drawn.thenCompose(sr -> {
+      CachedRowsRead rows = new CachedRowsRead(this, cache, sr.keys(), pack(sr.keys(), "sample"),
+          new Shard.InsertMode(false, true, false, withSlots));
+      return cache.inFlight().thenCompose(ignored -> {
+        ShardCalls.read(router, List.of(rows));
+        return rows.result;
+      }).thenApply(r -> new SampledRows(sr.positiveProbability(), sr.keys(), r.rows(),
+          sr.probability(), sr.drawIndex(), r.slots(), r.updateCounts()));
+    });
+  }
+
+  /**
+   * Sends every gradient and count this table's row cache holds to the shards and waits until
+   * they are applied (nothing without a cache).
+   */
+  @Override
+  public void flush() {
+    flushCache();
+  }
+
+  /** Sends what the row cache holds back (before a call that reads the shards' rows whole). */
+  private void flushCache() {
+    if (cache != null) {
+      cache.flushNow();
+    }
   }
 
   /** A pooled find or findOrInsert of these keys. */
@@ -179,6 +303,9 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   private <T> T readOne(ShardCalls.ReadItem<T> item) {
+    if (cache != null) {
+      cache.awaitFlushed();
+    }
     ShardCalls.read(router, List.of(item));
     return Futures.await(item.result);
   }
@@ -209,19 +336,28 @@ public final class ShardedTable implements EmbeddingTable {
 
   @Override
   public int applyGradients(String[] keys, float[] gradients, float learningRate, long step) {
-    GradientWrite w = gradientItem(keys, gradients, learningRate, step);
-    ShardCalls.write(router, List.of(w));
-    return Futures.await(w.result);
+    Writes w = gradientWrites(keys, gradients, learningRate, step);
+    if (!w.items().isEmpty()) {
+      ShardCalls.write(router, w.items());
+    }
+    return Futures.await(w.result());
   }
 
   @Override
   public float[] pooled(String[] keys, KeyBags bags, boolean insert, boolean count) {
+    if (cache != null) { // rows from the cache, pooled here
+      return EmbeddingTable.super.pooled(keys, bags, insert, count);
+    }
     return readOne(pooledItem(keys, bags, insert, count));
   }
 
   @Override
   public int applyPooledGradients(String[] keys, KeyBags bags, float[] bagGradients,
       float learningRate, long step) {
+    if (cache != null) { // spread here, applied through the cache
+      return EmbeddingTable.super.applyPooledGradients(keys, bags, bagGradients, learningRate,
+          step);
+    }
     PooledWrite w = pooledGradientItem(keys, bags, bagGradients, learningRate, step);
     ShardCalls.write(router, List.of(w));
     return Futures.await(w.result);
@@ -237,6 +373,13 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public SampledRows sampleDistinct(String[] positives, int numSampled, SamplerKind sampler,
       float alpha, long seed) {
+    if (cache != null) {
+      SampleRead<SampledRows> drawn = sampleItem(positives, numSampled, sampler, alpha, seed,
+          true, false, true);
+      cache.awaitFlushed();
+      ShardCalls.read(router, List.of(drawn));
+      return Futures.await(sampleWithRows(drawn.result, false));
+    }
     return readOne(this.<SampledRows>sampleItem(positives, numSampled, sampler, alpha, seed,
         true));
   }
@@ -249,6 +392,7 @@ public final class ShardedTable implements EmbeddingTable {
           numQueries, width, (long) numQueries * width, queries.length);
     }
     PackedKeys exclude = pack(options.exclude().toArray(new String[0]), "topK");
+    flushCache();
     List<CompletableFuture<Shard.TopKHitsReply>> futures = new ArrayList<>();
     for (Shard s : shards()) {
       futures.add(s.topK(name(), queries, numQueries, k, options.biasLastDim(), options.metric(),
@@ -260,6 +404,7 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public CheckpointManifest save(Path directory, long step) {
     Path dir = directory.toAbsolutePath().normalize();
+    flushCache(); // the checkpoint holds every update this process made
     List<CompletableFuture<CheckpointFile>> futures = new ArrayList<>();
     List<Shard> shards = shards();
     for (Shard s : shards) {
@@ -300,6 +445,9 @@ public final class ShardedTable implements EmbeddingTable {
           name(), -1, "restore", null);
     }
     masses.clear(); // the restored counts define new sampler masses
+    if (cache != null) {
+      cache.clear();
+    }
     return total;
   }
 
@@ -320,6 +468,7 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public void scan(int pageKeys, java.util.function.Consumer<dev.dynembed.table.client.ScanPage>
       consumer) {
+    flushCache();
     for (Shard s : shards()) {
       long cursor = 0;
       long generation = 0;
@@ -346,6 +495,9 @@ public final class ShardedTable implements EmbeddingTable {
     PackedKeys all = pack(keys, "remove");
     if (all.size() == 0) {
       return 0;
+    }
+    if (cache != null) {
+      cache.invalidate(keys);
     }
     int n = n();
     Routing route = new Routing(all, router.map(), n);
@@ -378,6 +530,7 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   private long evictAll(dev.dynembed.table.v1.EvictRequest req) {
+    flushCache();
     List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>();
     for (Shard s : shards()) {
       futures.add(s.evict(req));

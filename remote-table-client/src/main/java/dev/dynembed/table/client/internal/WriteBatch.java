@@ -23,7 +23,12 @@ public final class WriteBatch {
       float[] gradients, float learningRate, long step) {
     checkOpen();
     if (t instanceof ShardedTable st) {
-      return add(st, st.gradientItem(keys, gradients, learningRate, step));
+      ShardedTable.Writes w = st.gradientWrites(keys, gradients, learningRate, step);
+      if (!w.items().isEmpty()) {
+        groups.computeIfAbsent(st.router(), k -> new ArrayList<>()).addAll(w.items());
+      }
+      results.add(w.result());
+      return w.result();
     }
     return other(() -> t.applyGradients(keys, gradients, learningRate, step));
   }
@@ -33,6 +38,17 @@ public final class WriteBatch {
       dev.dynembed.table.common.KeyBags bags, float[] bagGradients, float learningRate,
       long step) {
     checkOpen();
+    if (t instanceof ShardedTable st && st.cache() != null) { // spread here, then cached
+      try {
+        bags.requireKeys(keys.length);
+        bags.requireAllUsed(i -> keys[i]);
+      } catch (dev.dynembed.table.common.TableException e) {
+        throw dev.dynembed.table.common.TableException.invalid("table '%s': %s", t.name(),
+            e.getMessage());
+      }
+      return applyGradients(t, keys, bags.spread(bagGradients, keys.length, t.dim()),
+          learningRate, step);
+    }
     if (t instanceof ShardedTable st) {
       return add(st, st.pooledGradientItem(keys, bags, bagGradients, learningRate, step));
     }

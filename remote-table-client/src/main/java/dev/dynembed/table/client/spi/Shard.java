@@ -54,10 +54,18 @@ public interface Shard extends AutoCloseable {
    * @param distinct drawn keys once each, with their rows
    * @param noneIfEmpty a shard without any key of sampling weight draws nothing (mass 0)
    * @param withSlots with distinct draws: also the drawn keys' optimizer slots and update counts
+   * @param omitRows with distinct draws: the drawn keys and draw indexes only, no rows (a client
+   *     row cache reads the rows it lacks itself)
    */
   record Sample(String table, PackedKeys positives, int numSampled, SamplerKind sampler,
-      float alpha, long seed, boolean distinct, boolean noneIfEmpty, boolean withSlots)
-      implements Read {}
+      float alpha, long seed, boolean distinct, boolean noneIfEmpty, boolean withSlots,
+      boolean omitRows) implements Read {
+    public Sample(String table, PackedKeys positives, int numSampled, SamplerKind sampler,
+        float alpha, long seed, boolean distinct, boolean noneIfEmpty, boolean withSlots) {
+      this(table, positives, numSampled, sampler, alpha, seed, distinct, noneIfEmpty, withSlots,
+          false);
+    }
+  }
 
   /**
    * Rows of the keys pooled on the shard into one vector per bag; replied with a {@link

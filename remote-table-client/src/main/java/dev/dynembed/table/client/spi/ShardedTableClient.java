@@ -23,6 +23,14 @@ public final class ShardedTableClient implements TableClient {
   private volatile boolean layoutVerified;
   /** Closed after the shards (what found them, e.g. a cluster map's watch); null: nothing. */
   private final AutoCloseable onClose;
+  private volatile dev.dynembed.table.client.ClientOptions.RowCaching rowCache =
+      dev.dynembed.table.client.ClientOptions.RowCaching.OFF;
+  /**
+   * With a row cache, the one table object per name that this client opened: two handles on
+   * one table share its cache (two caches in one process would be two trainers).
+   */
+  private final java.util.concurrent.ConcurrentHashMap<String, ShardedTable> cached =
+      new java.util.concurrent.ConcurrentHashMap<>();
 
   public ShardedTableClient(List<Shard> shards) {
     this(shards, null);
@@ -40,6 +48,15 @@ public final class ShardedTableClient implements TableClient {
   public ShardedTableClient(SlotRouter router, AutoCloseable onClose) {
     this.router = router;
     this.onClose = onClose;
+  }
+
+  /**
+   * Gives the tables this client opens from now on a trainer-side row cache
+   * (docs/design/0022-row-cache.md); OFF: none.
+   */
+  public ShardedTableClient withRowCache(dev.dynembed.table.client.ClientOptions.RowCaching s) {
+    this.rowCache = s;
+    return this;
   }
 
   /** The shards this client reaches, in shard order. */
@@ -132,11 +149,17 @@ public final class ShardedTableClient implements TableClient {
             "shards disagree on the table's config", name, i, "openTable", null);
       }
     }
-    return new ShardedTable(config, router);
+    if (!rowCache.on()) {
+      return new ShardedTable(config, router);
+    }
+    ShardedTable t = cached.compute(name, (k, old) -> old != null && old.config().equals(config)
+        ? old : new ShardedTable(config, router, rowCache));
+    return t;
   }
 
   @Override
   public void dropTable(String name) {
+    cached.remove(name);
     List<CompletableFuture<Void>> futures = new ArrayList<>();
     List<Shard> shards = router.inUse();
     for (Shard s : shards) {
@@ -170,6 +193,16 @@ public final class ShardedTableClient implements TableClient {
 
   @Override
   public void close() {
+    try {
+      for (ShardedTable t : cached.values()) {
+        t.flush(); // what the caches hold goes back before the shards are let go
+      }
+    } finally {
+      closeShards();
+    }
+  }
+
+  private void closeShards() {
     for (Shard s : router.shards()) {
       s.close();
     }

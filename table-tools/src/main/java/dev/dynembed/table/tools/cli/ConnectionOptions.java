@@ -32,8 +32,29 @@ public final class ConnectionOptions {
       + " (default: native, or the system property dynembed.dataPlane)")
   String dataPlane;
 
+  @Option(names = "--row-cache-mb", defaultValue = "0", description = "trainer-side cache of"
+      + " each table's hot rows, MiB of rows and optimizer slots per table (0 = none): reads"
+      + " of a cached row and this process's gradients stay here and are sent every"
+      + " --max-staleness steps, one row per word (docs/design/0022-row-cache.md; default"
+      + " ${DEFAULT-VALUE})")
+  long rowCacheMb;
+
+  /** The default of {@code --max-staleness}: chosen from measurements (docs/benchmarks.md). */
+  public static final int DEFAULT_MAX_STALENESS = 8;
+
+  @Option(names = "--max-staleness", defaultValue = "" + DEFAULT_MAX_STALENESS, description = "with --row-cache-mb:"
+      + " steps (gradient batches of a table, all threads) a cached row is served for before"
+      + " it is read again, and between two sends of the cached rows' gradients (0 = no cache;"
+      + " default ${DEFAULT-VALUE})")
+  int maxStaleness;
+
   /** Adds the options to {@code b}; a clear IllegalArgumentException for bad values or files. */
   public ClientOptions.Builder apply(ClientOptions.Builder b) {
+    if (rowCacheMb < 0 || rowCacheMb > (1L << 30) || maxStaleness < 0) {
+      throw new IllegalArgumentException("--row-cache-mb must be in [0, 2^30] and"
+          + " --max-staleness >= 0 but were " + rowCacheMb + " and " + maxStaleness);
+    }
+    b.rowCache(new ClientOptions.RowCaching(rowCacheMb << 20, maxStaleness));
     if (dataPlane != null) {
       try {
         b.dataPlane(ClientOptions.DataPlane.valueOf(

@@ -1,0 +1,95 @@
+package dev.dynembed.table.client.internal;
+
+import dev.dynembed.table.client.spi.Shard;
+import dev.dynembed.table.common.PackedKeys;
+
+/**
+ * A find or findOrInsert through a {@link RowCache}: keys whose cached row is fresh enough are
+ * answered from the cache when the read is made (a copy, so that a read planned ahead of a step
+ * sees the rows as they were then); the others are read from their shards as a {@link RowsRead}
+ * of those keys only (findOrInsert with their optimizer state, to be cached) and stitched back
+ * in request order.
+ */
+final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
+  private final RowCache cache;
+  private final String[] keys;
+  private final Shard.InsertMode mode; // null: find (nothing is admitted)
+  private final float[] rows;
+  private final boolean[] found;
+  private final float[] slots;
+  private final long[] counts;
+  private final int[] missAt; // request position of each key read from a shard
+  private final RowsRead misses; // null: every key was served here
+  private final long readAt;
+  private final long readSeq;
+
+  CachedRowsRead(ShardedTable table, RowCache cache, String[] keys, PackedKeys packed,
+      Shard.InsertMode mode) {
+    super(table.router().map().epoch(), table.router().shards().size());
+    this.cache = cache;
+    this.keys = keys;
+    this.mode = mode;
+    int n = keys.length;
+    int dim = cache.dim();
+    int sf = cache.slotFloats();
+    boolean wantState = mode != null && mode.slots();
+    this.rows = new float[n * dim];
+    this.found = new boolean[n];
+    this.slots = wantState && sf > 0 ? new float[n * sf] : null;
+    this.counts = wantState ? new long[n] : null;
+    this.readSeq = cache.flushSeq();
+    this.readAt = cache.now();
+    boolean count = mode != null && mode.count();
+    int[] miss = new int[n];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      if (cache.serve(keys[i], readAt, count, rows, i * dim, slots, i * sf, counts, i)) {
+        found[i] = true;
+      } else {
+        miss[m++] = i;
+      }
+    }
+    this.missAt = java.util.Arrays.copyOf(miss, m);
+    if (m == 0) {
+      this.misses = null;
+      return;
+    }
+    PackedKeys.Builder b = new PackedKeys.Builder(m);
+    for (int j = 0; j < m; j++) {
+      b.add(packed, missAt[j]); // duplicates kept: the shard counts each occurrence
+    }
+    Shard.InsertMode fetch = mode == null ? null
+        : new Shard.InsertMode(mode.count(), true, false, true);
+    this.misses = table.rowsRead(b.build(), fetch);
+  }
+
+  @Override
+  Shard.Read request(int shard) {
+    return misses == null ? null : misses.request(shard);
+  }
+
+  @Override
+  RowsRead.Result merge(Object[] replies) {
+    if (misses != null) {
+      RowsRead.Result r = misses.merge(replies);
+      int dim = cache.dim();
+      int sf = cache.slotFloats();
+      for (int j = 0; j < missAt.length; j++) {
+        int i = missAt[j];
+        System.arraycopy(r.rows(), j * dim, rows, i * dim, dim);
+        found[i] = r.found()[j];
+        if (counts != null) {
+          counts[i] = r.updateCounts()[j];
+          if (slots != null) {
+            System.arraycopy(r.slots(), j * sf, slots, i * sf, sf);
+          }
+        }
+        if (mode != null && found[i]) { // a read with state is replayed by its op (0007)
+          cache.admit(keys[i], r.rows(), j * dim, r.slots(), j * sf, r.updateCounts()[j], readAt,
+              readSeq, counts == null ? rows : null, i * dim);
+        }
+      }
+    }
+    return new RowsRead.Result(rows, found, null, slots, counts);
+  }
+}

@@ -1,0 +1,206 @@
+package dev.dynembed.table.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.tools.ExactOracle;
+import dev.dynembed.table.v1.SamplerKind;
+import dev.dynembed.table.v1.TableConfig;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The trainer-side row cache (docs/design/0022-row-cache.md) against real shards on loopback:
+ * S = 0 is no cache, bit for bit; the exact oracle (SGD rate 1, gradients in quarters) with
+ * two caching clients ends exact on the shards once both flushed; a checkpoint flushes first; a
+ * cached row is served at most S steps; gradients and counts of the cached rows cross once per
+ * key per flush, not once per step.
+ */
+class RowCacheTest {
+  @TempDir Path dir;
+
+  private static ClientOptions cached(int maxStaleness) {
+    return ClientOptions.builder().rowCache(new ClientOptions.RowCaching(16L << 20,
+        maxStaleness)).build();
+  }
+
+  private static TableConfig adagrad(String name, int dim) {
+    return TableConfigs.builder(name, dim).setOptimizer(TableConfigs.adagrad(0.1f, 0f, 0f))
+        .build();
+  }
+
+  /** A Zipf-ish batch of 64 keys out of {@code vocab}, and gradients in quarters. */
+  private static String[] batch(Random r, int vocab) {
+    String[] keys = new String[64];
+    for (int i = 0; i < keys.length; i++) {
+      keys[i] = "w" + (int) Math.floor(Math.exp(r.nextDouble() * Math.log(vocab)));
+    }
+    return keys;
+  }
+
+  private static float[] quarters(Random r, int n) {
+    float[] g = new float[n];
+    for (int i = 0; i < n; i++) {
+      g[i] = (r.nextInt(9) - 4) / 4f;
+    }
+    return g;
+  }
+
+  /** Steps of reads, draws and gradients, one thread: the rows and draws it saw. */
+  private static List<float[]> train(EmbeddingTable t, int steps) {
+    Random r = new Random(5);
+    List<float[]> seen = new ArrayList<>();
+    for (int s = 0; s < steps; s++) {
+      String[] keys = batch(r, 300);
+      seen.add(t.findOrInsert(keys, true));
+      if (s > 2) {
+        seen.add(t.sampleDistinct(new String[0], 16, SamplerKind.UNIGRAM_SAMPLER, 0.75f, s)
+            .rows());
+      }
+      t.applyGradients(keys, quarters(r, keys.length * t.dim()), 0f, s);
+    }
+    return seen;
+  }
+
+  @Test
+  void stalenessZero_isNoCache_bitForBit() throws Exception {
+    try (LoopbackCluster a = new LoopbackCluster(2, dir.resolve("a"));
+        LoopbackCluster b = new LoopbackCluster(2, dir.resolve("b"));
+        TableClient plain = TableClients.connect(a.endpoints);
+        TableClient zero = TableClients.connect(b.endpoints, ClientOptions.builder()
+            .rowCache(new ClientOptions.RowCaching(16L << 20, 0)).build())) {
+      EmbeddingTable tp = plain.createTable(adagrad("t", 8));
+      EmbeddingTable tz = zero.createTable(adagrad("t", 8));
+      List<float[]> sp = train(tp, 40);
+      List<float[]> sz = train(tz, 40);
+      for (int i = 0; i < sp.size(); i++) {
+        assertArrayEquals(sp.get(i), sz.get(i), 0f, "read " + i);
+      }
+      RowTraffic traffic = TableClients.traffic(tz);
+      assertEquals(0, traffic.cacheHits() + traffic.cacheMisses(), "no cache: " + traffic);
+      assertEquals(TableClients.traffic(tp).rowsRead(), traffic.rowsRead());
+    }
+  }
+
+  @Test
+  void twoCachingTrainers_theExactOracle_everyRowAndCountExactOnTheShards() throws Exception {
+    int keys = 50;
+    int dim = 4;
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"))) {
+      try (TableClient admin = cluster.client()) {
+        admin.createTable(ExactOracle.config("oracle", dim).build());
+      }
+      ExactOracle first = new ExactOracle(keys, dim);
+      ExactOracle second = new ExactOracle(keys, dim);
+      TableClient c1 = TableClients.connect(cluster.endpoints, cached(4));
+      TableClient c2 = TableClients.connect(cluster.endpoints, cached(16));
+      EmbeddingTable t1 = c1.openTable("oracle");
+      EmbeddingTable t2 = c2.openTable("oracle");
+      long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+      ExecutorService pool = Executors.newFixedThreadPool(2);
+      Future<?> a = pool.submit(() -> {
+        first.run(t1, 2, end); // two threads share c1's cache (Hogwild in one process)
+        return null;
+      });
+      Future<?> b = pool.submit(() -> {
+        second.run(t2, 1, end);
+        return null;
+      });
+      a.get();
+      b.get();
+      pool.shutdown();
+      RowTraffic r1 = TableClients.traffic(t1);
+      assertTrue(r1.cacheHits() > r1.cacheMisses(), "most reads are served here: " + r1);
+      assertTrue(r1.maxAge() <= 4, "a row is served at most S = 4 steps: " + r1);
+      assertTrue(r1.flushes() >= first.steps / 4 - 1, r1.toString());
+      c1.close(); // flushes what the caches hold
+      c2.close();
+      try (TableClient check = cluster.client()) {
+        EmbeddingTable t = check.openTable("oracle");
+        String[] k = first.keys();
+        float[] want = first.rows.clone();
+        for (int i = 0; i < want.length; i++) {
+          want[i] += second.rows[i];
+        }
+        assertArrayEquals(want, t.find(k).rows(), 0f);
+        long[] counts = first.counts.clone();
+        for (int i = 0; i < counts.length; i++) {
+          counts[i] += second.counts[i];
+        }
+        assertArrayEquals(counts, t.count(k, false).frequencies());
+        // rows crossed once per key per flush, not once per step and occurrence
+        long perStep = (first.steps + second.steps) * 32;
+        assertTrue(r1.rowsWritten() * 2 < first.steps * 32, "gradient rows sent: " + r1);
+        System.out.printf("row cache, 2 trainers: %d steps, %d + %d rows crossed (%d without"
+            + " a cache at most), hit rate %.3f; every row and count exact%n",
+            first.steps + second.steps, r1.rowsRead(), r1.rowsWritten(), 2 * perStep,
+            r1.hitRate());
+      }
+    }
+  }
+
+  @Test
+  void aCheckpoint_holdsEveryUpdateTheCacheHad() throws Exception {
+    int dim = 4;
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));
+        TableClient c = TableClients.connect(cluster.endpoints, cached(1 << 30))) {
+      EmbeddingTable t = c.createTable(ExactOracle.config("ck", dim).build());
+      ExactOracle oracle = new ExactOracle(50, dim);
+      oracle.run(t, 1, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500));
+      assertEquals(0, TableClients.traffic(t).flushes(), "S = 2^30: nothing flushed yet");
+      java.nio.file.Files.createDirectories(dir.resolve("s").resolve("ck1"));
+      t.save(dir.resolve("s").resolve("ck1"), 1); // sends what the cache holds first
+      try (TableClient other = cluster.client()) { // no cache: reads the shards
+        EmbeddingTable o = other.openTable("ck");
+        assertArrayEquals(oracle.rows, o.find(oracle.keys()).rows(), 0f);
+        o.restore(dir.resolve("s").resolve("ck1"));
+        assertArrayEquals(oracle.rows, o.find(oracle.keys()).rows(), 0f);
+        assertArrayEquals(oracle.counts, o.count(oracle.keys(), false).frequencies());
+      }
+    }
+  }
+
+  @Test
+  void anotherTrainersUpdates_areSeenWithinTheStalenessBound() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));
+        TableClient reader = TableClients.connect(cluster.endpoints, cached(3));
+        TableClient writer = cluster.client()) {
+      EmbeddingTable r = reader.createTable(ExactOracle.config("t", 2).build());
+      EmbeddingTable w = writer.openTable("t");
+      r.findOrInsert("k");
+      w.applyGradients(new String[] {"k"}, new float[] {1, 1}, 0f, 1);
+      int steps = 0;
+      while (r.findOrInsert(new String[] {"k"}, false)[0] != -1f) {
+        r.applyGradients(new String[] {"other"}, new float[2], 0f, ++steps); // a step
+        assertTrue(steps <= 4, "still stale after " + steps + " steps");
+      }
+      assertTrue(steps >= 3, "served from the cache for S steps first: " + steps);
+    }
+  }
+
+  @Test
+  void badGradients_areRefusedWhole_andChangeNoCachedRow() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));
+        TableClient c = TableClients.connect(cluster.endpoints, cached(8))) {
+      EmbeddingTable t = c.createTable(ExactOracle.config("t", 2).build());
+      float[] before = t.findOrInsert("a", "b");
+      TableException e = assertThrows(TableException.class, () -> t.applyGradients(
+          new String[] {"a", "b"}, new float[] {1, 1, Float.NaN, 0}, 0f, 1));
+      assertTrue(e.getMessage().contains("NaN"), e.getMessage());
+      assertArrayEquals(before, t.findOrInsert(new String[] {"a", "b"}, false), 0f);
+      assertThrows(IllegalArgumentException.class, () -> new ClientOptions.RowCaching(-1, 8));
+    }
+  }
+}
