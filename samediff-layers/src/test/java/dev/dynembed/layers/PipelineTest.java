@@ -72,10 +72,16 @@ class PipelineTest {
     return -DIM * (s + (s >= 1 ? 1 : 0)) + 0.0;
   }
 
-  @ParameterizedTest(name = "shards={0} pipelining={1}")
-  @CsvSource({"0, false", "0, true", "2, false", "2, true"})
-  void step_readsEveryEarlierUpdate_withOrWithoutPipelining(int shards, boolean pipelining)
-      throws Exception {
+  /**
+   * With a trainer-side row cache (docs/design/0022-row-cache.md; S = 4, so rows are served
+   * from it, refreshed and flushed many times in 60 steps) a single trainer reads exactly the
+   * same: its own updates are applied to the cached rows at once, pipelined or not.
+   */
+  @ParameterizedTest(name = "shards={0} pipelining={1} row cache S={2}")
+  @CsvSource({"0, false, 0", "0, true, 0", "2, false, 0", "2, true, 0", "2, false, 4",
+      "2, true, 4"})
+  void step_readsEveryEarlierUpdate_withOrWithoutPipelining(int shards, boolean pipelining,
+      int staleness) throws Exception {
     List<TableServer> servers = new ArrayList<>();
     try {
       TableClient tables;
@@ -88,7 +94,9 @@ class PipelineTest {
           servers.add(srv);
           endpoints.add("127.0.0.1:" + srv.port());
         }
-        tables = TableClients.connect(endpoints);
+        tables = TableClients.connect(endpoints, dev.dynembed.table.client.ClientOptions.builder()
+            .rowCache(new dev.dynembed.table.client.ClientOptions.RowCaching(1 << 20, staleness))
+            .build());
       }
       try (tables) {
         double[] losses = lossesOf(tables, pipelining);

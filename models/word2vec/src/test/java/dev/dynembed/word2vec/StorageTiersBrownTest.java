@@ -29,6 +29,7 @@ class StorageTiersBrownTest {
   @TempDir static Path dir;
   static double inMemory;
   static double inMemoryLoss;
+  static long inMemoryOutFrequency;
 
   private static Word2VecConfig config(long maxBytes, boolean diskTier) {
     Word2VecConfig d = Word2VecConfig.defaults();
@@ -50,6 +51,8 @@ class StorageTiersBrownTest {
     Path model = dir.resolve("memory");
     try (TableClient c = TableClients.inProcess(model)) {
       inMemoryLoss = finalLoss(train(config(0, false), c, model));
+      inMemoryOutFrequency = c.openTable(config(0, false).outTable()).describe().getCounters()
+          .getTotalFrequency();
     }
     inMemory = MultiWorkerBrownTest.wordSim(model);
     System.err.printf("in memory on Brown: WordSim-353 %.3f, final loss %.4f%n", inMemory,
@@ -97,6 +100,7 @@ class StorageTiersBrownTest {
     Path model = dir.resolve("redis-tier");
     Word2VecConfig cfg = config(2L << 20, false).toBuilder().redisTier(true).build();
     TableCounters in;
+    TableCounters outCounters;
     double loss;
     try (dev.dynembed.table.redis.LocalRedis redis = dev.dynembed.table.redis.LocalRedis.single();
         dev.dynembed.table.tools.LocalShardProcesses procs =
@@ -105,12 +109,16 @@ class StorageTiersBrownTest {
         TableClient c = TableClients.connect(procs.endpoints())) {
       loss = finalLoss(train(cfg, c, model));
       in = c.openTable(cfg.inTable()).describe().getCounters();
+      outCounters = c.openTable(cfg.outTable()).describe().getCounters();
     }
     double viaRedisTier = MultiWorkerBrownTest.wordSim(model);
+    // the counts too (issue 50: a CI run ended 4.2% above the in-memory loss once; counts that
+    // drift across demotions would change the negatives' distribution, and so the loss)
     System.err.printf("shards over Redis on Brown: WordSim-353 %.3f vs %.3f in memory; input"
         + " table %,d rows, %,d only in Redis, %,d demotions, %,d promotions, %,d rows written"
-        + " behind%n", viaRedisTier, inMemory, in.getKeys(), in.getColdKeys(), in.getDemotions(),
-        in.getPromotions(), in.getWrittenBehind());
+        + " behind; output table total frequency %,d (in memory %,d)%n", viaRedisTier, inMemory,
+        in.getKeys(), in.getColdKeys(), in.getDemotions(), in.getPromotions(),
+        in.getWrittenBehind(), outCounters.getTotalFrequency(), inMemoryOutFrequency);
     assertTrue(in.getKeys() >= 4 * (in.getKeys() - in.getColdKeys()),
         "the table is 4x what memory holds: " + in);
     assertTrue(in.getPromotions() > 0 && in.getWrittenBehind() > 0, in.toString());

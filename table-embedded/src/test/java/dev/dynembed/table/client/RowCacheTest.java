@@ -151,6 +151,30 @@ class RowCacheTest {
     }
   }
 
+  /**
+   * Under the shards' tiers the cache changes nothing: a table capped at 30 rows a shard with a
+   * disk tier (most rows cold, promoted and demoted all the time) ends exact after a caching
+   * trainer's flush.
+   */
+  @Test
+  void overADiskTier_theExactOracleEndsExact() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"))) {
+      ExactOracle oracle = new ExactOracle(200, 4);
+      try (TableClient c = TableClients.connect(cluster.endpoints, cached(6))) {
+        EmbeddingTable t = c.createTable(ExactOracle.config("tiered", 4).setMaxKeys(30)
+            .setDiskTier(true).build());
+        oracle.run(t, 2, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(1500));
+      }
+      try (TableClient plain = cluster.client()) {
+        EmbeddingTable p = plain.openTable("tiered");
+        assertTrue(p.describe().getCounters().getColdKeys() > 100,
+            p.describe().getCounters().toString());
+        assertArrayEquals(oracle.rows, p.find(oracle.keys()).rows(), 0f);
+        assertArrayEquals(oracle.counts, p.count(oracle.keys(), false).frequencies());
+      }
+    }
+  }
+
   @Test
   void aCheckpoint_holdsEveryUpdateTheCacheHad() throws Exception {
     int dim = 4;
@@ -169,6 +193,45 @@ class RowCacheTest {
         assertArrayEquals(oracle.rows, o.find(oracle.keys()).rows(), 0f);
         assertArrayEquals(oracle.counts, o.count(oracle.keys(), false).frequencies());
       }
+    }
+  }
+
+  /**
+   * What a trainer killed with SIGKILL loses: the gradients since its last flush, fewer than S
+   * steps' worth, and nothing else. After 13 steps with S = 5 the shards hold steps 1..10 exactly
+   * (the flushes at steps 5 and 10), as a process that died now would leave them; closing the
+   * client sends steps 11..13.
+   */
+  @Test
+  void aTrainerThatDies_losesOnlyItsUnflushedSteps() throws Exception {
+    int dim = 2;
+    String[] keys = {"a", "b", "c", "a"};
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));
+        TableClient plain = cluster.client()) {
+      plain.createTable(ExactOracle.config("t", dim).build());
+      TableClient trainer = TableClients.connect(cluster.endpoints, cached(5));
+      EmbeddingTable t = trainer.openTable("t");
+      Random r = new Random(9);
+      float[][] sums = new float[14][3 * dim]; // after step s: minus the sum of steps 1..s
+      for (int step = 1; step <= 13; step++) {
+        t.findOrInsert(keys, true);
+        float[] g = quarters(r, keys.length * dim);
+        t.applyGradients(keys, g, 0f, step);
+        sums[step] = sums[step - 1].clone();
+        for (int i = 0; i < keys.length; i++) {
+          int k = "abc".indexOf(keys[i]);
+          for (int d = 0; d < dim; d++) {
+            sums[step][k * dim + d] -= g[i * dim + d];
+          }
+        }
+      }
+      EmbeddingTable p = plain.openTable("t");
+      String[] abc = {"a", "b", "c"};
+      assertArrayEquals(sums[10], p.find(abc).rows(), 0f, "the shards hold steps 1..10");
+      assertArrayEquals(sums[13], t.find(abc).rows(), 0f, "the trainer reads its own 13 steps");
+      trainer.close(); // a trainer that ends normally sends the rest
+      assertArrayEquals(sums[13], p.find(abc).rows(), 0f);
+      assertArrayEquals(new long[] {26, 13, 13}, p.count(abc, false).frequencies());
     }
   }
 

@@ -22,6 +22,9 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
   private final RowsRead misses; // null: every key was served here
   private final long readAt;
   private final long readSeq;
+  private final dev.dynembed.table.common.BatchDedup dedup;
+  /** Per distinct key, reads with state: a stale cached copy answers, the read only refreshes. */
+  private final boolean[] copied;
 
   CachedRowsRead(ShardedTable table, RowCache cache, String[] keys, PackedKeys packed,
       Shard.InsertMode mode) {
@@ -40,13 +43,45 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     this.readSeq = cache.flushSeq();
     this.readAt = cache.now();
     boolean count = mode != null && mode.count();
+    // each distinct key looked up once; its duplicates copy its row
+    dev.dynembed.table.common.BatchDedup dedup = dev.dynembed.table.common.BatchDedup.of(packed);
+    this.dedup = dedup;
+    int u = dedup.uniqueCount();
+    int[] occ = new int[u];
+    for (int i = 0; i < n; i++) {
+      occ[dedup.uniqueOf(i)]++;
+    }
+    boolean[] hit = new boolean[u];
+    this.copied = counts == null ? null : new boolean[u];
+    RowCache.ReadStats stats = new RowCache.ReadStats();
+    for (int d = 0; d < u; d++) {
+      int i = dedup.firstPosition(d);
+      long before = stats.staleCopies;
+      hit[d] = cache.serve(keys[i], readAt, count ? occ[d] : 0, rows, i * dim, slots, i * sf,
+          counts, i, stats, counts != null);
+      if (copied != null) {
+        copied[d] = stats.staleCopies > before; // answered from the cache, refreshed below
+      }
+    }
+    cache.count(stats);
     int[] miss = new int[n];
     int m = 0;
     for (int i = 0; i < n; i++) {
-      if (cache.serve(keys[i], readAt, count, rows, i * dim, slots, i * sf, counts, i)) {
-        found[i] = true;
-      } else {
-        miss[m++] = i;
+      int d = dedup.uniqueOf(i);
+      if (!hit[d]) {
+        miss[m++] = i; // every occurrence: the shard counts each
+        continue;
+      }
+      found[i] = true;
+      int first = dedup.firstPosition(d);
+      if (first != i) {
+        System.arraycopy(rows, first * dim, rows, i * dim, dim);
+        if (counts != null) {
+          counts[i] = counts[first];
+          if (slots != null) {
+            System.arraycopy(slots, first * sf, slots, i * sf, sf);
+          }
+        }
       }
     }
     this.missAt = java.util.Arrays.copyOf(miss, m);
@@ -74,8 +109,24 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
       RowsRead.Result r = misses.merge(replies);
       int dim = cache.dim();
       int sf = cache.slotFloats();
+      boolean[] admitted = new boolean[dedup.uniqueCount()];
       for (int j = 0; j < missAt.length; j++) {
         int i = missAt[j];
+        int d0 = dedup.uniqueOf(i);
+        if (copied != null && copied[d0]) { // answered by the stale copy: only refresh the entry
+          found[i] = true;
+          if (dedup.firstPosition(d0) == i) {
+            cache.admit(keys[i], r.rows(), j * dim, r.slots(), j * sf, r.updateCounts()[j],
+                readAt, readSeq, null, 0);
+          } else {
+            System.arraycopy(rows, dedup.firstPosition(d0) * dim, rows, i * dim, dim);
+            counts[i] = counts[dedup.firstPosition(d0)];
+            if (slots != null) {
+              System.arraycopy(slots, dedup.firstPosition(d0) * sf, slots, i * sf, sf);
+            }
+          }
+          continue;
+        }
         System.arraycopy(r.rows(), j * dim, rows, i * dim, dim);
         found[i] = r.found()[j];
         if (counts != null) {
@@ -84,9 +135,15 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
             System.arraycopy(r.slots(), j * sf, slots, i * sf, sf);
           }
         }
+        int d = dedup.uniqueOf(i);
+        if (admitted[d]) { // a duplicate: the row its first occurrence took
+          System.arraycopy(rows, dedup.firstPosition(d) * dim, rows, i * dim, dim);
+          continue;
+        }
+        admitted[d] = true;
         if (mode != null && found[i]) { // a read with state is replayed by its op (0007)
-          cache.admit(keys[i], r.rows(), j * dim, r.slots(), j * sf, r.updateCounts()[j], readAt,
-              readSeq, counts == null ? rows : null, i * dim);
+          cache.admit(keys[i], r.rows(), j * dim, r.slots(), j * sf, r.updateCounts()[j],
+              readAt, readSeq, counts == null ? rows : null, i * dim);
         }
       }
     }

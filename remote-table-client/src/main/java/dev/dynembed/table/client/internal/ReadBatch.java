@@ -126,14 +126,27 @@ public final class ReadBatch {
   public CompletableFuture<Void> submit() {
     checkOpen();
     submitted = true;
-    caches.keySet().forEach(RowCache::awaitFlushed);
     List<CompletableFuture<?>> all = new ArrayList<>();
     groups.forEach((router, items) -> {
-      ShardCalls.read(router, items);
       for (ShardCalls.ReadItem<?> it : items) {
         all.add(it.result);
       }
     });
+    // sent once a row cache's flush in flight is applied (a read must see what it sent), without
+    // blocking: a pipelined trainer submits from a reply's callback, on a network thread
+    List<CompletableFuture<?>> flushes = new ArrayList<>();
+    for (RowCache c : caches.keySet()) {
+      if (!c.inFlight().isDone()) {
+        flushes.add(c.inFlight());
+      }
+    }
+    Runnable send = () -> groups.forEach(ShardCalls::read);
+    if (flushes.isEmpty()) {
+      send.run();
+    } else {
+      CompletableFuture.allOf(flushes.toArray(new CompletableFuture[0]))
+          .whenComplete((v, e) -> send.run());
+    }
     others.forEach(Runnable::run);
     return CompletableFuture.allOf(all.toArray(new CompletableFuture[0]));
   }

@@ -16,7 +16,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAccumulator;
 import java.util.concurrent.atomic.LongAdder;
@@ -46,27 +45,34 @@ import java.util.concurrent.atomic.LongAdder;
  * </ul>
  */
 public final class RowCache {
-  /** One cached row; every field but key is guarded by the entry's monitor. */
+  /**
+   * One cached row. {@code pending}, {@code updates}, {@code takenBy} and the slots are guarded by
+   * the entry's monitor; the row is written under it and read without it by plain reads (torn
+   * reads of a row two threads update are the Hogwild relaxation the in-process table has too);
+   * {@code occurrences} is atomic, {@code fetchedAt} and {@code evicted} volatile. A flush finds
+   * the entries with something to send by looking at every entry.
+   */
   static final class Entry {
     final String key;
-    final float[] row;
-    final float[] slots;
+    /** The row, then its optimizer slots: one array. */
+    final float[] data;
     long updates;
-    long fetchedAt;
+    volatile long fetchedAt;
     /** sum of lr_i g_i not yet sent, or null. */
-    float[] pending;
-    long occurrences;
+    volatile float[] pending;
+    volatile long occurrences;
     /** The flush that last took this entry's pending sum (0: none). */
     long takenBy;
-    boolean queued;
-    boolean evicted;
+    volatile boolean evicted;
 
     Entry(String key, int dim, int slotFloats) {
       this.key = key;
-      this.row = new float[dim];
-      this.slots = new float[slotFloats];
+      this.data = new float[dim + slotFloats];
     }
   }
+
+  private static final java.util.concurrent.atomic.AtomicLongFieldUpdater<Entry> OCCURRENCES =
+      java.util.concurrent.atomic.AtomicLongFieldUpdater.newUpdater(Entry.class, "occurrences");
 
   /** What an evicted entry had not sent yet. */
   private record Orphan(float[] pending, long occurrences) {}
@@ -79,7 +85,6 @@ public final class RowCache {
   private final float configuredRate;
   final int maxStaleness;
   private final Cache<String, Entry> entries;
-  private final ConcurrentLinkedQueue<Entry> dirty = new ConcurrentLinkedQueue<>();
   private final ConcurrentHashMap<String, Orphan> orphans = new ConcurrentHashMap<>();
   private final AtomicLong clock = new AtomicLong();
   private final Object flushLock = new Object();
@@ -148,35 +153,81 @@ public final class RowCache {
    *
    * @return false when the caller must read the key from its shard
    */
-  boolean serve(String key, long now, boolean count, float[] rows, int rowOff, float[] slots,
-      int slotOff, long[] counts, int at) {
+  boolean serve(String key, long now, int count, float[] rows, int rowOff, float[] slots,
+      int slotOff, long[] counts, int at, ReadStats stats) {
+    return serve(key, now, count, rows, rowOff, slots, slotOff, counts, at, stats, false);
+  }
+
+  /**
+   * As above; with {@code stale}, an entry older than the bound is copied too (and false is
+   * still returned: the caller reads the key again to refresh it). A read made ahead of a
+   * pipelined step takes such a copy: it holds every update of this process, which the shard's
+   * row may lack until the next flush, and the op replays the previous step on it (0007).
+   */
+  boolean serve(String key, long now, int count, float[] rows, int rowOff, float[] slots,
+      int slotOff, long[] counts, int at, ReadStats stats, boolean stale) {
     Entry e = entries.getIfPresent(key);
-    if (e == null) {
-      misses.increment();
+    long age = e == null ? 0 : now - e.fetchedAt;
+    if (e == null || e.evicted || age > maxStaleness) {
+      stats.misses++;
+      if (stale && e != null && !e.evicted && counts != null) {
+        synchronized (e) {
+          System.arraycopy(e.data, 0, rows, rowOff, dim);
+          if (slots != null && slotFloats > 0) {
+            System.arraycopy(e.data, dim, slots, slotOff, slotFloats);
+          }
+          counts[at] = e.updates;
+        }
+        stats.staleCopies++;
+      }
       return false;
     }
-    synchronized (e) {
-      long age = now - e.fetchedAt;
-      if (e.evicted || age > maxStaleness) {
-        misses.increment();
-        return false;
-      }
-      System.arraycopy(e.row, 0, rows, rowOff, dim);
-      if (slots != null && slotFloats > 0) {
-        System.arraycopy(e.slots, 0, slots, slotOff, slotFloats);
-      }
-      if (counts != null) {
+    if (counts != null) { // row, slots and update count of one moment: a replay needs them so
+      synchronized (e) {
+        System.arraycopy(e.data, 0, rows, rowOff, dim);
+        if (slots != null && slotFloats > 0) {
+          System.arraycopy(e.data, dim, slots, slotOff, slotFloats);
+        }
         counts[at] = e.updates;
       }
-      if (count) {
-        e.occurrences++;
-        enqueue(e);
-      }
-      ageSum.add(age);
-      maxAge.accumulate(age);
+    } else {
+      System.arraycopy(e.data, 0, rows, rowOff, dim);
     }
-    hits.increment();
+    countHere(e, count);
+    stats.hits++;
+    stats.ageSum += age;
+    stats.maxAge = Math.max(stats.maxAge, age);
     return true;
+  }
+
+  private void countHere(Entry e, int count) {
+    if (count <= 0) {
+      return;
+    }
+    OCCURRENCES.addAndGet(e, count);
+    if (e.evicted) { // evicted meanwhile: what orphan() did not take goes aside here
+      long late = OCCURRENCES.getAndSet(e, 0);
+      if (late > 0) {
+        orphans.merge(e.key, new Orphan(null, late), (a, b) -> new Orphan(a.pending(),
+            a.occurrences() + b.occurrences()));
+      }
+    }
+  }
+
+  /** A read's hits and misses, added to the cache's counters once ({@link #count}). */
+  static final class ReadStats {
+    long staleCopies;
+    long hits;
+    long misses;
+    long ageSum;
+    long maxAge;
+  }
+
+  void count(ReadStats s) {
+    hits.add(s.hits);
+    misses.add(s.misses);
+    ageSum.add(s.ageSum);
+    maxAge.accumulate(s.maxAge);
   }
 
   /**
@@ -201,8 +252,7 @@ public final class RowCache {
       synchronized (e) {
         if (o != null) {
           e.pending = o.pending();
-          e.occurrences = o.occurrences();
-          enqueue(e);
+          OCCURRENCES.addAndGet(e, o.occurrences());
         }
         load(e, rows, rowOff, slots, slotOff, updates, readAt);
         copyOut(e, out, outOff);
@@ -220,19 +270,19 @@ public final class RowCache {
 
   private void copyOut(Entry e, float[] out, int outOff) {
     if (out != null) {
-      System.arraycopy(e.row, 0, out, outOff, dim);
+      System.arraycopy(e.data, 0, out, outOff, dim);
     }
   }
 
   /** Sets an entry from a shard's row and replays its pending sum (called under its lock). */
   private void load(Entry e, float[] rows, int rowOff, float[] slots, int slotOff, long updates,
       long readAt) {
-    System.arraycopy(rows, rowOff, e.row, 0, dim);
+    System.arraycopy(rows, rowOff, e.data, 0, dim);
     if (slotFloats > 0) {
       if (slots != null) {
-        System.arraycopy(slots, slotOff, e.slots, 0, slotFloats);
+        System.arraycopy(slots, slotOff, e.data, dim, slotFloats);
       } else {
-        optimizer.initSlots(e.slots, 0);
+        optimizer.initSlots(e.data, dim);
       }
     }
     e.updates = updates;
@@ -241,7 +291,7 @@ public final class RowCache {
       float lr = lastRate;
       float[] g = new float[dim];
       FloatKernels.axpy(1f / lr, e.pending, 0, g, 0, dim);
-      optimizer.apply(e.row, 0, e.slots, 0, g, 0, lr, ++e.updates);
+      optimizer.apply(e.data, 0, e.data, dim, g, 0, lr, ++e.updates);
     }
   }
 
@@ -274,14 +324,23 @@ public final class RowCache {
     PackedKeys.Builder through = new PackedKeys.Builder(0);
     List<Integer> throughIds = new ArrayList<>();
     int applied = 0;
+    // from a random key on: Hogwild threads updating the same hot rows in the same order would
+    // queue behind each other on every row's lock (a convoy)
+    int start = u == 0 ? 0 : java.util.concurrent.ThreadLocalRandom.current().nextInt(u);
+    boolean[] here = new boolean[u];
+    for (int k = 0; k < u; k++) {
+      int id = start + k < u ? start + k : start + k - u;
+      here[id] = applyHere(keys[dedup.firstPosition(id)], summed, id * dim, rate);
+    }
     for (int id = 0; id < u; id++) {
-      if (applyHere(keys[dedup.firstPosition(id)], summed, id * dim, rate)) {
+      if (here[id]) {
         applied++;
       } else {
         through.add(packed, dedup.firstPosition(id));
         throughIds.add(id);
       }
     }
+    localUpdates.add(applied);
     List<ShardCalls.WriteItem> items = new ArrayList<>();
     CompletableFuture<Integer> result = CompletableFuture.completedFuture(applied);
     if (!throughIds.isEmpty()) {
@@ -308,7 +367,7 @@ public final class RowCache {
 
   /** Applies a summed gradient row to the cached copy; false when the key is not cached. */
   private boolean applyHere(String key, float[] g, int gOff, float rate) {
-    Entry e = entries.getIfPresent(key);
+    Entry e = entries.asMap().get(key); // the step's read recorded the access already
     if (e == null) {
       return false;
     }
@@ -316,34 +375,25 @@ public final class RowCache {
       if (e.evicted) {
         return false;
       }
-      optimizer.apply(e.row, 0, e.slots, 0, g, gOff, rate, ++e.updates);
+      optimizer.apply(e.data, 0, e.data, dim, g, gOff, rate, ++e.updates);
       if (e.pending == null) {
         e.pending = new float[dim];
       }
       FloatKernels.axpy(rate, g, gOff, e.pending, 0, dim);
-      enqueue(e);
     }
-    localUpdates.increment();
     return true;
   }
 
-  private void enqueue(Entry e) {
-    if (!e.queued) {
-      e.queued = true;
-      dirty.add(e);
-    }
-  }
 
   private void orphan(Entry e) {
     synchronized (e) {
       e.evicted = true;
-      if (e.pending != null || e.occurrences > 0) {
+      long occ = OCCURRENCES.getAndSet(e, 0);
+      if (e.pending != null || occ > 0) {
         float[] p = e.pending;
-        long occ = e.occurrences;
         orphans.merge(e.key, new Orphan(p, occ), (a, b) -> new Orphan(sum(a.pending(),
             b.pending()), a.occurrences() + b.occurrences()));
         e.pending = null;
-        e.occurrences = 0;
       }
     }
     evictions.increment();
@@ -386,7 +436,6 @@ public final class RowCache {
   void clear() {
     synchronized (flushLock) {
       entries.invalidateAll();
-      dirty.clear();
       orphans.clear();
     }
   }
@@ -409,21 +458,22 @@ public final class RowCache {
     List<float[]> gRows = new ArrayList<>();
     List<String> cKeys = new ArrayList<>();
     List<Long> cCounts = new ArrayList<>();
-    Entry e;
-    while ((e = dirty.poll()) != null) {
+    for (Entry e : entries.asMap().values()) { // a racy first look: most entries are clean
+      if (e.pending == null && e.occurrences == 0) {
+        continue;
+      }
       synchronized (e) {
-        e.queued = false;
         if (e.pending != null) {
           gKeys.add(e.key);
           gRows.add(e.pending);
           e.pending = null;
           e.takenBy = seq;
         }
-        if (e.occurrences > 0) {
-          cKeys.add(e.key);
-          cCounts.add(e.occurrences);
-          e.occurrences = 0;
-        }
+      }
+      long occ = OCCURRENCES.getAndSet(e, 0);
+      if (occ > 0) {
+        cKeys.add(e.key);
+        cCounts.add(occ);
       }
     }
     for (String k : new ArrayList<>(orphans.keySet())) {

@@ -40,7 +40,7 @@ public final class ConnectionOptions {
   long rowCacheMb;
 
   /** The default of {@code --max-staleness}: chosen from measurements (docs/benchmarks.md). */
-  public static final int DEFAULT_MAX_STALENESS = 8;
+  public static final int DEFAULT_MAX_STALENESS = 32;
 
   @Option(names = "--max-staleness", defaultValue = "" + DEFAULT_MAX_STALENESS, description = "with --row-cache-mb:"
       + " steps (gradient batches of a table, all threads) a cached row is served for before"
