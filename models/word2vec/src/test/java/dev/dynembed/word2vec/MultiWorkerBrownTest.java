@@ -65,6 +65,13 @@ class MultiWorkerBrownTest {
     return Double.parseDouble(last.substring(last.indexOf(',') + 1));
   }
 
+  /** Fails naming what is missing when the shared corpora are not at {@link #DATA}. */
+  static void requireCorpora() {
+    assertTrue(Files.isRegularFile(DATA.resolve("brown.txt")) && Files.isRegularFile(
+        DATA.resolve("EN-WS-353-ALL.txt")), "needs the shared corpora at " + DATA
+        + " (brown.txt, EN-WS-353-ALL.txt; -Ddynembed.shared=DIR)");
+  }
+
   static double wordSim(Path model) {
     return Evaluation.similarity(VectorSet.fromModel(model), DATA.resolve("EN-WS-353-ALL.txt"),
         true).spearman();
@@ -72,10 +79,8 @@ class MultiWorkerBrownTest {
 
   @Test
   void twoWorkersOnBrown_reachOneProcessWordSim() throws Exception {
+    requireCorpora();
     Path brown = DATA.resolve("brown.txt");
-    assertTrue(Files.isRegularFile(brown) && Files.isRegularFile(
-        DATA.resolve("EN-WS-353-ALL.txt")), "needs the shared corpora at " + DATA
-        + " (brown.txt, EN-WS-353-ALL.txt; -Ddynembed.shared=DIR)");
     List<String> common = List.of("--input", brown.toString(), "--epochs", "5");
     double job;
     try (dev.dynembed.job.LocalEtcd etcd = new dev.dynembed.job.LocalEtcd();

@@ -7,7 +7,6 @@ import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.v1.TableCounters;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.BeforeAll;
@@ -45,9 +44,7 @@ class StorageTiersBrownTest {
 
   @BeforeAll
   static void inMemoryRun() {
-    assertTrue(Files.isRegularFile(DATA.resolve("brown.txt")) && Files.isRegularFile(
-        DATA.resolve("EN-WS-353-ALL.txt")), "needs the shared corpora at " + DATA
-        + " (brown.txt, EN-WS-353-ALL.txt; -Ddynembed.shared=DIR)");
+    MultiWorkerBrownTest.requireCorpora();
     Path model = dir.resolve("memory");
     try (TableClient c = TableClients.inProcess(model)) {
       inMemoryLoss = finalLoss(train(config(0, false), c, model));
