@@ -88,15 +88,7 @@ public interface EmbeddingTable {
     checkBags(keys, bags);
     float[] rows;
     if (insert) { // each key read once per entry that uses it, so that each entry counts once
-      String[] perEntry = new String[bags.entries()];
-      for (int e = 0; e < perEntry.length; e++) {
-        perEntry[e] = keys[bags.keyIndex(e)];
-      }
-      float[] entryRows = findOrInsert(perEntry, count);
-      rows = new float[keys.length * dim()];
-      for (int e = 0; e < perEntry.length; e++) {
-        System.arraycopy(entryRows, e * dim(), rows, bags.keyIndex(e) * dim(), dim());
-      }
+      rows = bags.keyRows(findOrInsert(bags.entryKeys(keys), count), dim());
     } else {
       rows = find(keys).rows();
     }

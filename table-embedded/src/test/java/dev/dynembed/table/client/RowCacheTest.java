@@ -253,6 +253,44 @@ class RowCacheTest {
     }
   }
 
+  /**
+   * Pooled lookups and their gradients through a cache (pooled in the client, spread over the
+   * keys and applied through the cache) give what a cache-less client gets from the shards'
+   * pooling, exactly (SGD rate 1, gradients in quarters); bags over another key count are
+   * refused by name.
+   */
+  @Test
+  void pooledLookups_throughACache_equalTheShardsPooling() throws Exception {
+    dev.dynembed.table.common.KeyBags bags = dev.dynembed.table.common.KeyBags.of(
+        new int[] {2, 3}, new int[] {0, 1, 1, 2, 0}, new float[] {1, 0.5f, 0.25f, 1, 2}, null, 3);
+    String[] keys = {"p", "q", "r"};
+    try (LoopbackCluster a = new LoopbackCluster(2, dir.resolve("a"));
+        LoopbackCluster b = new LoopbackCluster(2, dir.resolve("b"));
+        TableClient plain = TableClients.connect(a.endpoints);
+        TableClient c = TableClients.connect(b.endpoints, cached(3))) {
+      EmbeddingTable tp = plain.createTable(ExactOracle.config("pool", 4).build());
+      EmbeddingTable tc = c.createTable(ExactOracle.config("pool", 4).build());
+      Random r = new Random(3);
+      for (int step = 1; step <= 7; step++) {
+        assertArrayEquals(tp.pooled(keys, bags, true, true), tc.pooled(keys, bags, true, true),
+            0f, "step " + step);
+        float[] g = quarters(r, 2 * 4);
+        tp.applyPooledGradients(keys, bags, g, 0f, step);
+        tc.applyPooledGradients(keys, bags, g, 0f, step);
+      }
+      tc.flush();
+      assertArrayEquals(tp.find(keys).rows(), plain.openTable("pool").find(keys).rows(), 0f);
+      try (TableClient check = TableClients.connect(b.endpoints)) {
+        EmbeddingTable t = check.openTable("pool");
+        assertArrayEquals(tp.find(keys).rows(), t.find(keys).rows(), 0f);
+        assertArrayEquals(tp.count(keys, false).frequencies(), t.count(keys, false).frequencies());
+      }
+      TableException e = assertThrows(TableException.class,
+          () -> tc.pooled(new String[] {"p", "q"}, bags, true, true));
+      assertTrue(e.getMessage().contains("bags built over 3 keys"), e.getMessage());
+    }
+  }
+
   @Test
   void badGradients_areRefusedWhole_andChangeNoCachedRow() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));

@@ -156,6 +156,30 @@ public final class KeyBags {
     return keyIndex[e];
   }
 
+  /**
+   * The key of every entry, in entry order ({@code keys[keyIndex(e)]}): a lookup of these counts
+   * each key once per entry that uses it.
+   */
+  public String[] entryKeys(String[] keys) {
+    String[] out = new String[keyIndex.length];
+    for (int e = 0; e < out.length; e++) {
+      out[e] = keys[keyIndex[e]];
+    }
+    return out;
+  }
+
+  /**
+   * The rows of a lookup of {@link #entryKeys} (FLOAT [entries, dim]) as one row per key (FLOAT
+   * [numKeys, dim], the layout {@link #pool} takes); every entry of a key read the same row.
+   */
+  public float[] keyRows(float[] entryRows, int dim) {
+    float[] rows = new float[numKeys * dim];
+    for (int e = 0; e < keyIndex.length; e++) {
+      System.arraycopy(entryRows, e * dim, rows, keyIndex[e] * dim, dim);
+    }
+    return rows;
+  }
+
   /** The number of keys the bags index (the size of the key batch they travel with). */
   public int numKeys() {
     return numKeys;

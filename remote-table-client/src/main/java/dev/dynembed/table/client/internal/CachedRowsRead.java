@@ -58,7 +58,7 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
       int i = dedup.firstPosition(d);
       long before = stats.staleCopies;
       hit[d] = cache.serve(keys[i], readAt, count ? occ[d] : 0, rows, i * dim, slots, i * sf,
-          counts, i, stats, counts != null);
+          counts, i, stats);
       if (copied != null) {
         copied[d] = stats.staleCopies > before; // answered from the cache, refreshed below
       }
@@ -73,16 +73,7 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
         continue;
       }
       found[i] = true;
-      int first = dedup.firstPosition(d);
-      if (first != i) {
-        System.arraycopy(rows, first * dim, rows, i * dim, dim);
-        if (counts != null) {
-          counts[i] = counts[first];
-          if (slots != null) {
-            System.arraycopy(slots, first * sf, slots, i * sf, sf);
-          }
-        }
-      }
+      copyFirst(d, i);
     }
     this.missAt = java.util.Arrays.copyOf(miss, m);
     if (m == 0) {
@@ -96,6 +87,23 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     Shard.InsertMode fetch = mode == null ? null
         : new Shard.InsertMode(mode.count(), true, false, true);
     this.misses = table.rowsRead(b.build(), fetch);
+  }
+
+  /** Gives position i (a duplicate of distinct key d) what d's first position holds. */
+  private void copyFirst(int d, int i) {
+    int first = dedup.firstPosition(d);
+    if (first == i) {
+      return;
+    }
+    int dim = cache.dim();
+    int sf = cache.slotFloats();
+    System.arraycopy(rows, first * dim, rows, i * dim, dim);
+    if (counts != null) {
+      counts[i] = counts[first];
+      if (slots != null) {
+        System.arraycopy(slots, first * sf, slots, i * sf, sf);
+      }
+    }
   }
 
   @Override
@@ -112,18 +120,14 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
       boolean[] admitted = new boolean[dedup.uniqueCount()];
       for (int j = 0; j < missAt.length; j++) {
         int i = missAt[j];
-        int d0 = dedup.uniqueOf(i);
-        if (copied != null && copied[d0]) { // answered by the stale copy: only refresh the entry
+        int d = dedup.uniqueOf(i);
+        if (copied != null && copied[d]) { // answered by the stale copy: only refresh the entry
           found[i] = true;
-          if (dedup.firstPosition(d0) == i) {
+          if (dedup.firstPosition(d) == i) {
             cache.admit(keys[i], r.rows(), j * dim, r.slots(), j * sf, r.updateCounts()[j],
                 readAt, readSeq, null, 0);
           } else {
-            System.arraycopy(rows, dedup.firstPosition(d0) * dim, rows, i * dim, dim);
-            counts[i] = counts[dedup.firstPosition(d0)];
-            if (slots != null) {
-              System.arraycopy(slots, dedup.firstPosition(d0) * sf, slots, i * sf, sf);
-            }
+            copyFirst(d, i);
           }
           continue;
         }
@@ -135,9 +139,8 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
             System.arraycopy(r.slots(), j * sf, slots, i * sf, sf);
           }
         }
-        int d = dedup.uniqueOf(i);
         if (admitted[d]) { // a duplicate: the row its first occurrence took
-          System.arraycopy(rows, dedup.firstPosition(d) * dim, rows, i * dim, dim);
+          copyFirst(d, i);
           continue;
         }
         admitted[d] = true;

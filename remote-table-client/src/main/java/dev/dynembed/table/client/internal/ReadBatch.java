@@ -101,20 +101,12 @@ public final class ReadBatch {
   public CompletableFuture<float[]> pooled(EmbeddingTable t, String[] keys,
       dev.dynembed.table.common.KeyBags bags, boolean insert, boolean count) {
     if (t instanceof ShardedTable st && st.cache() != null) { // rows from the cache, pooled here
+      st.checkBags(keys, bags, insert ? "pooled findOrInsert" : "pooled find");
       if (!insert) {
         return find(t, keys).thenApply(r -> bags.pool(r.rows(), t.dim()));
       }
-      String[] perEntry = new String[bags.entries()];
-      for (int e = 0; e < perEntry.length; e++) {
-        perEntry[e] = keys[bags.keyIndex(e)];
-      }
-      return findOrInsert(t, perEntry, count).thenApply(entryRows -> {
-        float[] rows = new float[keys.length * t.dim()];
-        for (int e = 0; e < perEntry.length; e++) {
-          System.arraycopy(entryRows, e * t.dim(), rows, bags.keyIndex(e) * t.dim(), t.dim());
-        }
-        return bags.pool(rows, t.dim());
-      });
+      return findOrInsert(t, bags.entryKeys(keys), count)
+          .thenApply(entryRows -> bags.pool(bags.keyRows(entryRows, t.dim()), t.dim()));
     }
     if (t instanceof ShardedTable st) {
       return add(st, st.pooledItem(keys, bags, insert, count));

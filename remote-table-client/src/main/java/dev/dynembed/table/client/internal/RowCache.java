@@ -148,48 +148,29 @@ public final class RowCache {
   // ------------------------------------------------------------------ reads
 
   /**
-   * Copies key's row (and slots, update count) into the outputs when it is cached and at most
-   * {@code maxStaleness} steps old; counts one occurrence with {@code count}.
+   * Copies key's row into {@code rows} when it is cached and at most {@code maxStaleness} steps
+   * old; counts {@code count} occurrences of it. With {@code counts} (a read with state) its slots
+   * and update count come too, and an entry older than the bound is copied as well (false is
+   * still returned: the caller reads the key again to refresh it): a read made ahead of a
+   * pipelined step takes such a copy, which holds every update of this process that the shard's
+   * row may lack until the next flush, and its op replays the previous step on it (0007).
    *
    * @return false when the caller must read the key from its shard
    */
   boolean serve(String key, long now, int count, float[] rows, int rowOff, float[] slots,
       int slotOff, long[] counts, int at, ReadStats stats) {
-    return serve(key, now, count, rows, rowOff, slots, slotOff, counts, at, stats, false);
-  }
-
-  /**
-   * As above; with {@code stale}, an entry older than the bound is copied too (and false is
-   * still returned: the caller reads the key again to refresh it). A read made ahead of a
-   * pipelined step takes such a copy: it holds every update of this process, which the shard's
-   * row may lack until the next flush, and the op replays the previous step on it (0007).
-   */
-  boolean serve(String key, long now, int count, float[] rows, int rowOff, float[] slots,
-      int slotOff, long[] counts, int at, ReadStats stats, boolean stale) {
     Entry e = entries.getIfPresent(key);
     long age = e == null ? 0 : now - e.fetchedAt;
     if (e == null || e.evicted || age > maxStaleness) {
       stats.misses++;
-      if (stale && e != null && !e.evicted && counts != null) {
-        synchronized (e) {
-          System.arraycopy(e.data, 0, rows, rowOff, dim);
-          if (slots != null && slotFloats > 0) {
-            System.arraycopy(e.data, dim, slots, slotOff, slotFloats);
-          }
-          counts[at] = e.updates;
-        }
+      if (e != null && !e.evicted && counts != null) {
+        copyWithState(e, rows, rowOff, slots, slotOff, counts, at);
         stats.staleCopies++;
       }
       return false;
     }
-    if (counts != null) { // row, slots and update count of one moment: a replay needs them so
-      synchronized (e) {
-        System.arraycopy(e.data, 0, rows, rowOff, dim);
-        if (slots != null && slotFloats > 0) {
-          System.arraycopy(e.data, dim, slots, slotOff, slotFloats);
-        }
-        counts[at] = e.updates;
-      }
+    if (counts != null) {
+      copyWithState(e, rows, rowOff, slots, slotOff, counts, at);
     } else {
       System.arraycopy(e.data, 0, rows, rowOff, dim);
     }
@@ -198,6 +179,18 @@ public final class RowCache {
     stats.ageSum += age;
     stats.maxAge = Math.max(stats.maxAge, age);
     return true;
+  }
+
+  /** Row, slots and update count of one moment (a replay needs them so). */
+  private void copyWithState(Entry e, float[] rows, int rowOff, float[] slots, int slotOff,
+      long[] counts, int at) {
+    synchronized (e) {
+      System.arraycopy(e.data, 0, rows, rowOff, dim);
+      if (slots != null && slotFloats > 0) {
+        System.arraycopy(e.data, dim, slots, slotOff, slotFloats);
+      }
+      counts[at] = e.updates;
+    }
   }
 
   private void countHere(Entry e, int count) {

@@ -98,10 +98,6 @@ public final class ShardedTable implements EmbeddingTable {
     }
   }
 
-  Traffic trafficCounters() {
-    return traffic;
-  }
-
   /** The write items of one gradient batch, and its result (distinct keys updated). */
   record Writes(List<ShardCalls.WriteItem> items, CompletableFuture<Integer> result) {}
 
@@ -270,11 +266,6 @@ public final class ShardedTable implements EmbeddingTable {
    */
   @Override
   public void flush() {
-    flushCache();
-  }
-
-  /** Sends what the row cache holds back (before a call that reads the shards' rows whole). */
-  private void flushCache() {
     if (cache != null) {
       cache.flushNow();
     }
@@ -294,7 +285,21 @@ public final class ShardedTable implements EmbeddingTable {
         learningRate, step, router.map(), n());
   }
 
-  private void checkBags(String[] keys, KeyBags bags, String call) {
+  /**
+   * A pooled gradient spread over its keys here, for a row cache that applies per-key rows:
+   * refused as the shards would refuse it (bags over another key count, a key in no bag).
+   */
+  float[] spreadPooled(String[] keys, KeyBags bags, float[] bagGradients) {
+    checkBags(keys, bags, "applyPooledGradients");
+    try {
+      bags.requireAllUsed(i -> keys[i]);
+    } catch (TableException e) {
+      throw TableException.of(e.code(), e.getMessage(), name(), -1, "applyPooledGradients", e);
+    }
+    return bags.spread(bagGradients, keys.length, dim);
+  }
+
+  void checkBags(String[] keys, KeyBags bags, String call) {
     try {
       bags.requireKeys(keys.length);
     } catch (TableException e) {
@@ -345,8 +350,11 @@ public final class ShardedTable implements EmbeddingTable {
 
   @Override
   public float[] pooled(String[] keys, KeyBags bags, boolean insert, boolean count) {
-    if (cache != null) { // rows from the cache, pooled here
-      return EmbeddingTable.super.pooled(keys, bags, insert, count);
+    if (cache != null) { // rows from the cache, pooled here: as a batch of reads does it
+      ReadBatch b = new ReadBatch();
+      CompletableFuture<float[]> pooled = b.pooled(this, keys, bags, insert, count);
+      b.submit();
+      return Futures.await(pooled);
     }
     return readOne(pooledItem(keys, bags, insert, count));
   }
@@ -355,8 +363,7 @@ public final class ShardedTable implements EmbeddingTable {
   public int applyPooledGradients(String[] keys, KeyBags bags, float[] bagGradients,
       float learningRate, long step) {
     if (cache != null) { // spread here, applied through the cache
-      return EmbeddingTable.super.applyPooledGradients(keys, bags, bagGradients, learningRate,
-          step);
+      return applyGradients(keys, spreadPooled(keys, bags, bagGradients), learningRate, step);
     }
     PooledWrite w = pooledGradientItem(keys, bags, bagGradients, learningRate, step);
     ShardCalls.write(router, List.of(w));
@@ -373,12 +380,12 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public SampledRows sampleDistinct(String[] positives, int numSampled, SamplerKind sampler,
       float alpha, long seed) {
-    if (cache != null) {
-      SampleRead<SampledRows> drawn = sampleItem(positives, numSampled, sampler, alpha, seed,
-          true, false, true);
-      cache.awaitFlushed();
-      ShardCalls.read(router, List.of(drawn));
-      return Futures.await(sampleWithRows(drawn.result, false));
+    if (cache != null) { // drawn keys there, rows here: as a batch of reads does it
+      ReadBatch b = new ReadBatch();
+      CompletableFuture<SampledRows> drawn = b.sampleDistinct(this, positives, numSampled,
+          sampler, alpha, seed, false);
+      b.submit();
+      return Futures.await(drawn);
     }
     return readOne(this.<SampledRows>sampleItem(positives, numSampled, sampler, alpha, seed,
         true));
@@ -392,7 +399,7 @@ public final class ShardedTable implements EmbeddingTable {
           numQueries, width, (long) numQueries * width, queries.length);
     }
     PackedKeys exclude = pack(options.exclude().toArray(new String[0]), "topK");
-    flushCache();
+    flush();
     List<CompletableFuture<Shard.TopKHitsReply>> futures = new ArrayList<>();
     for (Shard s : shards()) {
       futures.add(s.topK(name(), queries, numQueries, k, options.biasLastDim(), options.metric(),
@@ -404,7 +411,7 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public CheckpointManifest save(Path directory, long step) {
     Path dir = directory.toAbsolutePath().normalize();
-    flushCache(); // the checkpoint holds every update this process made
+    flush(); // the checkpoint holds every update this process made
     List<CompletableFuture<CheckpointFile>> futures = new ArrayList<>();
     List<Shard> shards = shards();
     for (Shard s : shards) {
@@ -468,7 +475,7 @@ public final class ShardedTable implements EmbeddingTable {
   @Override
   public void scan(int pageKeys, java.util.function.Consumer<dev.dynembed.table.client.ScanPage>
       consumer) {
-    flushCache();
+    flush();
     for (Shard s : shards()) {
       long cursor = 0;
       long generation = 0;
@@ -530,7 +537,7 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   private long evictAll(dev.dynembed.table.v1.EvictRequest req) {
-    flushCache();
+    flush();
     List<CompletableFuture<dev.dynembed.table.v1.EvictResponse>> futures = new ArrayList<>();
     for (Shard s : shards()) {
       futures.add(s.evict(req));

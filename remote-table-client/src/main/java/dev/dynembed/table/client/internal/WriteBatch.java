@@ -39,15 +39,8 @@ public final class WriteBatch {
       long step) {
     checkOpen();
     if (t instanceof ShardedTable st && st.cache() != null) { // spread here, then cached
-      try {
-        bags.requireKeys(keys.length);
-        bags.requireAllUsed(i -> keys[i]);
-      } catch (dev.dynembed.table.common.TableException e) {
-        throw dev.dynembed.table.common.TableException.invalid("table '%s': %s", t.name(),
-            e.getMessage());
-      }
-      return applyGradients(t, keys, bags.spread(bagGradients, keys.length, t.dim()),
-          learningRate, step);
+      return applyGradients(t, keys, st.spreadPooled(keys, bags, bagGradients), learningRate,
+          step);
     }
     if (t instanceof ShardedTable st) {
       return add(st, st.pooledGradientItem(keys, bags, bagGradients, learningRate, step));
