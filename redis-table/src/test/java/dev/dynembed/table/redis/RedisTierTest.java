@@ -187,6 +187,63 @@ class RedisTierTest {
     assertEquals(count, b.getLong(4 * DIM), key + "'s count");
   }
 
+  /**
+   * Issue 50's stale record: a flush that waited for the table's lock while an eviction rebuilt
+   * the table found its store retired and returned, leaving the rows changed before it unwritten
+   * (the CI failure: one key's record an update behind after the moves, whose commits flush while
+   * the caps evict). Made certain here: the flush is queued on the lock this thread holds while
+   * it runs the eviction (the lock is reentrant), so it meets the rebuilt store every time.
+   */
+  @Test
+  void aFlushThatMeetsAnEvictionsRebuild_writesTheRowsChangedBeforeIt() throws Exception {
+    ShardEngine e = new ShardEngine(0, 1, dir);
+    RedisTier tier = RedisTier.open(redis.uri(), "rebuilt", 3_600_000, 0); // flushed by hand
+    e.setRedisTier(tier);
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors
+        .newSingleThreadExecutor();
+    try {
+      dev.dynembed.table.engine.TableStore t = e.create(ExactOracle.config("rebuilt", DIM)
+          .setRedisTier(true).build());
+      dev.dynembed.table.common.PackedKeys keys = dev.dynembed.table.common.PackedKeys.of(
+          "a", "b", "c");
+      t.findOrInsert(keys, null, new float[3 * DIM]);
+      tier.flush();
+      float[] g = new float[3 * DIM];
+      java.util.Arrays.fill(g, 0.25f);
+      t.applyGradients(keys, g, 1f, 1); // memory is now an update ahead of Redis
+      java.util.concurrent.Future<?> flush;
+      t.quiesce.writeLock().lock(); // as the eviction below will hold it
+      try {
+        flush = pool.submit(tier::flush);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!t.quiesce.hasQueuedThreads()) { // the flush waits for the table's lock
+          assertTrue(System.nanoTime() < deadline, "the flush never waited for the lock");
+          Thread.sleep(1);
+        }
+        e.evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable("rebuilt")
+            .setKeys(dev.dynembed.table.common.PackedKeys.of("c").toProto()).build());
+        assertTrue(t.retired, "the eviction rebuilt the table");
+      } finally {
+        t.quiesce.writeLock().unlock();
+      }
+      flush.get(30, TimeUnit.SECONDS);
+      try (UnifiedJedis r = RedisConnections.open(redis.uri(), java.util.Set.of()).redis()) {
+        for (String k : List.of("a", "b")) {
+          byte[] v = r.get(("rebuilt:rebuilt:r:" + k).getBytes(StandardCharsets.UTF_8));
+          assertTrue(v != null, k + " is not in Redis");
+          float[] row = e.get("rebuilt").record(k).weights();
+          assertRecord(v, k, row, 0, 1);
+        }
+        assertEquals(null, r.get("rebuilt:rebuilt:r:c".getBytes(StandardCharsets.UTF_8)),
+            "the evicted key's record");
+      }
+    } finally {
+      pool.shutdownNow();
+      e.close();
+      tier.close();
+    }
+  }
+
   /** 2 trainers of the exact oracle until {@code end}: adds into the arrays; returns steps. */
   private static long run(EmbeddingTable t, int nKeys, long end, float[] expected, long[] counts)
       throws Exception {

@@ -516,7 +516,10 @@ public final class RedisTier implements AutoCloseable {
 
     /**
      * Writes the store's changed rows, a chunk at a time, each under the table's lock shared: an
-     * eviction (exclusive) then never writes a demoted row before an older copy of it.
+     * eviction (exclusive) then never writes a demoted row before an older copy of it. A store
+     * that an eviction replaced meanwhile is followed: the walk starts over on the new one (its
+     * marks were carried over, so the rows already written are not written again), so that a
+     * flush that returns has written every row changed before it began.
      */
     void flush() {
       TableStore s = store;
@@ -528,10 +531,20 @@ public final class RedisTier implements AutoCloseable {
       long found = 0;
       int from = 0;
       do {
-        s.quiesce.readLock().lock();
+        TableStore locked = s;
+        locked.quiesce.readLock().lock();
         try {
-          if (s.retired || dropped) {
+          if (dropped) {
             return;
+          }
+          if (s.retired) {
+            TableStore now = store;
+            if (now == s || now == null) {
+              return;
+            }
+            s = now; // replaced (an eviction's rebuild, a restore): go on over the new store
+            from = 0;
+            continue;
           }
           out.clear();
           from = s.changedRows(from, CHUNK, out, marks);
@@ -542,7 +555,7 @@ public final class RedisTier implements AutoCloseable {
             found += out.size();
           }
         } finally {
-          s.quiesce.readLock().unlock();
+          locked.quiesce.readLock().unlock();
         }
       } while (from < s.size());
       lastFlushRows = found;

@@ -98,10 +98,9 @@ final class ShardCheckpoints {
    * table's exclusive lock (mutations wait for the copy only), written to disk outside it.
    */
   public CheckpointFile save(String table, String directory, long step) {
-    TableStore t = engine.get(table);
     Path dir = resolve(directory);
     TableStore.Frozen copy;
-    t.quiesce.writeLock().lock();
+    TableStore t = engine.lockLive(table); // not a store an eviction replaced meanwhile
     try {
       t.samplers().invalidate();
       copy = t.freeze();

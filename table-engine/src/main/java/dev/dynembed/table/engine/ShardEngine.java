@@ -851,6 +851,24 @@ public final class ShardEngine {
     return confined;
   }
 
+  /**
+   * The table's live store, locked exclusively (the caller unlocks): a store that was replaced (a
+   * cap's eviction rebuilds off the callers' threads; a restore) between its lookup and its lock
+   * is let go and the new one taken, so that nothing is merged into or copied from a retired one.
+   *
+   * @throws TableException NOT_FOUND if the table was dropped
+   */
+  TableStore lockLive(String name) {
+    while (true) {
+      TableStore t = get(name);
+      t.quiesce.writeLock().lock();
+      if (!t.retired) {
+        return t;
+      }
+      t.quiesce.writeLock().unlock();
+    }
+  }
+
   /** Puts a store in the catalogue (an eviction's rebuilt table; the caller holds the locks). */
   void put(String name, TableStore t) {
     tables.put(name, owned(t));

@@ -646,15 +646,9 @@ public final class SlotMoves {
       }
       long t1 = System.nanoTime();
       if (!all.isEmpty()) {
-        java.util.TreeMap<String, TableStore> live = new java.util.TreeMap<>();
-        for (Layer l : all) {
-          live.computeIfAbsent(l.table(), this::movable);
-        }
         Object cut = log != null ? log.snapshotMutex() : new Object();
         synchronized (cut) { // no snapshot between the record and the merge it stands for
-          for (TableStore t : live.values()) {
-            t.quiesce.writeLock().lock();
-          }
+          java.util.TreeMap<String, TableStore> live = lockLive(all);
           try {
             if (log != null) {
               lsn = logImport(log, all, map.epoch());
@@ -686,6 +680,29 @@ public final class SlotMoves {
       throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
           + ": keeping the rows of a slot import on the disk failed: " + e, e);
     }
+  }
+
+  /**
+   * The live stores of the layers' tables, each locked exclusively in name order ({@link
+   * ShardEngine#lockLive}: never a store a cap's eviction replaced meanwhile).
+   */
+  private java.util.TreeMap<String, TableStore> lockLive(List<Layer> all) {
+    java.util.TreeSet<String> names = new java.util.TreeSet<>();
+    for (Layer l : all) {
+      names.add(l.table());
+    }
+    java.util.TreeMap<String, TableStore> live = new java.util.TreeMap<>();
+    try {
+      for (String name : names) {
+        live.put(name, engine.lockLive(name));
+      }
+    } catch (RuntimeException e) {
+      for (TableStore t : live.values()) {
+        t.quiesce.writeLock().unlock();
+      }
+      throw e;
+    }
+    return live;
   }
 
   /** A commit whose import is logged and merged, until its map is installed. */

@@ -148,6 +148,68 @@ class SlotMoveEvictionTest {
     }
   }
 
+  /**
+   * A cap's eviction runs off the callers' threads, so it can replace the destination's store
+   * between the commit's lookup of the live table and the commit's lock on it; the merge then
+   * went into the retired store and the moved rows were gone. Made certain: the commit waits on
+   * the lock this thread holds while it runs the eviction (the lock is reentrant).
+   */
+  @org.junit.jupiter.api.Test
+  void aCommitThatMeetsAnEvictionsRebuild_mergesIntoTheNewStore() throws Exception {
+    ShardEngine a = shard(0, dir.resolve("a"));
+    ShardEngine b = shard(1, dir.resolve("b"));
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors
+        .newSingleThreadExecutor();
+    try {
+      List<String> keys = new ArrayList<>();
+      List<String> own = new ArrayList<>(); // the destination's own keys
+      for (int i = 0; keys.size() < 60 || own.size() < 20; i++) {
+        (KeyHashing.shardOf("k" + i, 2) == 0 ? keys : own).add("k" + i);
+      }
+      Map<String, Integer> writes = new HashMap<>();
+      write(a, 0, keys, writes);
+      write(b, 0, own, writes);
+      SlotMap after = a.slotMap().withOwner(0, a.slotMap().slots(), 1, 1); // all to shard 1
+      int[] moving = {0, after.slots()};
+      a.installSlotMap(after);
+      SlotMoves.Page p;
+      long cursor = 0;
+      do {
+        p = a.moves().export("t", moving, cursor, 10_000, false, false);
+        b.moves().importRows("t", SlotMoves.fromProto(SlotMoves.toProto(p), 0));
+        cursor = p.next();
+      } while (cursor != 0);
+      p = a.moves().export("t", moving, 0, 10_000, true, true);
+      b.moves().importRows("t", SlotMoves.fromProto(SlotMoves.toProto(p), 0));
+      TableStore before = b.get("t");
+      java.util.concurrent.Future<Long> commit;
+      before.quiesce.writeLock().lock(); // as the eviction below will hold it
+      try {
+        commit = pool.submit(() -> b.moves().commit(after));
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (!before.quiesce.hasQueuedThreads()) { // the commit waits for the table's lock
+          assertTrue(System.nanoTime() < deadline, "the commit never waited for the lock");
+          Thread.sleep(1);
+        }
+        evict(b, 5);
+        assertTrue(before.retired, "the eviction rebuilt the table");
+      } finally {
+        before.quiesce.writeLock().unlock();
+      }
+      assertEquals(keys.size(), commit.get(30, java.util.concurrent.TimeUnit.SECONDS));
+      for (String k : keys) {
+        check(b, k, writes.get(k));
+      }
+      for (String k : own) {
+        check(b, k, writes.get(k));
+      }
+    } finally {
+      pool.shutdownNow();
+      a.close();
+      b.close();
+    }
+  }
+
   private static void check(ShardEngine e, String k, int writes) {
     TableStore.Record rec = e.get("t").record(k); // promotes a cold key
     assertTrue(rec != null, k + " missing on shard " + e.shardIndex());
