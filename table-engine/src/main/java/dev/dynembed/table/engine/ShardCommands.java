@@ -324,9 +324,13 @@ public final class ShardCommands {
       CallLedger ledger = engine.ledger();
       duplicate = ledger.claim(id) == CallLedger.Claim.DUPLICATE;
       boolean settled = duplicate; // a duplicate has nothing to record
+      long reservation = 0;
       try {
         boolean logs = engine.journal() != null;
         ReadRequest.Builder logged = logs ? ReadRequest.newBuilder().setCallId(id) : null;
+        // room in the log before anything is inserted or counted: a full disk refuses the call
+        // whole (RESOURCE_EXHAUSTED), instead of leaving changes that no record holds
+        reservation = logs ? engine.reserveLog(logBound(items, inserts, codec)) : 0;
         int changed = 0;
         for (int i = 0; i < items.size(); i++) {
           I item = items.get(i);
@@ -346,13 +350,16 @@ public final class ShardCommands {
           }
         }
         if (changed > 0 && logs) {
-          lsn = engine.log(LogRecord.newBuilder().setInsert(logged).build());
+          long r = reservation;
+          reservation = 0;
+          lsn = engine.log(LogRecord.newBuilder().setInsert(logged).build(), r);
         }
         if (!duplicate && (changed > 0 || failure == null)) {
           ledger.done(id, lsn, null); // a resend now counts nothing
           settled = true;
         }
       } finally {
+        engine.releaseLog(reservation);
         if (!settled) {
           ledger.abandon(id); // nothing changed: a resend runs as new
         }
@@ -449,16 +456,25 @@ public final class ShardCommands {
       }
       int[] out = new int[checked.size()];
       long lsn = 0;
+      long reservation = 0;
       try {
+        // the record and its room in the log first: a full disk refuses the call before any
+        // gradient is applied (RESOURCE_EXHAUSTED), instead of after
+        LogRecord record = engine.journal() == null ? null
+            : LogRecord.newBuilder().setWrite(codec.logged(id, items)).build();
+        reservation = record == null ? 0 : engine.reserveLog(record.getSerializedSize());
         for (int i = 0; i < checked.size(); i++) {
           out[i] = checked.get(i).table.apply(checked.get(i), codec.step(items.get(i)));
         }
-        if (engine.journal() != null) {
-          lsn = engine.log(LogRecord.newBuilder().setWrite(codec.logged(id, items)).build());
+        if (record != null) {
+          long r = reservation;
+          reservation = 0;
+          lsn = engine.log(record, r);
         }
         ledger.done(id, lsn, out);
         done = true;
       } finally {
+        engine.releaseLog(reservation);
         ShardEngine.unlockShared(locked);
       }
       engine.awaitDurable(lsn);
@@ -471,6 +487,22 @@ public final class ShardCommands {
         ledger.abandon(id);
       }
     }
+  }
+
+  /**
+   * At most the bytes of the insert record a read call can log: per inserting item its table,
+   * keys, their lengths, hashes and occurrences, and the message framing.
+   */
+  private <I> long logBound(List<I> items, List<Inserts> inserts, ReadItems<I, ?> codec) {
+    long bound = 64;
+    for (int i = 0; i < items.size(); i++) {
+      Inserts ins = inserts.get(i);
+      if (ins != null) {
+        bound += 128 + 4L * codec.table(items.get(i)).length() + ins.keyBytes()
+            + 32L * ins.keys();
+      }
+    }
+    return bound;
   }
 
   /** The answer to a resent write that was applied before: its first answer, nothing applied. */

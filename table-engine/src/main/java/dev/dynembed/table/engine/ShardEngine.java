@@ -957,6 +957,29 @@ public final class ShardEngine {
     return s == null || r == null ? 0 : s.append(r);
   }
 
+  /** Appends a record in the room {@code reservation} holds ({@link #reserveLog}). */
+  long log(LogRecord r, long reservation) {
+    ShardJournal s = journal;
+    return s == null || r == null ? 0 : s.append(r, reservation);
+  }
+
+  /**
+   * Reserves room in the log for a record of at most {@code bytes}, before its change is applied
+   * (0 without a log); RESOURCE_EXHAUSTED naming the directory when the disk is full.
+   */
+  long reserveLog(long bytes) {
+    ShardJournal s = journal;
+    return s == null ? 0 : s.reserve(bytes);
+  }
+
+  /** Gives back a reservation whose record was not appended. */
+  void releaseLog(long reservation) {
+    ShardJournal s = journal;
+    if (s != null && reservation > 0) {
+      s.release(reservation);
+    }
+  }
+
   void awaitDurable(long lsn) {
     ShardJournal s = journal;
     if (s != null && lsn > 0) {

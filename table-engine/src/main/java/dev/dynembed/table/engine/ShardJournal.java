@@ -10,8 +10,29 @@ import dev.dynembed.table.v1.LogRecord;
  * {@code --wal off}) logs nothing.
  */
 public interface ShardJournal {
-  /** Appends a record; its log sequence number. */
+  /**
+   * Appends a record; its log sequence number. A full disk refuses it with RESOURCE_EXHAUSTED and
+   * nothing written: for records logged before their change is applied.
+   */
   long append(LogRecord record);
+
+  /**
+   * Reserves room for a record of at most {@code bytes} whose change is about to be applied, so
+   * that a full disk refuses the call before anything changed.
+   *
+   * @return the reservation, for {@link #append(LogRecord, long)} or {@link #release}
+   */
+  default long reserve(long bytes) {
+    return 0;
+  }
+
+  /** Appends a record in the room a {@link #reserve} holds. */
+  default long append(LogRecord record, long reservation) {
+    return append(record);
+  }
+
+  /** Gives back a reservation whose record will not be appended. */
+  default void release(long reservation) {}
 
   /** Returns once the record {@code lsn} is as durable as the fsync policy promises. */
   void awaitDurable(long lsn);

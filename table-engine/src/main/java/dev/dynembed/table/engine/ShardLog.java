@@ -55,6 +55,12 @@ public final class ShardLog implements AutoCloseable {
   private final Consumer<IOException> onFailure;
   private final Object lock = new Object();
   private FileChannel channel;
+  /** Where the segment's next record goes (guarded by lock). */
+  private long position;
+  /** Bytes of the segment file allocated so far: zeros past {@link #position} (guarded by lock). */
+  private long allocated;
+  /** Bytes promised to changes being applied whose records are not appended yet (lock). */
+  private long reserved;
   private long nextLsn;
   private long bytesSinceRotate;
   private long segmentStart;
@@ -104,7 +110,81 @@ public final class ShardLog implements AutoCloseable {
     channel = FileChannel.open(p, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
         StandardOpenOption.TRUNCATE_EXISTING);
     segmentStart = nextLsn;
+    position = 0;
+    allocated = 0;
     Durable.fsyncDirectory(dir);
+  }
+
+  /** Bytes the segment file grows by at a time (etcd preallocates its 64 MB segments alike). */
+  static final long PREALLOCATE = 4L << 20;
+  private static final ByteBuffer ZEROS = ByteBuffer.allocateDirect(1 << 16);
+
+  /**
+   * Grows the segment file with zeros to hold {@code end} bytes, a {@link #PREALLOCATE} chunk at
+   * least: once allocated, a record's write cannot meet a full disk (on file systems that
+   * overwrite in place: ext4, xfs, tmpfs; not copy-on-write ones). The caller holds lock.
+   *
+   * @throws TableException RESOURCE_EXHAUSTED naming the directory when the disk is full (the
+   *     file is cut back: nothing was written, the log stays healthy), UNAVAILABLE for another
+   *     I/O error
+   */
+  private void allocate(long end) {
+    if (end <= allocated) {
+      return;
+    }
+    long target = Math.max(end, allocated + PREALLOCATE);
+    target = (target + PREALLOCATE - 1) / PREALLOCATE * PREALLOCATE;
+    try {
+      for (long p = allocated; p < target; ) {
+        ByteBuffer z = ZEROS.duplicate();
+        z.limit((int) Math.min(z.capacity(), target - p));
+        p += channel.write(z, p);
+      }
+      allocated = target;
+    } catch (IOException e) {
+      try {
+        channel.truncate(Math.max(allocated, position)); // give back what the failed growth took
+      } catch (IOException ignored) {
+        // the zeros past the last record are cut at the next start
+      }
+      throw noSpace(e, end - position);
+    }
+  }
+
+  private TableException noSpace(IOException e, long bytes) {
+    String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+    boolean full = why.contains("No space left") || why.contains("quota");
+    return new TableException(full ? ErrorCode.RESOURCE_EXHAUSTED : ErrorCode.UNAVAILABLE,
+        String.format("the write-ahead log's directory %s has no room for %d more bytes (%s):"
+            + " nothing was applied; free space there and resend", dir, bytes, why));
+  }
+
+  /**
+   * Reserves room in the log for a record of at most {@code bytes} before the change it stands
+   * for is applied, so that a full disk refuses the call before anything changed, instead of
+   * after (a change applied but not logged). Give it back with {@link #append(
+   * com.google.protobuf.MessageLite, long)} or {@link #release}.
+   *
+   * @return the reservation
+   * @throws TableException RESOURCE_EXHAUSTED naming the directory when the disk is full
+   */
+  long reserve(long bytes) {
+    long need = 16 + bytes;
+    synchronized (lock) {
+      checkHealthy();
+      allocate(position + reserved + need);
+      reserved += need;
+      return need;
+    }
+  }
+
+  /** Gives back a reservation whose record will not be appended (the call failed). */
+  void release(long reservation) {
+    if (reservation > 0) {
+      synchronized (lock) {
+        reserved -= reservation;
+      }
+    }
   }
 
   public static String segmentName(long firstLsn) {
@@ -122,13 +202,36 @@ public final class ShardLog implements AutoCloseable {
    * step's gradients are megabytes).
    */
   long append(com.google.protobuf.MessageLite record) {
+    return append(record, 0);
+  }
+
+  /**
+   * As {@link #append(com.google.protobuf.MessageLite)}, in the room {@code reservation} holds
+   * ({@link #reserve}; 0 for none). Without one, a full disk refuses the record with nothing
+   * written (RESOURCE_EXHAUSTED) and the log stays healthy: for records logged before their
+   * change is applied. With one, the record's change is applied already: a record larger than
+   * its reservation that meets a full disk fails the log, as any other write error does.
+   */
+  long append(com.google.protobuf.MessageLite record, long reservation) {
     int size = record.getSerializedSize();
     if (size + 8 > MAX_BODY) {
+      release(reservation);
       throw TableException.exhausted("a log record of %d bytes exceeds the limit of %d",
           size, MAX_BODY - 8);
     }
     synchronized (lock) {
+      reserved -= reservation;
       checkHealthy();
+      try {
+        allocate(position + reserved + 16 + size);
+      } catch (TableException e) {
+        if (reservation > 0) { // applied, and it cannot be logged: the log stops here
+          IOException io = new IOException(e.getMessage());
+          fail(io);
+          throw unavailable(io);
+        }
+        throw e;
+      }
       long lsn = nextLsn;
       ByteBuffer b = buffer(16 + size);
       b.putLong(8, lsn);
@@ -145,13 +248,15 @@ public final class ShardLog implements AutoCloseable {
       b.putInt(0, size + 8).putInt(4, (int) crc.getValue());
       b.position(0).limit(16 + size);
       try {
+        long at = position;
         while (b.hasRemaining()) {
-          channel.write(b);
+          at += channel.write(b, at);
         }
       } catch (IOException e) {
         fail(e);
         throw unavailable(e);
       }
+      position += 16L + size;
       nextLsn = lsn + 1;
       bytesSinceRotate += 16L + size;
       java.util.function.ObjLongConsumer<byte[]> t = tail;
@@ -280,7 +385,8 @@ public final class ShardLog implements AutoCloseable {
     synchronized (lock) {
       checkHealthy();
       try {
-        channel.force(false);
+        channel.truncate(position); // the preallocated zeros go: only the last segment has any
+        channel.force(true);
         channel.close();
         synchronized (syncMonitor) {
           syncedLsn = Math.max(syncedLsn, nextLsn - 1);
@@ -330,6 +436,9 @@ public final class ShardLog implements AutoCloseable {
     }
     synchronized (lock) {
       try {
+        if (failure == null && channel.isOpen()) {
+          channel.truncate(position);
+        }
         flush();
       } finally {
         channel.close();
@@ -479,9 +588,15 @@ public final class ShardLog implements AutoCloseable {
                 p.getFileName(), pos, damage, last ? " and records follow" : " and later"
                     + " segments exist");
           }
-          log.warning(String.format("write-ahead log %s ends in %s at byte %d: cutting the %d"
-              + " bytes from there (a write the crash interrupted; it was never answered)",
-              p.getFileName(), damage, pos, size - pos));
+          if ("zeros".equals(damage)) { // room allocated ahead of the records, or a power loss's
+            log.info(String.format("write-ahead log %s ends in %d bytes of zeros at byte %d"
+                + " (space allocated ahead of the records): cut there", p.getFileName(),
+                size - pos, pos));
+          } else {
+            log.warning(String.format("write-ahead log %s ends in %s at byte %d: cutting the %d"
+                + " bytes from there (a write the crash interrupted; it was never answered)",
+                p.getFileName(), damage, pos, size - pos));
+          }
           ch.truncate(pos);
           ch.force(true);
           return expected;

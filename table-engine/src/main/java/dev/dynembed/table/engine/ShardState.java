@@ -308,9 +308,24 @@ public final class ShardState implements AutoCloseable, ShardJournal {
 
   @Override
   public long append(LogRecord r) {
-    long lsn = wal.append(r);
+    return append(r, 0);
+  }
+
+  @Override
+  public long append(LogRecord r, long reservation) {
+    long lsn = wal.append(r, reservation);
     maybeSnapshot();
     return lsn;
+  }
+
+  @Override
+  public long reserve(long bytes) {
+    return wal.reserve(bytes);
+  }
+
+  @Override
+  public void release(long reservation) {
+    wal.release(reservation);
   }
 
   private void maybeSnapshot() {
@@ -580,42 +595,55 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       }
       steps.at("rotated");
       Path tmp = snapDir.resolve(snapshotName(start) + ".tmp");
-      deleteTree(tmp);
-      Files.createDirectories(tmp);
-      SnapshotManifest.Builder m = SnapshotManifest.newBuilder()
-          .setFormatVersion(FORMAT_VERSION).setShardIndex(engine.shardIndex())
-          .setNumShards(engine.numShards()).setStartLsn(start)
-          .setCreatedAt(java.time.Instant.now().toString());
-      if (engine.slotMap().epoch() > 0) {
-        m.setSlotMap(engine.slotMap().toProto());
-      }
-      stores.sort(Comparator.comparing(TableStore::name));
+      SnapshotManifest.Builder m;
       long bytes = 0;
-      for (TableStore t : stores) {
-        TableStore.Frozen copy;
-        long lsn;
-        t.quiesce.writeLock().lock(); // held for the copy, not for the disk write
-        try {
-          if (t.retired) {
-            continue; // dropped or replaced after the cut: the log holds what happened
-          }
-          lsn = wal.lastLsn() + 1;
-          copy = t.freeze();
-        } finally {
-          t.quiesce.writeLock().unlock();
+      Path dir;
+      try {
+        deleteTree(tmp);
+        Files.createDirectories(tmp);
+        m = SnapshotManifest.newBuilder()
+            .setFormatVersion(FORMAT_VERSION).setShardIndex(engine.shardIndex())
+            .setNumShards(engine.numShards()).setStartLsn(start)
+            .setCreatedAt(java.time.Instant.now().toString());
+        if (engine.slotMap().epoch() > 0) {
+          m.setSlotMap(engine.slotMap().toProto());
         }
-        CheckpointFile f = CheckpointIo.write(copy, tmp, 0);
-        m.addTables(SnapshotTable.newBuilder().setTable(t.name()).setFile(f).setLsn(lsn));
-        bytes += f.getBytes();
-        steps.at("table written");
+        stores.sort(Comparator.comparing(TableStore::name));
+        for (TableStore t : stores) {
+          TableStore.Frozen copy;
+          long lsn;
+          t.quiesce.writeLock().lock(); // held for the copy, not for the disk write
+          try {
+            if (t.retired) {
+              continue; // dropped or replaced after the cut: the log holds what happened
+            }
+            lsn = wal.lastLsn() + 1;
+            copy = t.freeze();
+          } finally {
+            t.quiesce.writeLock().unlock();
+          }
+          CheckpointFile f = CheckpointIo.write(copy, tmp, 0);
+          m.addTables(SnapshotTable.newBuilder().setTable(t.name()).setFile(f).setLsn(lsn));
+          bytes += f.getBytes();
+          steps.at("table written");
+        }
+        m.addAllClients(engine.ledger().snapshot(start));
+        Durable.writeAtomically(tmp.resolve(MANIFEST), m.build().toByteArray());
+        Durable.fsyncDirectory(tmp);
+        steps.at("manifest written");
+        dir = snapDir.resolve(snapshotName(start));
+        deleteTree(dir);
+        Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
+      } catch (IOException | RuntimeException e) {
+        // a full disk, most often: what was written goes, so that it does not hold the space the
+        // next try needs (the log still holds everything)
+        try {
+          deleteTree(tmp);
+        } catch (IOException again) {
+          e.addSuppressed(again);
+        }
+        throw e;
       }
-      m.addAllClients(engine.ledger().snapshot(start));
-      Durable.writeAtomically(tmp.resolve(MANIFEST), m.build().toByteArray());
-      Durable.fsyncDirectory(tmp);
-      steps.at("manifest written");
-      Path dir = snapDir.resolve(snapshotName(start));
-      deleteTree(dir);
-      Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
       Durable.fsyncDirectory(snapDir);
       steps.at("renamed");
       Durable.writeAtomically(snapDir.resolve(CURRENT),

@@ -1,6 +1,7 @@
 package dev.dynembed.table.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.UnsafeByteOperations;
 import dev.dynembed.table.common.PackedKeys;
@@ -46,5 +47,66 @@ class ShardLogTest {
     List<LogRecord> replayed = new ArrayList<>();
     ShardLog.replay(dir, 1, (lsn, payload) -> replayed.add(LogRecord.parseFrom(payload)));
     assertEquals(List.of(expected), replayed);
+  }
+
+  private static LogRecord record(int i) {
+    return LogRecord.newBuilder().setWrite(WriteRequest.newBuilder()
+        .addItems(ApplyGradientsRequest.newBuilder().setTable("t")
+            .setKeys(PackedKeys.of(new String[] {"k" + i}).toProto()))).build();
+  }
+
+  /**
+   * The segment file is allocated ahead in zeros (a record's write then cannot meet a full disk);
+   * a closed or rotated segment holds only its records, and a crashed one's zeros are cut by the
+   * replay, every record kept.
+   */
+  @Test
+  void segments_areAllocatedAhead_closedOnesHoldOnlyTheirRecords_crashedOnesReplayWhole()
+      throws Exception {
+    ShardLog log = new ShardLog(dir, ShardLog.Fsync.ALWAYS, 1, e -> { });
+    long bytes = 0;
+    for (int i = 1; i <= 10; i++) {
+      assertEquals(i, log.append(record(i)));
+      bytes += 16 + record(i).getSerializedSize();
+    }
+    Path first = dir.resolve(ShardLog.segmentName(1));
+    assertEquals(ShardLog.PREALLOCATE, java.nio.file.Files.size(first));
+    assertEquals(11, log.rotate());
+    assertEquals(bytes, java.nio.file.Files.size(first), "a rotated segment keeps no zeros");
+    long r = log.reserve(100);
+    log.release(r);
+    for (int i = 11; i <= 15; i++) {
+      long res = log.reserve(record(i).getSerializedSize());
+      assertEquals(i, log.append(record(i), res));
+    }
+    Path second = dir.resolve(ShardLog.segmentName(11));
+    assertEquals(ShardLog.PREALLOCATE, java.nio.file.Files.size(second));
+    log.abandon(); // a crash: the zeros stay
+    List<Long> lsns = new ArrayList<>();
+    assertEquals(16, ShardLog.replay(dir, 1, (lsn, payload) -> {
+      assertEquals(record((int) lsn), LogRecord.parseFrom(payload));
+      lsns.add(lsn);
+    }));
+    assertEquals(15, lsns.size());
+    assertTrue(java.nio.file.Files.size(second) < 1000, "the replay cut the zeros");
+    ShardLog again = new ShardLog(dir, ShardLog.Fsync.NO, 16, e -> { });
+    assertEquals(16, again.append(record(16)));
+    again.close();
+    assertEquals(16 + record(16).getSerializedSize(),
+        java.nio.file.Files.size(dir.resolve(ShardLog.segmentName(16))));
+  }
+
+  /** A reservation larger than one allocation chunk grows the file to hold it. */
+  @Test
+  void aReservationBeyondTheChunk_growsTheFile() throws Exception {
+    ShardLog log = new ShardLog(dir, ShardLog.Fsync.NO, 1, e -> { });
+    try {
+      long r = log.reserve(ShardLog.PREALLOCATE + 10);
+      assertEquals(2 * ShardLog.PREALLOCATE,
+          java.nio.file.Files.size(dir.resolve(ShardLog.segmentName(1))));
+      assertEquals(1, log.append(record(1), r));
+    } finally {
+      log.close();
+    }
   }
 }

@@ -503,9 +503,11 @@ class DurabilityTest {
     train(new Random(4), 10, 8);
     Map<String, Map<String, TableStore.Record>> good = contents(engine);
     try (FileChannel ch = FileChannel.open(lastSegment(), StandardOpenOption.WRITE,
-        StandardOpenOption.APPEND)) {
-      // the start of a record whose body never made it: what a kill -9 mid-write leaves
-      ch.write(ByteBuffer.wrap(new byte[] {(byte) 200, 0, 0, 0, 1, 2, 3, 4, 9, 9}));
+        StandardOpenOption.READ)) {
+      // the start of a record whose body never made it, where the next record goes (the log
+      // allocates its file ahead in zeros): what a kill -9 mid-write leaves
+      ch.write(ByteBuffer.wrap(new byte[] {(byte) 200, 0, 0, 0, 1, 2, 3, 4, 9, 9}),
+          recordsEnd(ch));
     }
     crashAndRecover();
     assertEquals(good, contents(engine));
@@ -522,6 +524,22 @@ class DurabilityTest {
     Fixtures.assertError(ErrorCode.DATA_LOSS, "checksum does not match) and records follow",
         () -> ShardState.recover(new ShardEngine(0, 1, dir), dir.resolve("state"), ShardLog.Fsync.NO, 1L << 40,
             e -> {}));
+  }
+
+  /** Where a log segment's records end: the first record length that is zero, or the end. */
+  private static long recordsEnd(FileChannel ch) throws IOException {
+    ByteBuffer len = ByteBuffer.allocate(4).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+    long pos = 0;
+    while (pos + 4 <= ch.size()) {
+      len.clear();
+      ch.read(len, pos);
+      int n = len.getInt(0);
+      if (n == 0) {
+        return pos;
+      }
+      pos += 8 + n;
+    }
+    return pos;
   }
 
   @Test
