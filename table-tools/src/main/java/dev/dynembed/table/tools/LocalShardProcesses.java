@@ -64,7 +64,8 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   /**
    * As above, each process started through {@code launcher} (a command prefix, e.g. {@code
-   * taskset -c 1} to keep the shards on core 1; empty for none).
+   * taskset -c 1} to keep the shards on core 1, or {@code ip netns exec ns{shard}}: {@code
+   * {shard}} is replaced by the index; empty for none).
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher) throws IOException {
@@ -73,7 +74,8 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   /**
    * As above, with extra {@code table-server} options for every shard (e.g. {@code --fsync
-   * always}, {@code --wal off}).
+   * always}, {@code --wal off}; {@code {shard}} is replaced by the index; the endpoints take a
+   * {@code --host} given here).
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher, List<String> serverArgs) throws IOException {
@@ -140,7 +142,10 @@ public final class LocalShardProcesses implements AutoCloseable {
       int i = k / groupSize;
       int port = basePort == 0 ? 0 : basePort + i;
       // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
-      List<String> cmd = new ArrayList<>(launcher);
+      List<String> cmd = new ArrayList<>();
+      for (String l : launcher) { // {shard}: e.g. ip netns exec ns{shard}, one namespace each
+        cmd.add(l.replace("{shard}", String.valueOf(i)));
+      }
       // a shard that runs out of memory exits instead of limping on with half-applied state
       String h = oneProcess ? times(heap, n) : heap;
       cmd.addAll(List.of(java, "-Xms" + h, "-Xmx" + h, "-XX:+ExitOnOutOfMemoryError",
@@ -164,7 +169,9 @@ public final class LocalShardProcesses implements AutoCloseable {
           "--no-snapshot-on-exit",
           // shards die with this process, even when it is killed with SIGKILL
           "--exit-with", String.valueOf(ProcessHandle.current().pid())));
-      cmd.addAll(serverArgs);
+      for (String a : serverArgs) {
+        cmd.add(a.replace("{shard}", String.valueOf(i)));
+      }
       if (etcd != null) {
         cmd.addAll(List.of("--cluster", cluster, "--replication", replication,
             "--state-dir",
@@ -207,7 +214,8 @@ public final class LocalShardProcesses implements AutoCloseable {
           }
         }
       }
-      endpoints.add("127.0.0.1:" + port);
+      int host = commands.get(i).indexOf("--host");
+      endpoints.add((host < 0 ? "127.0.0.1" : commands.get(i).get(host + 1)) + ":" + port);
       ports.add(port);
       if (!oneProcess && etcd == null) {
         // a restart binds the port the clients know (replicated shards: clients follow the map)
