@@ -334,18 +334,35 @@ public final class ShardEngine {
       }
     }
     // calls check the epoch again once their tables are locked: taking every lock once orders
-    // the change after the calls that hold them
-    List<TableStore> all = new ArrayList<>(tables.values());
-    all.sort(java.util.Comparator.comparing(TableStore::name));
-    for (TableStore t : all) {
-      t.quiesce.writeLock().lock();
+    // the change after the calls that hold them. The live stores' locks: a store a cap's
+    // eviction replaced meanwhile would leave its successor's calls running across the change,
+    // routed by the old map and checked by the new one (a trainer saw INVALID_ARGUMENT for a
+    // key the map had just moved, issue 50)
+    List<String> names = new ArrayList<>(tables.keySet());
+    names.sort(null);
+    List<TableStore> all = new ArrayList<>(names.size());
+    try {
+      for (String name : names) {
+        try {
+          all.add(lockLive(name));
+        } catch (TableException e) {
+          if (e.code() != dev.dynembed.table.common.ErrorCode.NOT_FOUND) {
+            throw e;
+          }
+        }
+      }
+    } catch (RuntimeException e) {
+      for (TableStore t : all) {
+        t.quiesce.writeLock().unlock();
+      }
+      throw e;
     }
     long lsn = 0;
     try {
-      ownership.set(m);
       if (logged) { // after every write checked against the old map, before any after it
         lsn = log(LogRecord.newBuilder().setSlotMap(m.toProto()).build());
       }
+      ownership.set(m); // once logged: a full disk refuses the change, nothing changed
     } finally {
       for (TableStore t : all) {
         t.quiesce.writeLock().unlock();

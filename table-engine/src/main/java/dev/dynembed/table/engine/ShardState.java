@@ -406,6 +406,22 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       throw TableException.dataLoss("replicated record %d arrived where record %d was expected",
           lsn, expected);
     }
+    // its room in the log first, as the live path: a full disk refuses the record before it is
+    // applied (the primary sends it again), never after (a resend would apply it twice)
+    long[] reservation = {wal.reserve(r.getSerializedSize())};
+    try {
+      applyAndLog(r, lsn, reservation);
+    } finally {
+      wal.release(reservation[0]); // the record was not appended: its room goes back
+    }
+    maybeSnapshot();
+  }
+
+  /**
+   * A follower's record applied and appended in the room {@code reservation[0]} holds; the
+   * append takes the room (zeroed here), even when it fails.
+   */
+  private void applyAndLog(LogRecord r, long lsn, long[] reservation) throws IOException {
     switch (r.getOpCase()) {
       case WRITE, INSERT -> {
         // under the tables' shared locks, as the live path: a snapshot's copy of a table sees
@@ -426,7 +442,9 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         List<TableStore> locked = ShardEngine.lockShared(stores);
         try {
           replay(engine, walDir, r, lsn, thresholds, startLsn);
-          wal.append(r);
+          long room = reservation[0];
+          reservation[0] = 0;
+          wal.append(r, room);
         } finally {
           ShardEngine.unlockShared(locked);
         }
@@ -449,7 +467,9 @@ public final class ShardState implements AutoCloseable, ShardJournal {
             }
             try {
               replay(engine, walDir, r, lsn, thresholds, startLsn);
-              wal.append(r);
+              long room = reservation[0];
+              reservation[0] = 0;
+              wal.append(r, room);
               if (old != null && engine.lookup(name) != old) {
                 old.retired = true;
               }
@@ -462,7 +482,6 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         }
       }
     }
-    maybeSnapshot();
   }
 
   /**

@@ -530,9 +530,21 @@ public final class SlotMoves {
     try {
       return writeLayer(s);
     } catch (java.io.IOException e) {
-      throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
-          + ": writing the staged rows of a slot import failed: " + e, e);
+      throw diskFailure("writing the staged rows of a slot import", s, e);
     }
+  }
+
+  /**
+   * A slot import's disk write that failed: RESOURCE_EXHAUSTED naming the directory when the disk
+   * is full (the staged rows stay: a resend once space is freed writes them), INTERNAL else.
+   */
+  private TableException diskFailure(String what, ShardState s, java.io.IOException e) {
+    String why = String.valueOf(e.getMessage());
+    boolean full = why.contains("No space left") || why.contains("quota");
+    return new TableException(full ? ErrorCode.RESOURCE_EXHAUSTED : ErrorCode.INTERNAL,
+        String.format("shard %d: %s under %s failed (%s)%s", engine.shardIndex(), what,
+            s.walDirectory(), e, full ? ": nothing was merged; free space there and resend" : ""),
+        e);
   }
 
   /** Writes the staged stores as the next layer and empties the staging. */
@@ -541,19 +553,32 @@ public final class SlotMoves {
     String sub = "L" + layers++;
     Path dir = root.resolve(sub);
     long rows = 0;
-    for (Map.Entry<String, Staged> e : staging.entrySet()) {
-      TableStore st = e.getValue().store;
-      if (st.rowCount() == 0 && st.pendingCounts().isEmpty()) {
-        continue;
+    int before = prepared.size();
+    try {
+      for (Map.Entry<String, Staged> e : staging.entrySet()) {
+        TableStore st = e.getValue().store;
+        if (st.rowCount() == 0 && st.pendingCounts().isEmpty()) {
+          continue;
+        }
+        java.nio.file.Files.createDirectories(dir);
+        prepared.add(new Layer(e.getKey(), st, sub, CheckpointIo.write(st.freeze(), dir, 0)));
+        rows += st.rowCount();
       }
-      java.nio.file.Files.createDirectories(dir);
-      prepared.add(new Layer(e.getKey(), st, sub, CheckpointIo.write(st.freeze(), dir, 0)));
-      rows += st.rowCount();
-    }
-    if (java.nio.file.Files.exists(dir)) {
-      dev.dynembed.table.common.Durable.fsyncDirectory(dir);
-      dev.dynembed.table.common.Durable.fsyncDirectory(root);
-      dev.dynembed.table.common.Durable.fsyncDirectory(s.walDirectory());
+      if (java.nio.file.Files.exists(dir)) {
+        dev.dynembed.table.common.Durable.fsyncDirectory(dir);
+        dev.dynembed.table.common.Durable.fsyncDirectory(root);
+        dev.dynembed.table.common.Durable.fsyncDirectory(s.walDirectory());
+      }
+    } catch (java.io.IOException | RuntimeException e) {
+      // the layer goes whole (its partial files would hold the space a resend needs); the
+      // staging stays, so a resend writes it again
+      prepared.subList(before, prepared.size()).clear();
+      try {
+        ShardState.deleteTree(dir);
+      } catch (java.io.IOException again) {
+        e.addSuppressed(again);
+      }
+      throw e;
     }
     staging.clear();
     return rows;
@@ -677,8 +702,7 @@ public final class SlotMoves {
           engine.shardIndex(), map.epoch(), merged, written, (t1 - t0) / 1e6, (t2 - t1) / 1e6));
       return finish(logged, log, t2);
     } catch (java.io.IOException e) {
-      throw new TableException(ErrorCode.INTERNAL, "shard " + engine.shardIndex()
-          + ": keeping the rows of a slot import on the disk failed: " + e, e);
+      throw diskFailure("keeping the rows of a slot import on the disk", log, e);
     }
   }
 
@@ -754,17 +778,27 @@ public final class SlotMoves {
     Path walDir = log.walDirectory();
     String name = IMPORTED + String.format("%020d", log.lastLsn() + 1);
     Path dir = walDir.resolve(name);
-    ShardState.deleteTree(dir);
-    java.nio.file.Files.move(walDir.resolve(PENDING), dir,
-        java.nio.file.StandardCopyOption.ATOMIC_MOVE);
-    dev.dynembed.table.common.Durable.fsyncDirectory(walDir);
     dev.dynembed.table.v1.ImportedSlots.Builder rec = dev.dynembed.table.v1.ImportedSlots
         .newBuilder().setDirectory(name).setMapEpoch(epoch);
     for (Layer l : layers) {
       rec.addLayers(dev.dynembed.table.v1.ImportedLayer.newBuilder().setTable(l.table())
           .setSubdirectory(l.sub()).setFile(l.file()));
     }
-    return log.append(dev.dynembed.table.v1.LogRecord.newBuilder().setImportSlots(rec).build());
+    dev.dynembed.table.v1.LogRecord record = dev.dynembed.table.v1.LogRecord.newBuilder()
+        .setImportSlots(rec).build();
+    // the record's room first: a full disk refuses the commit with the layers still pending (a
+    // resend after space is freed finds them), not renamed under a record that was never logged
+    long room = log.reserve(record.getSerializedSize());
+    try {
+      ShardState.deleteTree(dir);
+      java.nio.file.Files.move(walDir.resolve(PENDING), dir,
+          java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+      dev.dynembed.table.common.Durable.fsyncDirectory(walDir);
+    } catch (java.io.IOException | RuntimeException e) {
+      log.release(room);
+      throw e;
+    }
+    return log.append(record, room);
   }
 
   /** Forgets staged records (a move given up before its commit). */

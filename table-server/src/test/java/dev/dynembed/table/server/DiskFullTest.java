@@ -155,13 +155,17 @@ class DiskFullTest {
   }
 
   private void assertRefusedForSpace(Runnable call) {
+    assertRefusedForSpace(call, "nothing was applied");
+  }
+
+  private void assertRefusedForSpace(Runnable call, String says) {
     try {
       call.run();
       fail("a call on a full disk was answered");
     } catch (TableException e) {
       assertEquals(ErrorCode.RESOURCE_EXHAUSTED, e.code(), e.getMessage());
-      assertTrue(e.getMessage().contains(disk.toString()) && e.getMessage()
-          .contains("nothing was applied"), e.getMessage());
+      assertTrue(e.getMessage().contains(disk.toString()) && e.getMessage().contains(says),
+          e.getMessage());
     }
   }
 
@@ -260,5 +264,94 @@ class DiskFullTest {
     assertTrue(!before.equals(after));
     assertEquals(1, state.recovery().replayedRecords(), "the snapshot covered the rest");
     assertNull(logFailure.get(), "the log failed");
+  }
+
+  /** Gradient 0.25 on every column of {@code keys} at shard engine {@code e}. */
+  private void stepOn(ShardEngine e, String[] keys) {
+    float[] g = new float[keys.length * DIM];
+    Arrays.fill(g, 0.25f);
+    e.write(WriteRequest.newBuilder().setCallId(nextId()).addItems(
+        ApplyGradientsRequest.newBuilder().setTable("t").setKeys(PackedKeys.of(keys).toProto())
+            .setGradients(Rows.encode(g)).setStep(seq)).build(), ShardState::checkWrite);
+  }
+
+  /**
+   * A slot import whose destination's disk fills: the prepare that writes the staged rows and the
+   * commit that writes the last ones are refused by name with their partial files removed and
+   * nothing merged; once space is freed each resend goes through, every moved row equals the
+   * source's, and a crash of the destination recovers them.
+   */
+  @Test
+  void aSlotImportOnAFullDisk_isRefusedWithNothingMerged_andCommitsOnceSpaceIsFreed()
+      throws Exception {
+    dev.dynembed.table.v1.TableConfig config = TableConfigs.normalize(TableConfigs
+        .builder("t", DIM).setOptimizer(TableConfigs.sgd(1f))
+        .setInitializer(TableConfigs.zeros()).build());
+    ShardEngine a = new ShardEngine(0, 2, dir.resolve("a"));
+    a.create(config);
+    engine = new ShardEngine(1, 2, dir.resolve("b"));
+    state = ShardState.recover(engine, disk.resolve("state"), ShardLog.Fsync.ALWAYS, 1L << 40,
+        logFailure::set);
+    engine.create(config);
+    List<String> owned = new ArrayList<>();
+    for (int i = 0; owned.size() < 4000; i++) { // ~1 MB of rows to move
+      if (dev.dynembed.table.common.KeyHashing.shardOf("m" + i, 2) == 0) {
+        owned.add("m" + i);
+      }
+    }
+    String[] keys = owned.toArray(String[]::new);
+    stepOn(a, keys);
+    dev.dynembed.table.engine.SlotMoves.Page p;
+    dev.dynembed.table.common.SlotMap after = a.slotMap()
+        .withOwner(0, a.slotMap().slots(), 1, 1);
+    int[] moving = {0, after.slots()};
+    long cursor = 0;
+    do {
+      p = a.moves().export("t", moving, cursor, 10_000, false, false);
+      engine.moves().importRows("t", dev.dynembed.table.engine.SlotMoves.fromProto(
+          dev.dynembed.table.engine.SlotMoves.toProto(p), 0));
+      cursor = p.next();
+    } while (cursor != 0);
+
+    Path filler = fill();
+    assertRefusedForSpace(() -> engine.moves().prepare(), "nothing was merged");
+    assertEquals(List.of(), pendingFiles(), "a refused prepare's files");
+    Files.delete(filler);
+    assertEquals(keys.length, engine.moves().prepare());
+
+    stepOn(a, Arrays.copyOf(keys, 500)); // changed after the copy: the last export brings them
+    a.installSlotMap(after);
+    p = a.moves().export("t", moving, 0, 10_000, true, true);
+    engine.moves().importRows("t", dev.dynembed.table.engine.SlotMoves.fromProto(
+        dev.dynembed.table.engine.SlotMoves.toProto(p), 0));
+    filler = fill();
+    assertRefusedForSpace(() -> engine.moves().commit(after), "nothing was merged");
+    assertNull(engine.get("t").record(keys[0]), "a refused commit merged rows");
+    Files.delete(filler);
+    assertEquals(keys.length + 500, engine.moves().commit(after));
+    for (String k : keys) {
+      assertEquals(a.get("t").record(k), engine.get("t").record(k), k);
+    }
+    crashAndRecoverAs(1, 2);
+    for (String k : keys) {
+      assertEquals(a.get("t").record(k), engine.get("t").record(k), k + " after a crash");
+    }
+    assertNull(logFailure.get(), "the log failed");
+    a.close();
+  }
+
+  private List<Path> pendingFiles() throws IOException {
+    try (var s = Files.walk(disk.resolve("state"))) {
+      return s.filter(f -> f.toString().contains("import-pending") && Files.isRegularFile(f))
+          .toList();
+    }
+  }
+
+  private void crashAndRecoverAs(int index, int n) throws Exception {
+    state.crash();
+    state = null;
+    engine = new ShardEngine(index, n, dir.resolve("b2"));
+    state = ShardState.recover(engine, disk.resolve("state"), ShardLog.Fsync.ALWAYS, 1L << 40,
+        logFailure::set);
   }
 }
