@@ -151,10 +151,15 @@ public final class ShardLog implements AutoCloseable {
     }
   }
 
+  /** Whether an I/O error says the disk (or the user's quota) is full: ENOSPC, EDQUOT. */
+  static boolean diskFull(IOException e) {
+    String why = String.valueOf(e.getMessage());
+    return why.contains("No space left") || why.contains("quota");
+  }
+
   private TableException noSpace(IOException e, long bytes) {
     String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
-    boolean full = why.contains("No space left") || why.contains("quota");
-    return new TableException(full ? ErrorCode.RESOURCE_EXHAUSTED : ErrorCode.UNAVAILABLE,
+    return new TableException(diskFull(e) ? ErrorCode.RESOURCE_EXHAUSTED : ErrorCode.UNAVAILABLE,
         String.format("the write-ahead log's directory %s has no room for %d more bytes (%s):"
             + " nothing was applied; free space there and resend", dir, bytes, why));
   }

@@ -539,8 +539,7 @@ public final class SlotMoves {
    * is full (the staged rows stay: a resend once space is freed writes them), INTERNAL else.
    */
   private TableException diskFailure(String what, ShardState s, java.io.IOException e) {
-    String why = String.valueOf(e.getMessage());
-    boolean full = why.contains("No space left") || why.contains("quota");
+    boolean full = ShardLog.diskFull(e);
     return new TableException(full ? ErrorCode.RESOURCE_EXHAUSTED : ErrorCode.INTERNAL,
         String.format("shard %d: %s under %s failed (%s)%s", engine.shardIndex(), what,
             s.walDirectory(), e, full ? ": nothing was merged; free space there and resend" : ""),
