@@ -43,14 +43,30 @@ class MultiWorkerBrownTest {
   static final double LOSS_BAND = 0.04;
 
   /**
+   * The band of the Redis backend, whose trainers run the optimizer and lose each other's
+   * concurrent read-modify-writes by design (design 0014): how many depends on the timing of the
+   * two threads' round trips, and its final loss spread 2.365-2.449 over 6 runs (the highest
+   * 4.4% above its in-memory run, a CI run of 2026-11-28). A tier that dropped updates
+   * wholesale would end far higher still.
+   */
+  static final double LOSSY_BACKEND_LOSS_BAND = 0.07;
+
+  /**
    * {@code what} reached the quality of {@code reference}: its final loss within {@link
    * #LOSS_BAND}, its WordSim-353 within {@link #WORDSIM_BAND}, and above 0.2 (it learned).
    */
   static void assertSameQuality(String what, double wordSim, double loss, String reference,
       double referenceWordSim, double referenceLoss) {
+    assertSameQuality(what, wordSim, loss, reference, referenceWordSim, referenceLoss,
+        LOSS_BAND);
+  }
+
+  /** As above, with the final loss within {@code lossBand} of the reference's. */
+  static void assertSameQuality(String what, double wordSim, double loss, String reference,
+      double referenceWordSim, double referenceLoss, double lossBand) {
     System.err.printf("%s on Brown: WordSim-353 %.3f, final loss %.4f; %s %.3f, %.4f%n", what,
         wordSim, loss, reference, referenceWordSim, referenceLoss);
-    assertTrue(loss < referenceLoss * (1 + LOSS_BAND), what + ": final loss " + loss + " vs "
+    assertTrue(loss < referenceLoss * (1 + lossBand), what + ": final loss " + loss + " vs "
         + reference + " " + referenceLoss);
     assertTrue(wordSim > referenceWordSim - WORDSIM_BAND, what + ": WordSim-353 " + wordSim
         + " vs " + reference + " " + referenceWordSim);
