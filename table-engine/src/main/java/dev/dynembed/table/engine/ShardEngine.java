@@ -338,25 +338,7 @@ public final class ShardEngine {
     // eviction replaced meanwhile would leave its successor's calls running across the change,
     // routed by the old map and checked by the new one (a trainer saw INVALID_ARGUMENT for a
     // key the map had just moved, issue 50)
-    List<String> names = new ArrayList<>(tables.keySet());
-    names.sort(null);
-    List<TableStore> all = new ArrayList<>(names.size());
-    try {
-      for (String name : names) {
-        try {
-          all.add(lockLive(name));
-        } catch (TableException e) {
-          if (e.code() != dev.dynembed.table.common.ErrorCode.NOT_FOUND) {
-            throw e;
-          }
-        }
-      }
-    } catch (RuntimeException e) {
-      for (TableStore t : all) {
-        t.quiesce.writeLock().unlock();
-      }
-      throw e;
-    }
+    java.util.Collection<TableStore> all = lockLive(tables.keySet(), true).values();
     long lsn = 0;
     try {
       if (logged) { // after every write checked against the old map, before any after it
@@ -972,6 +954,33 @@ public final class ShardEngine {
   long log(LogRecord r) {
     ShardJournal s = journal;
     return s == null || r == null ? 0 : s.append(r);
+  }
+
+  /**
+   * {@link #lockLive(String)} for each of {@code names}, in name order (the order every caller
+   * takes several tables' locks in); a table dropped meanwhile is left out with {@code
+   * skipDropped}, else NOT_FOUND. When it throws, none stays locked.
+   */
+  java.util.TreeMap<String, TableStore> lockLive(java.util.Collection<String> names,
+      boolean skipDropped) {
+    java.util.TreeMap<String, TableStore> live = new java.util.TreeMap<>();
+    try {
+      for (String name : new java.util.TreeSet<>(names)) {
+        try {
+          live.put(name, lockLive(name));
+        } catch (TableException e) {
+          if (!skipDropped || e.code() != dev.dynembed.table.common.ErrorCode.NOT_FOUND) {
+            throw e;
+          }
+        }
+      }
+    } catch (RuntimeException e) {
+      for (TableStore t : live.values()) {
+        t.quiesce.writeLock().unlock();
+      }
+      throw e;
+    }
+    return live;
   }
 
   /** Appends a record in the room {@code reservation} holds ({@link #reserveLog}). */

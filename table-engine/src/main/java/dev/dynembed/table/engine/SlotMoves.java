@@ -672,7 +672,8 @@ public final class SlotMoves {
       if (!all.isEmpty()) {
         Object cut = log != null ? log.snapshotMutex() : new Object();
         synchronized (cut) { // no snapshot between the record and the merge it stands for
-          java.util.TreeMap<String, TableStore> live = lockLive(all);
+          java.util.TreeMap<String, TableStore> live = engine.lockLive(
+              all.stream().map(Layer::table).toList(), false);
           try {
             if (log != null) {
               lsn = logImport(log, all, map.epoch());
@@ -703,29 +704,6 @@ public final class SlotMoves {
     } catch (java.io.IOException e) {
       throw diskFailure("keeping the rows of a slot import on the disk", log, e);
     }
-  }
-
-  /**
-   * The live stores of the layers' tables, each locked exclusively in name order ({@link
-   * ShardEngine#lockLive}: never a store a cap's eviction replaced meanwhile).
-   */
-  private java.util.TreeMap<String, TableStore> lockLive(List<Layer> all) {
-    java.util.TreeSet<String> names = new java.util.TreeSet<>();
-    for (Layer l : all) {
-      names.add(l.table());
-    }
-    java.util.TreeMap<String, TableStore> live = new java.util.TreeMap<>();
-    try {
-      for (String name : names) {
-        live.put(name, engine.lockLive(name));
-      }
-    } catch (RuntimeException e) {
-      for (TableStore t : live.values()) {
-        t.quiesce.writeLock().unlock();
-      }
-      throw e;
-    }
-    return live;
   }
 
   /** A commit whose import is logged and merged, until its map is installed. */
