@@ -14,9 +14,11 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Against a real etcd on loopback (Debian's etcd-server, installed by .ci/run). */
+@Tag("etcd")
 class JobCoordinatorTest {
   static LocalEtcd etcd;
   static final JobCoordinator.Options FAST = new JobCoordinator.Options(Duration.ofSeconds(2),

@@ -18,6 +18,7 @@ import java.util.Random;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -27,6 +28,7 @@ import org.junit.jupiter.api.io.TempDir;
  * table service after every epoch, so both workers hold the same model then: they score the
  * held-out lines identically at every epoch, and as well as one process does.
  */
+@Tag("etcd")
 class BowNetJobTest {
   /** What one worker of a test job does once it has its table client and membership. */
   interface WorkerBody {

@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -148,6 +149,7 @@ class BowNetTest {
    * then serves the model from its saved table in process.
    */
   @Test
+  @Tag("processes")
   void cli_trainsOnLocalShardProcesses_andTheSavedModelClassifies(@TempDir Path dir)
       throws Exception {
     Random r = new Random(8);

@@ -23,6 +23,7 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,6 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * the synthetic two-topic one of {@link Word2VecTest}, larger, so that it is always at hand; the
  * Brown/WordSim-353 comparison is {@code bin/word2vec-bench --workers}'s (run by CI).
  */
+@Tag("etcd")
 class MultiWorkerTest {
   @TempDir static Path dir;
   static LocalEtcd etcd;

@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -109,6 +110,7 @@ class Word2VecTest {
    * runs the optimizer; word2vec trains the same model through it (issue 15).
    */
   @Test
+  @Tag("redis")
   void training_onRedis_separatesTopics_andSavesACheckpointTheShardsRead(@TempDir Path model) {
     try (dev.dynembed.table.redis.LocalRedis redis = dev.dynembed.table.redis.LocalRedis.single();
         TableClient c = TableClients.open(redis.uri(),

@@ -25,6 +25,7 @@ import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -34,6 +35,7 @@ import org.junit.jupiter.api.io.TempDir;
  * table, since the optimizer, the initializer, the samplers and the checkpoint codec are the
  * engine's.
  */
+@Tag("redis")
 class RedisTableTest {
   private static LocalRedis redis;
   private static int tableSeq;

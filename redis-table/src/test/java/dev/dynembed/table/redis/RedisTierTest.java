@@ -36,6 +36,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import redis.clients.jedis.UnifiedJedis;
@@ -47,6 +48,7 @@ import redis.clients.jedis.UnifiedJedis;
  * servers on loopback; the exact oracle of the chaos test (SGD rate 1, gradients in quarters, so
  * every sum is exact in float32).
  */
+@Tag("redis")
 class RedisTierTest {
   private static final int DIM = 4;
   private static LocalRedis redis;

@@ -10,6 +10,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import dev.dynembed.table.tools.ExactOracle;
@@ -23,6 +24,7 @@ import dev.dynembed.table.tools.LocalShardProcesses;
  * log), nothing applied twice (call ids), and no trainer ever sees an error (resends ride
  * through the restarts). {@code -Dchaos.seconds=N} runs it longer (default 20).
  */
+@Tag("processes")
 class ChaosTest {
   @TempDir Path dir;
 

@@ -11,11 +11,13 @@ import dev.dynembed.table.common.TableConfigs;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import dev.dynembed.table.tools.LocalShardProcesses;
 
 /** The one-command cluster behind word2vec's {@code --shards N}: real processes on loopback. */
+@Tag("processes")
 class LocalShardProcessesTest {
   @TempDir
   Path dir;

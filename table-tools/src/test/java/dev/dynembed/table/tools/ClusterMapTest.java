@@ -30,6 +30,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -39,6 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
  * and follow a shard that comes back on another port, with every row exact (the oracle of the
  * chaos test), and misconfigured shards and clients are refused by name.
  */
+@Tag("etcd")
 class ClusterMapTest {
   private static final Pattern REGISTERED = Pattern.compile("registered in cluster \\S+ as (\\S+)");
 

@@ -28,6 +28,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -39,6 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
  * two trainers write; a primary paused with SIGSTOP until its follower took over acknowledges
  * nothing when it resumes. {@code -Dreplication.seconds=N} runs the chaos longer (default 25).
  */
+@Tag("processes")
 class ReplicationTest {
   @TempDir Path dir;
 

@@ -9,6 +9,7 @@ import dev.dynembed.table.tools.cli.TableServiceOptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -17,6 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
  * defaults (so a user's value wins), {@code {shard}} in them replaced by each shard's index, and
  * the CPU of their compiler threads read back from /proc.
  */
+@Tag("processes")
 class ShardJvmOptionsTest {
   @TempDir Path dir;
 

@@ -14,6 +14,7 @@ import dev.dynembed.table.tools.cli.TableServiceOptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -22,6 +23,7 @@ import org.junit.jupiter.api.io.TempDir;
  * they write no log, and one that dies is left down (a restart would answer with fresh rows)
  * instead of being restarted as a logged shard is.
  */
+@Tag("processes")
 class ShardsWithoutLogTest {
   @TempDir Path dir;
 
