@@ -4,7 +4,6 @@ import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.Resharding;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
-import dev.dynembed.table.client.internal.Futures;
 import dev.dynembed.table.client.spi.Shard;
 import dev.dynembed.table.client.spi.ShardedTableClient;
 import dev.dynembed.table.common.SlotMap;
@@ -136,7 +135,7 @@ public final class ReshardBench implements Callable<Integer> {
       // a cluster of 2 shards (their implicit map) with a third shard beside it owning nothing
       SlotMap two = SlotMap.implicit(2).extended(3, 1);
       for (Shard s : ((ShardedTableClient) admin).shards()) {
-        Futures.await(s.installSlotMap(two.toProto()));
+        Shard.await(s.installSlotMap(two.toProto()));
       }
       var config = TableConfigs.builder("rs", dim)
           .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f));

@@ -1,5 +1,6 @@
 package dev.dynembed.table.client.internal;
 
+import dev.dynembed.table.client.Internal;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableException;
 import java.util.ArrayList;
@@ -9,6 +10,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 
 /** Waiting on shard futures, with failures as {@link TableException}s. */
+@Internal
 public final class Futures {
   private Futures() {}
 

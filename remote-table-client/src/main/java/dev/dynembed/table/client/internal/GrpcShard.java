@@ -5,6 +5,7 @@ import com.google.common.util.concurrent.Futures;
 import com.google.common.util.concurrent.ListenableFuture;
 import com.google.common.util.concurrent.MoreExecutors;
 import dev.dynembed.table.client.ClientOptions;
+import dev.dynembed.table.client.Internal;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
@@ -44,6 +45,7 @@ import dev.dynembed.table.client.spi.Shard;
  * unsettled): the shard applies a resent call once (docs/design/0008-durability.md), also after
  * it restarted from its write-ahead log.
  */
+@Internal
 public final class GrpcShard implements Shard {
   private static final Logger log = Logger.getLogger(GrpcShard.class.getName());
   /** Paces resends (one daemon thread for every client in the process). */

@@ -1,6 +1,7 @@
 package dev.dynembed.table.client.internal;
 
 import com.google.protobuf.util.JsonFormat;
+import dev.dynembed.table.client.Internal;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.common.CheckpointFormat;
@@ -17,6 +18,7 @@ import java.nio.file.StandardCopyOption;
  * mapping of {@link CheckpointManifest}; docs/design/0004-checkpoint-format.md): written after
  * every shard has written its file, read and checked before a restore.
  */
+@Internal
 public final class Manifests {
   private Manifests() {}
 

@@ -2,6 +2,7 @@ package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.FindResult;
+import dev.dynembed.table.client.Internal;
 import dev.dynembed.table.client.SampledRows;
 import dev.dynembed.table.client.TableRows;
 import dev.dynembed.table.v1.SamplerKind;
@@ -18,6 +19,7 @@ import dev.dynembed.table.client.spi.Shard;
  * dev.dynembed.table.client.TableReads}). Tables of one sharded client share their shards' calls;
  * any other {@link EmbeddingTable} is read through its own methods when the batch is submitted.
  */
+@Internal
 public final class ReadBatch {
   private final Map<SlotRouter, List<ShardCalls.ReadItem<?>>> groups = new IdentityHashMap<>();
   private final List<Runnable> others = new ArrayList<>();

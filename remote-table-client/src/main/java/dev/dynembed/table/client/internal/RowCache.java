@@ -44,7 +44,7 @@ import java.util.concurrent.atomic.LongAdder;
  *       evicted key's pending sum is kept aside and sent with the next flush.
  * </ul>
  */
-public final class RowCache {
+final class RowCache {
   /**
    * One cached row. {@code pending}, {@code updates}, {@code takenBy} and the slots are guarded by
    * the entry's monitor; the row is written under it and read without it by plain reads (torn

@@ -3,6 +3,7 @@ package dev.dynembed.table.client.internal;
 import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.FindResult;
+import dev.dynembed.table.client.Internal;
 import dev.dynembed.table.client.KeyCounts;
 import dev.dynembed.table.client.SampleResult;
 import dev.dynembed.table.client.SampledRows;
@@ -37,6 +38,7 @@ import dev.dynembed.table.client.spi.Shard;
  * ShardCalls}: alone here, or with the items of other tables of the same client in one call per
  * shard ({@link ReadBatch}, {@link WriteBatch}).
  */
+@Internal
 public final class ShardedTable implements EmbeddingTable {
   private final TableConfig config;
   private final SlotRouter router;

@@ -1,5 +1,6 @@
 package dev.dynembed.table.client.internal;
 
+import dev.dynembed.table.client.Internal;
 import dev.dynembed.table.client.spi.Shard;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.SlotMap;
@@ -14,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
  * (exactly {@code xxh3 mod n}); a shard that refuses a call as MOVED makes it read the shards'
  * maps again and keep the newest ({@link #refresh}). Tables of one client share it.
  */
+@Internal
 public final class SlotRouter {
   /** Opens shard {@code index} of a cluster that grew (its address found by a cluster map). */
   public interface ShardOpener {

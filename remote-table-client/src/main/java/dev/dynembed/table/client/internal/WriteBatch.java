@@ -1,6 +1,7 @@
 package dev.dynembed.table.client.internal;
 
 import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.Internal;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -13,6 +14,7 @@ import dev.dynembed.table.client.spi.Shard;
  * dev.dynembed.table.client.TableWrites}); tables of other implementations get their own
  * {@code applyGradients} when the batch is submitted.
  */
+@Internal
 public final class WriteBatch {
   private final Map<SlotRouter, List<ShardCalls.WriteItem>> groups = new IdentityHashMap<>();
   private final List<Runnable> others = new ArrayList<>();

@@ -287,4 +287,12 @@ public interface Shard extends AutoCloseable {
 
   @Override
   void close();
+
+  /**
+   * Waits for a shard call's answer (the admin calls above return futures): its value, or its
+   * failure rethrown as the {@link dev.dynembed.table.common.TableException} it carries.
+   */
+  static <T> T await(CompletableFuture<T> call) {
+    return dev.dynembed.table.client.internal.Futures.await(call);
+  }
 }

@@ -42,10 +42,17 @@ public final class ShardedTableClient implements TableClient {
   }
 
   /**
-   * Over {@code router}'s shards (a cluster map's client: its router opens the shards a newer
-   * map adds); {@code onClose} is closed after the shards.
+   * A client of a cluster that can grow (a cluster map's client): it routes by {@code initial}
+   * (null: the implicit map of the shards' count) until a shard says MOVED, and opens with
+   * {@code opener} the shards that a newer map gives slots to; {@code onClose} is closed after
+   * the shards (what found them, e.g. the map's watch).
    */
-  public ShardedTableClient(SlotRouter router, AutoCloseable onClose) {
+  public static ShardedTableClient growing(List<Shard> shards, dev.dynembed.table.common.SlotMap
+      initial, java.util.function.IntFunction<Shard> opener, AutoCloseable onClose) {
+    return new ShardedTableClient(new SlotRouter(shards, initial, opener::apply), onClose);
+  }
+
+  private ShardedTableClient(SlotRouter router, AutoCloseable onClose) {
     this.router = router;
     this.onClose = onClose;
   }

@@ -288,7 +288,7 @@ public final class TableCli {
         throw new IllegalArgumentException("slot maps are kept by table-server shards");
       }
       for (int i = 0; i < sc.shards().size(); i++) {
-        dev.dynembed.table.v1.SlotMap p = dev.dynembed.table.client.internal.Futures.await(
+        dev.dynembed.table.v1.SlotMap p = dev.dynembed.table.client.spi.Shard.await(
             sc.shards().get(i).slotMap());
         dev.dynembed.table.common.SlotMap m = dev.dynembed.table.common.SlotMap.fromProto(p);
         StringBuilder owners = new StringBuilder();

@@ -1,5 +1,7 @@
-package dev.dynembed.table.cluster;
+package dev.dynembed.table.cluster.client;
 
+import dev.dynembed.table.cluster.ClusterMap;
+import dev.dynembed.table.cluster.ClusterMember;
 import io.grpc.Attributes;
 import io.grpc.EquivalentAddressGroup;
 import io.grpc.NameResolver;

@@ -1,4 +1,4 @@
-package dev.dynembed.table.cluster;
+package dev.dynembed.table.cluster.client;
 
 import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.TableClient;
@@ -6,7 +6,8 @@ import dev.dynembed.table.client.TableClientProvider;
 import dev.dynembed.table.client.spi.RemoteShards;
 import dev.dynembed.table.client.spi.Shard;
 import dev.dynembed.table.client.spi.ShardedTableClient;
-import dev.dynembed.table.client.internal.SlotRouter;
+import dev.dynembed.table.cluster.ClusterAddress;
+import dev.dynembed.table.cluster.ClusterMap;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -34,7 +35,7 @@ public final class EtcdTables implements TableClientProvider {
   public static TableClient open(ClusterAddress address, ClientOptions options) {
     ClusterMap map = ClusterMap.open(address, options.retryFor());
     String view = ClusterNameResolvers.add(map);
-    SlotRouter.ShardOpener opener = index -> {
+    java.util.function.IntFunction<Shard> opener = index -> {
       map.awaitMember(index, options.retryFor()); // a shard added to the cluster registers first
       return RemoteShards.open(index, ClusterNameResolvers.target(view, index),
           () -> map.endpoint(index), options);
@@ -46,7 +47,7 @@ public final class EtcdTables implements TableClientProvider {
         shards.add(RemoteShards.open(i, ClusterNameResolvers.target(view, i),
             () -> map.endpoint(index), options));
       }
-      return new ShardedTableClient(new SlotRouter(shards, map.slotMap(), opener), () -> {
+      return ShardedTableClient.growing(shards, map.slotMap(), opener, () -> {
         ClusterNameResolvers.remove(view);
         map.close();
       }).withRowCache(options.rowCache());
