@@ -44,6 +44,9 @@ import java.util.concurrent.TimeoutException;
  * starts generation G+1 on a clean prefix. A running generation takes no new workers.
  */
 public final class JobCoordinator implements AutoCloseable {
+  private static final java.util.logging.Logger log =
+      java.util.logging.Logger.getLogger(JobCoordinator.class.getName());
+
   /**
    * @param leaseTtl how long a silent worker stays a member (its process renews the lease every
    *     third of it)
@@ -155,7 +158,7 @@ public final class JobCoordinator implements AutoCloseable {
       KV kv = client.getKVClient();
       lease = await(client.getLeaseClient().grant(options.leaseTtl().getSeconds()),
           "granting a lease on etcd at " + endpoints).getID();
-      keepAlive = client.getLeaseClient().keepAlive(lease, new KeepAliveLog());
+      keepAlive = client.getLeaseClient().keepAlive(lease, keepAliveLog(job, lease));
       Map<String, String> wanted = new TreeMap<>(settings);
       wanted.put("workers", String.valueOf(workers));
       wanted.put("elastic", String.valueOf(options.elastic()));
@@ -1032,15 +1035,24 @@ public final class JobCoordinator implements AutoCloseable {
     }
   }
 
-  /** The keep-alive stream's end is not an error by itself: the lease's expiry is what counts. */
-  private static final class KeepAliveLog implements StreamObserver<LeaseKeepAliveResponse> {
-    @Override
-    public void onNext(LeaseKeepAliveResponse r) {}
+  /**
+   * The keep-alive stream's end (etcd out of reach, the lease revoked) is not an error by itself:
+   * the lease's expiry is what counts, and the other workers see it. Logged, so that a worker's
+   * operator sees when its heartbeat stopped.
+   */
+  private static StreamObserver<LeaseKeepAliveResponse> keepAliveLog(String job, long lease) {
+    return new StreamObserver<>() {
+      @Override
+      public void onNext(LeaseKeepAliveResponse r) {}
 
-    @Override
-    public void onError(Throwable t) {}
+      @Override
+      public void onError(Throwable t) {
+        log.info(() -> String.format("job %s: this worker's keep-alive of lease %x ended (%s);"
+            + " once the lease expires the job counts the worker as gone", job, lease, t));
+      }
 
-    @Override
-    public void onCompleted() {}
+      @Override
+      public void onCompleted() {}
+    };
   }
 }

@@ -1,6 +1,7 @@
 package dev.dynembed.layers;
 
 import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.common.Dirs;
 import java.io.IOException;
 import java.io.Reader;
 import java.io.UncheckedIOException;
@@ -91,7 +92,7 @@ final class TrainingCheckpoint {
       Files.createDirectories(d);
       String name = String.format(java.util.Locale.ROOT, "ckpt-%06d", nextNumber(d));
       Path tmp = d.resolve(name + ".tmp");
-      deleteTree(tmp);
+      Dirs.deleteTree(tmp);
       Files.createDirectories(tmp.resolve("dense"));
       Files.createDirectories(tmp.resolve("updater"));
       for (String v : dense) {
@@ -168,7 +169,7 @@ final class TrainingCheckpoint {
       for (Path p : list.toList()) {
         String f = p.getFileName().toString();
         if (f.endsWith(".tmp") && !f.equals(CURRENT + ".tmp")) {
-          deleteTree(p);
+          Dirs.deleteTree(p);
         } else if (NAME.matcher(f).matches()) {
           complete.add(p);
         }
@@ -177,11 +178,11 @@ final class TrainingCheckpoint {
     complete.sort(java.util.Comparator.comparing(p -> p.getFileName().toString()));
     for (int i = 0; i < complete.size() - KEEP; i++) {
       if (!complete.get(i).getFileName().toString().equals(keep)) {
-        deleteTree(complete.get(i));
+        Dirs.deleteTree(complete.get(i));
       }
     }
     for (String legacy : List.of(MANIFEST, "dense", "updater", "tables")) {
-      deleteTree(d.resolve(legacy));
+      Dirs.deleteTree(d.resolve(legacy));
     }
     fsync(d);
   }
@@ -251,17 +252,6 @@ final class TrainingCheckpoint {
       return Long.parseLong(m.getProperty("step"));
     } catch (IOException e) {
       throw new UncheckedIOException("reading checkpoint " + src + " failed", e);
-    }
-  }
-
-  private static void deleteTree(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (var walk = Files.walk(p)) {
-      for (Path q : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
-        Files.delete(q);
-      }
     }
   }
 }

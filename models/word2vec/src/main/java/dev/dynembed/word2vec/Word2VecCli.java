@@ -1,6 +1,7 @@
 package dev.dynembed.word2vec;
 
 import dev.dynembed.table.client.ClientOptions;
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.client.SimulatedLatency;
 import dev.dynembed.table.client.TableClient;
@@ -58,14 +59,7 @@ public final class Word2VecCli {
       } catch (RuntimeException ignored) {
         // the probe may not exist (create failed); nothing else to undo
       }
-      try (java.util.stream.Stream<Path> files = Files.exists(probe) ? Files.walk(probe)
-          : java.util.stream.Stream.empty()) {
-        for (Path q : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
-          Files.deleteIfExists(q);
-        }
-      } catch (java.io.IOException ignored) {
-        // a leftover probe directory is harmless
-      }
+      Dirs.deleteQuietly(probe); // a leftover probe directory is harmless
     }
   }
 

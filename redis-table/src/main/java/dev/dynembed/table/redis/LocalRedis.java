@@ -1,5 +1,6 @@
 package dev.dynembed.table.redis;
 
+import dev.dynembed.table.common.Dirs;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -7,10 +8,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 /**
  * Redis on loopback for tests, demos and benchmarks: Debian's {@code redis-server} (installed by
@@ -163,13 +162,7 @@ public final class LocalRedis implements AutoCloseable {
     if (dir == null) {
       return;
     }
-    try (Stream<Path> files = Files.walk(dir)) {
-      for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(p);
-      }
-    } catch (IOException ignored) {
-      // a leftover temporary directory
-    }
+    Dirs.deleteQuietly(dir);
   }
 
   /**

@@ -10,6 +10,7 @@ import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
@@ -29,11 +30,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -365,7 +364,7 @@ class RedisTierTest {
       assertArrayEquals(expected, before, 0f);
       Thread.sleep(1000); // 10 flush periods: Redis holds every change
       // shard 0's disk goes, then its process: the restart finds an empty state directory
-      deleteTree(data.resolve("state").resolve("shard-0"));
+      Dirs.deleteTree(data.resolve("state").resolve("shard-0"));
       procs.kill(0);
       awaitRestart(procs, 1);
       assertArrayEquals(before, t.find(k).rows(), 0f, "rows after the loss of shard 0's disk");
@@ -386,17 +385,6 @@ class RedisTierTest {
       Thread.sleep(50);
     }
     assertTrue(procs.restarts() >= n, "the killed shard was not restarted");
-  }
-
-  private static void deleteTree(Path p) throws java.io.IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (Stream<Path> s = Files.walk(p)) {
-      for (Path q : s.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(q);
-      }
-    }
   }
 
   /**
@@ -461,7 +449,6 @@ class RedisTierTest {
       return s.getLocalPort();
     }
   }
-
 
   /**
    * Live resharding of a Redis-tier table (issue 31): three shards over one Redis node, each

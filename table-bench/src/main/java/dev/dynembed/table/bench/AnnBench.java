@@ -28,7 +28,7 @@ import picocli.CommandLine.Option;
  * the same floats).
  */
 @Command(name = "table-bench ann", mixinStandardHelpOptions = true)
-public final class AnnBench implements Callable<Integer> {
+public final class AnnBench extends HnswOptions implements Callable<Integer> {
   @Option(names = "--rows", defaultValue = "1000000",
       description = "rows in the table (default ${DEFAULT-VALUE})") int rows;
   @Option(names = "--dim", defaultValue = "100",
@@ -52,11 +52,6 @@ public final class AnnBench implements Callable<Integer> {
   @Option(names = "--breadth", defaultValue = "50,100,200,400", split = ",",
       description = "search breadths measured, candidates per query (default ${DEFAULT-VALUE})")
   int[] breadths;
-  @Option(names = "--max-conn", defaultValue = "16",
-      description = "the HNSW graph's degree (M) (default ${DEFAULT-VALUE})") int maxConn;
-  @Option(names = "--beam-width", defaultValue = "100",
-      description = "the HNSW graph's construction beam width (default ${DEFAULT-VALUE})")
-  int beamWidth;
   @Option(names = "--shards", defaultValue = "0", description = "0: in process; N: N shard"
       + " processes on loopback") int shards;
   @Option(names = "--server-heap", defaultValue = "4g",

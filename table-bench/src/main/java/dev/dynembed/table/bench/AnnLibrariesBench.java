@@ -42,7 +42,7 @@ import picocli.CommandLine.Option;
  * per search breadth the latency of one query and its recall@10 against the exact answer.
  */
 @Command(name = "table-bench ann-libraries", mixinStandardHelpOptions = true)
-public final class AnnLibrariesBench implements Callable<Integer> {
+public final class AnnLibrariesBench extends HnswOptions implements Callable<Integer> {
   @Option(names = "--rows", defaultValue = "100000",
       description = "rows in the table (default ${DEFAULT-VALUE})") int rows;
   @Option(names = "--dim", defaultValue = "100",
@@ -54,11 +54,6 @@ public final class AnnLibrariesBench implements Callable<Integer> {
   @Option(names = "--breadth", defaultValue = "50,100,200", split = ",",
       description = "search breadths measured, candidates per query (default ${DEFAULT-VALUE})")
   int[] breadths;
-  @Option(names = "--max-conn", defaultValue = "16",
-      description = "the HNSW graph's degree (M) (default ${DEFAULT-VALUE})") int maxConn;
-  @Option(names = "--beam-width", defaultValue = "100",
-      description = "the HNSW graph's construction beam width (default ${DEFAULT-VALUE})")
-  int beamWidth;
   @Option(names = "--warmup-s", defaultValue = "5",
       description = "warm-up seconds (default ${DEFAULT-VALUE})") double warmupS;
 

@@ -25,13 +25,7 @@ import picocli.CommandLine.Option;
  * In process, one thread.
  */
 @Command(name = "table-bench disk", mixinStandardHelpOptions = true)
-public final class DiskTierBench implements Callable<Integer> {
-  @Option(names = "--keys", defaultValue = "1000000",
-      description = "keys in the table (default ${DEFAULT-VALUE})") int numKeys;
-  @Option(names = "--dim", defaultValue = "64",
-      description = "values per row (default ${DEFAULT-VALUE})") int dim;
-  @Option(names = "--batch", defaultValue = "4096",
-      description = "keys per call (default ${DEFAULT-VALUE})") int batch;
+public final class DiskTierBench extends TableShapeOptions implements Callable<Integer> {
   @Option(names = "--zipf", defaultValue = "1.0",
       description = "exponent of the Zipf distribution of keys (default ${DEFAULT-VALUE})")
   double zipf;

@@ -4,6 +4,7 @@ import dev.dynembed.table.client.ClientOptions;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.tools.LocalShardProcesses;
 import java.nio.file.Files;
@@ -105,9 +106,7 @@ public final class ReplicationBench implements Callable<Integer> {
         }
       }
     } finally {
-      try (var s = Files.walk(base)) {
-        s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-      }
+      Dirs.deleteTree(base);
     }
     return 0;
   }

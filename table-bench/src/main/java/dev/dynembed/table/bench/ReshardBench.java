@@ -31,13 +31,7 @@ import picocli.CommandLine.Option;
  * move (per 250 ms window: median and lowest).
  */
 @Command(name = "table-bench reshard", mixinStandardHelpOptions = true)
-public final class ReshardBench implements Callable<Integer> {
-  @Option(names = "--keys", defaultValue = "1000000",
-      description = "keys in the table (default ${DEFAULT-VALUE})") int numKeys;
-  @Option(names = "--dim", defaultValue = "64",
-      description = "values per row (default ${DEFAULT-VALUE})") int dim;
-  @Option(names = "--batch", defaultValue = "4096",
-      description = "keys per call (default ${DEFAULT-VALUE})") int batch;
+public final class ReshardBench extends TableShapeOptions implements Callable<Integer> {
   @Option(names = "--settle-seconds", defaultValue = "5",
       description = "seconds of training before and after each move (default ${DEFAULT-VALUE})")
   int settle;

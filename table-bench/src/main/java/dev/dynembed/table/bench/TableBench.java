@@ -2,6 +2,7 @@ package dev.dynembed.table.bench;
 
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.tools.LocalShardProcesses;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.client.ClientOptions;
@@ -526,12 +527,7 @@ public final class TableBench implements Callable<Integer> {
       lines.add(w);
       // shard 0 loses its process and its disk: how long until it serves again from Redis
       Thread.sleep(2 * redisTierFlushMs + 500); // every change written behind
-      try (java.util.stream.Stream<Path> files = Files.walk(data.resolve("state")
-          .resolve("shard-0"))) {
-        for (Path p : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
-          Files.deleteIfExists(p);
-        }
-      }
+      Dirs.deleteTree(data.resolve("state").resolve("shard-0"));
       long t0 = System.nanoTime();
       s.kill(0);
       while (s.restarts() < 1) {

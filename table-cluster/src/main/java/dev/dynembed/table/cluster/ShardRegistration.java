@@ -108,7 +108,7 @@ public final class ShardRegistration implements AutoCloseable {
     long l = Etcd.await(client.getLeaseClient().grant(ttl.toSeconds()), address,
         "granting a lease").getID();
     lease = l;
-    keepAlive = client.getLeaseClient().keepAlive(l, new KeepAliveLog());
+    keepAlive = client.getLeaseClient().keepAlive(l, keepAliveLog(l));
     ByteSequence key = Etcd.bytes(address.shardKey(me.index()));
     long waitUntil = System.nanoTime() + ttl.toNanos() + 2_000_000_000L;
     boolean told = false;
@@ -280,15 +280,25 @@ public final class ShardRegistration implements AutoCloseable {
     Etcd.leave(client, lease);
   }
 
-  /** The keep-alive stream's end is not an error by itself: the watchdog checks the entry. */
-  private static final class KeepAliveLog implements StreamObserver<LeaseKeepAliveResponse> {
-    @Override
-    public void onNext(LeaseKeepAliveResponse r) {}
+  /**
+   * The keep-alive stream's end (etcd out of reach, the lease revoked) is not an error by itself:
+   * the watchdog checks the entry and registers again if it lapsed. Logged, so that an operator
+   * sees when the shard lost its lease's heartbeat.
+   */
+  private StreamObserver<LeaseKeepAliveResponse> keepAliveLog(long lease) {
+    return new StreamObserver<>() {
+      @Override
+      public void onNext(LeaseKeepAliveResponse r) {}
 
-    @Override
-    public void onError(Throwable t) {}
+      @Override
+      public void onError(Throwable t) {
+        log.accept(String.format("shard %d of cluster %s: the keep-alive of lease %x ended"
+            + " (%s); the watchdog registers again if the entry lapses", me.index(),
+            address.name(), lease, t));
+      }
 
-    @Override
-    public void onCompleted() {}
+      @Override
+      public void onCompleted() {}
+    };
   }
 }

@@ -1,5 +1,6 @@
 package dev.dynembed.table.engine;
 
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.ColdRows.Record;
 import java.io.IOException;
@@ -7,10 +8,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.stream.Stream;
 import org.rocksdb.BlockBasedTableConfig;
 import org.rocksdb.BloomFilter;
 import org.rocksdb.ColumnFamilyDescriptor;
@@ -59,7 +58,7 @@ public final class ColdTier implements AutoCloseable {
   public ColdTier(Path dir, long cacheBytes) {
     this.dir = dir.toAbsolutePath().normalize();
     try {
-      deleteTree(this.dir);
+      Dirs.deleteTree(this.dir);
       Files.createDirectories(this.dir);
     } catch (IOException e) {
       throw new TableException(dev.dynembed.table.common.ErrorCode.INTERNAL,
@@ -122,20 +121,9 @@ public final class ColdTier implements AutoCloseable {
     cfOptions.close();
     cache.close();
     try {
-      deleteTree(dir);
+      Dirs.deleteTree(dir);
     } catch (IOException ignored) {
       // a leftover directory; wiped at the next open
-    }
-  }
-
-  private static void deleteTree(Path d) throws IOException {
-    if (!Files.exists(d)) {
-      return;
-    }
-    try (Stream<Path> s = Files.walk(d)) {
-      for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
-        Files.delete(p);
-      }
     }
   }
 

@@ -27,6 +27,51 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * The tables of one shard: the engine behind both the gRPC server and the in-process table. All
  * methods are thread-safe. Errors are {@link TableException}s; a failed call changes nothing.
+ *
+ * <h2>What it holds</h2>
+ *
+ * The catalogue (table name to its live {@link TableStore}), the shard's place in the cluster
+ * (index, count, and the {@link SlotOwnership} of the slot map it routes by), the ledger of
+ * applied calls ({@link CallLedger}: a resent call is answered, not applied twice), the journal
+ * when the shard is durable ({@link ShardJournal}: {@link ShardState} logs and snapshots), the
+ * storage tiers under the stores ({@link ColdTier}, {@link RedisTier}), the memory and reply
+ * budgets, and readiness (recovering, or refused by a replicated shard's role).
+ *
+ * <h2>The engine and its helpers (docs/design/0000, 0008, 0012, 0016, 0021)</h2>
+ *
+ * The engine owns the state and the rules that bind it (locks, ownership, the log); each verb
+ * family lives in a helper of the same package that reaches the state through the engine's
+ * package-private methods: {@link ShardCommands} (reads and writes as the data plane and the
+ * gRPC service send them: checked whole, logged, applied, answered), {@link ShardCheckpoints}
+ * (save, restore), {@link ShardEvictions} (TTL, LFU/LRU caps, the rebuild that retires a store),
+ * {@link ShardIndexes} (the approximate top-k indexes, rebuilt off the callers' threads) and
+ * {@link SlotMoves} (live resharding: export, import, commit).
+ *
+ * <h2>Locks, in the order they are taken</h2>
+ *
+ * <ol>
+ *   <li>the catalogue monitor ({@link #catalogue()}): create, drop, restore, a snapshot's start
+ *       and recovery's installs, so that the catalogue and the log agree on which tables exist;
+ *   <li>each table's {@link TableStore#quiesce}: shared by every mutation, exclusive for a copy
+ *       (checkpoint, snapshot) or a swap of the store (eviction's rebuild, restore, a slot
+ *       import's commit). Several tables are always locked in name order ({@link
+ *       #lockLive(java.util.Collection, boolean)}, {@link #lockShared});
+ *   <li>the store's own segment and row-stripe locks (see {@link TableStore}).
+ * </ol>
+ *
+ * A store that was swapped out is marked {@code retired}; whoever looked it up before the swap
+ * and locks it after must not use it: an exclusive holder takes the live one instead ({@link
+ * #lockLive(String)}), a shared one is refused (UNAVAILABLE, {@code TableException.storeReplaced})
+ * and the client resends the call to the live store. Nothing is merged into, copied from or
+ * flushed out of a
+ * retired store (docs/design/0023, "a cap's eviction").
+ *
+ * <h2>A write's path</h2>
+ *
+ * Check the whole call (keys owned by this shard under the slot map the client routed by, sizes,
+ * budgets), reserve room in the log ({@link #reserveLog}: a full disk refuses the call before
+ * anything changes), apply under the table's shared lock, append the record in the reserved
+ * room ({@link #log(LogRecord, long)}), remember the call in the ledger, answer.
  */
 public final class ShardEngine {
   private final int shardIndex;

@@ -1,5 +1,6 @@
 package dev.dynembed.table.engine;
 
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.common.Durable;
 import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.common.TableException;
@@ -174,7 +175,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     }
     // a slot import prepared before a crash: its staged rows are gone with the process (the
     // source still holds them; resharding again copies them anew)
-    deleteTree(walDir.resolve(SlotMoves.PENDING));
+    Dirs.deleteTree(walDir.resolve(SlotMoves.PENDING));
     long from = start;
     long[] replayed = {0};
     // records replay as they were applied: their keys were this shard's when they came, even
@@ -516,8 +517,8 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       throws IOException {
     Path root = root(stateDir, index);
     Path snaps = root.resolve("snapshots");
-    deleteTree(root.resolve("wal"));
-    deleteTree(snaps);
+    Dirs.deleteTree(root.resolve("wal"));
+    Dirs.deleteTree(snaps);
     Files.createDirectories(snaps);
     for (Path f : listFiles(received)) {
       Durable.fsync(f);
@@ -534,7 +535,6 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       return s.toList();
     }
   }
-
 
   @Override
   public long lastLsn() {
@@ -584,7 +584,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       Path dir = walDir.resolve("restore-" + String.format("%020d", wal.lastLsn() + 1));
       CheckpointFile f;
       try {
-        deleteTree(dir);
+        Dirs.deleteTree(dir);
         f = CheckpointIo.write(fresh.freeze(), dir, 0); // not shared yet: no lock needed
         Durable.fsyncDirectory(dir);
         Durable.fsyncDirectory(walDir);
@@ -618,7 +618,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       long bytes = 0;
       Path dir;
       try {
-        deleteTree(tmp);
+        Dirs.deleteTree(tmp);
         Files.createDirectories(tmp);
         m = SnapshotManifest.newBuilder()
             .setFormatVersion(FORMAT_VERSION).setShardIndex(engine.shardIndex())
@@ -651,13 +651,13 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         Durable.fsyncDirectory(tmp);
         steps.at("manifest written");
         dir = snapDir.resolve(snapshotName(start));
-        deleteTree(dir);
+        Dirs.deleteTree(dir);
         Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
       } catch (IOException | RuntimeException e) {
         // a full disk, most often: what was written goes, so that it does not hold the space the
         // next try needs (the log still holds everything)
         try {
-          deleteTree(tmp);
+          Dirs.deleteTree(tmp);
         } catch (IOException again) {
           e.addSuppressed(again);
         }
@@ -680,7 +680,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         for (Path p : s.toList()) {
           String n = p.getFileName().toString();
           if (n.startsWith("snap-") && !n.equals(snapshotName(start))) {
-            deleteTree(p);
+            Dirs.deleteTree(p);
             steps.at("old snapshot deleted");
           }
         }
@@ -691,7 +691,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
           if (n.startsWith("restore-") && Long.parseLong(n.substring(8)) < start
               || n.startsWith(SlotMoves.IMPORTED) && !n.equals(SlotMoves.PENDING)
               && Long.parseLong(n.substring(SlotMoves.IMPORTED.length())) < start) {
-            deleteTree(p);
+            Dirs.deleteTree(p);
           }
         }
       }
@@ -779,18 +779,6 @@ public final class ShardState implements AutoCloseable, ShardJournal {
       }
     } else {
       Durable.writeAtomically(id, (mine + "\n").getBytes(StandardCharsets.UTF_8));
-    }
-  }
-
-  /** Deletes a directory tree (or a file); nothing if it does not exist. */
-  public static void deleteTree(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (Stream<Path> s = Files.walk(p)) {
-      for (Path q : s.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(q);
-      }
     }
   }
 

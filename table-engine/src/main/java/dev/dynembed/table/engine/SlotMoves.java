@@ -1,5 +1,6 @@
 package dev.dynembed.table.engine;
 
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.SlotMap;
@@ -573,7 +574,7 @@ public final class SlotMoves {
       // staging stays, so a resend writes it again
       prepared.subList(before, prepared.size()).clear();
       try {
-        ShardState.deleteTree(dir);
+        Dirs.deleteTree(dir);
       } catch (java.io.IOException again) {
         e.addSuppressed(again);
       }
@@ -767,7 +768,7 @@ public final class SlotMoves {
     // resend after space is freed finds them), not renamed under a record that was never logged
     long room = log.reserve(record.getSerializedSize());
     try {
-      ShardState.deleteTree(dir);
+      Dirs.deleteTree(dir);
       java.nio.file.Files.move(walDir.resolve(PENDING), dir,
           java.nio.file.StandardCopyOption.ATOMIC_MOVE);
       dev.dynembed.table.common.Durable.fsyncDirectory(walDir);
@@ -787,7 +788,7 @@ public final class SlotMoves {
     received = 0;
     if (engine.journal() instanceof ShardState s) {
       try {
-        ShardState.deleteTree(s.walDirectory().resolve(PENDING));
+        Dirs.deleteTree(s.walDirectory().resolve(PENDING));
       } catch (java.io.IOException e) {
         LOG.warning("shard " + engine.shardIndex() + ": removing an aborted import's files: "
             + e);

@@ -4,6 +4,7 @@ import com.google.protobuf.ByteString;
 import dev.dynembed.table.cluster.ClusterException;
 import dev.dynembed.table.cluster.ClusterMember;
 import dev.dynembed.table.cluster.ShardGroup;
+import dev.dynembed.table.common.Dirs;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.TableException;
@@ -541,7 +542,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       } finally {
         if (links != null) {
           try {
-            ShardState.deleteTree(links);
+            Dirs.deleteTree(links);
           } catch (IOException ignored) {
             // left for the next start's clean-up
           }
@@ -819,7 +820,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       }
       try {
         if (incoming != null) {
-          ShardState.deleteTree(incoming);
+          Dirs.deleteTree(incoming);
         }
       } catch (IOException ignored) {
         // cleaned at the next start
@@ -848,7 +849,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       for (Path p : s.toList()) {
         String n = p.getFileName().toString();
         if (n.startsWith("incoming-") || n.startsWith("replication-")) {
-          ShardState.deleteTree(p);
+          Dirs.deleteTree(p);
         }
       }
     }

@@ -8,7 +8,16 @@ import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
-/** {@code bin/table-server}: runs one shard until interrupted. */
+/**
+ * {@code bin/table-server}: runs one shard until interrupted. The options are checked alone and
+ * together before anything starts ({@link #checkOptions}: a wrong one exits 2 naming it); then,
+ * in order ({@link #serve}): the engine with its budgets and tiers, the gRPC server, the native
+ * data plane and the metrics endpoint (calls refused as NOT_SERVING until the tables are back),
+ * recovery from the write-ahead log (docs/design/0008), the cluster (a registration in etcd, or
+ * a replicated group's election: docs/design/0019), then serving. A shutdown leaves the cluster
+ * map first, lets running calls finish, flushes the log, closes the engine ({@link
+ * #closeOnExit}).
+ */
 @Command(name = "table-server", mixinStandardHelpOptions = true,
     description = "Serves one shard of the embedding tables over gRPC.")
 public final class TableServerMain implements Callable<Integer> {
@@ -231,134 +240,222 @@ public final class TableServerMain implements Callable<Integer> {
     }
   }
 
+  /** A wrong option or combination: its message (after "table-server: ") and exit code 2. */
+  private static final class UsageError extends Exception {
+    UsageError(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  private static UsageError usage(String format, Object... args) {
+    return new UsageError(String.format(java.util.Locale.ROOT, format, args));
+  }
+
+  // what the options parse into (checkOptions)
+  private ShardLog.Fsync policy;
+  private dev.dynembed.table.cluster.ClusterAddress clusterAddress;
+  private ShardReplicas.Mode replicationMode;
+  private java.util.Map<String, AccessControl.Role> tokens = java.util.Map.of();
+  private Path states;
+
+  /**
+   * Runs the shard: checks the options, builds the engine, starts the servers (gRPC, data plane,
+   * metrics), recovers the tables from the log, joins the cluster (a registration, or a
+   * replicated group's election), serves until the process is stopped.
+   */
   @Override
   public Integer call() throws Exception {
     DataPlaneServer.ConnectionLimits limits = connectionLimits();
     if (limits == null) {
       return 2;
     }
-    if (numShards < 1 || shardIndex < 0 || shardIndex >= numShards) {
-      System.err.printf("table-server: --shard-index must be in [0, %d) and --num-shards >= 1;"
-          + " got --shard-index %d --num-shards %d%n", Math.max(numShards, 1), shardIndex, numShards);
+    try {
+      checkOptions();
+      if (dataDir == null) {
+        dataDir = defaultDataDir(System.getenv(), System.getProperty("user.home"));
+      }
+      Files.createDirectories(dataDir);
+      states = stateDir != null ? stateDir : dataDir.resolve("state");
+      return serve(limits);
+    } catch (UsageError e) {
+      System.err.println("table-server: " + e.getMessage());
       return 2;
+    }
+  }
+
+  /** Every option alone and in combination; parses those that need it into the fields above. */
+  private void checkOptions() throws UsageError {
+    if (numShards < 1 || shardIndex < 0 || shardIndex >= numShards) {
+      throw usage("--shard-index must be in [0, %d) and --num-shards >= 1; got --shard-index %d"
+          + " --num-shards %d", Math.max(numShards, 1), shardIndex, numShards);
     }
     if (port < 0 || port > 65535) {
-      System.err.printf("table-server: --port must be in [0, 65535]; got %d%n", port);
-      return 2;
+      throw usage("--port must be in [0, 65535]; got %d", port);
     }
     if (dataPort < -1 || dataPort > 65535) {
-      System.err.printf("table-server: --data-port must be in [0, 65535], or -1 for none; got"
-          + " %d%n", dataPort);
-      return 2;
+      throw usage("--data-port must be in [0, 65535], or -1 for none; got %d", dataPort);
     }
-    ShardLog.Fsync policy;
     try {
       policy = ShardLog.Fsync.valueOf(fsync.toUpperCase(java.util.Locale.ROOT));
     } catch (IllegalArgumentException e) {
-      System.err.printf("table-server: --fsync must be always, everysec or no; got '%s'%n", fsync);
-      return 2;
+      throw usage("--fsync must be always, everysec or no; got '%s'", fsync);
     }
     if (!wal.equals("on") && !wal.equals("off")) {
-      System.err.printf("table-server: --wal must be on or off; got '%s'%n", wal);
-      return 2;
+      throw usage("--wal must be on or off; got '%s'", wal);
     }
     if (metricsPort != null && (metricsPort < 0 || metricsPort > 65535)) {
-      System.err.printf("table-server: --metrics-port must be in [0, 65535]; got %d%n",
-          metricsPort);
-      return 2;
+      throw usage("--metrics-port must be in [0, 65535]; got %d", metricsPort);
     }
     if (snapshotEveryMb < 1) {
-      System.err.printf("table-server: --snapshot-every-mb must be >= 1; got %d%n",
-          snapshotEveryMb);
-      return 2;
+      throw usage("--snapshot-every-mb must be >= 1; got %d", snapshotEveryMb);
     }
-    if (dataDir == null) {
-      dataDir = defaultDataDir(System.getenv(), System.getProperty("user.home"));
-    }
-    Files.createDirectories(dataDir);
-    int n = threads != null ? threads : 2 * Runtime.getRuntime().availableProcessors();
     if (memoryBudgetMb < 0 || maxTables < 1) {
-      System.err.printf("table-server: --memory-budget-mb must be >= 0 and --max-tables >= 1;"
-          + " got %d and %d%n", memoryBudgetMb, maxTables);
-      return 2;
+      throw usage("--memory-budget-mb must be >= 0 and --max-tables >= 1; got %d and %d",
+          memoryBudgetMb, maxTables);
     }
-    if ((tlsCert == null) != (tlsKey == null)) {
-      System.err.println("table-server: --tls-cert and --tls-key go together");
-      return 2;
-    }
-    if (tlsClientCa != null && tlsCert == null) {
-      System.err.println("table-server: --tls-client-ca needs --tls-cert and --tls-key");
-      return 2;
-    }
-    if (tlsCert == null && !insecure && !isLoopback(host)) {
-      System.err.printf("table-server: --host %s serves other machines in plaintext: anyone who"
-          + " reaches it can read, change and drop tables. Give --tls-cert/--tls-key (and"
-          + " --tls-client-ca or --tokens), or --insecure to accept that%n", host);
-      return 2;
-    }
-    dev.dynembed.table.cluster.ClusterAddress clusterAddress = null;
-    if (cluster != null) {
-      try {
-        clusterAddress = dev.dynembed.table.cluster.ClusterAddress.parse(cluster);
-      } catch (IllegalArgumentException e) {
-        System.err.println("table-server: --cluster: " + e.getMessage());
-        return 2;
-      }
-      if (clusterLeaseS < 2) {
-        System.err.printf("table-server: --cluster-lease-s must be >= 2; got %d%n",
-            clusterLeaseS);
-        return 2;
-      }
-      if (advertise == null && isWildcard(host)) {
-        System.err.printf("table-server: --host %s is every interface of this machine: give"
-            + " --advertise HOST, the address clients reach this shard at, to register it with"
-            + " --cluster%n", host);
-        return 2;
-      }
-    } else if (advertise != null) {
-      System.err.println("table-server: --advertise is what --cluster registers; give --cluster");
-      return 2;
-    }
-    ShardReplicas.Mode replicationMode = null;
-    if (replication != null) {
-      try {
-        replicationMode = ShardReplicas.Mode.valueOf(
-            replication.toUpperCase(java.util.Locale.ROOT));
-      } catch (IllegalArgumentException e) {
-        System.err.printf("table-server: --replication must be sync or async; got '%s'%n",
-            replication);
-        return 2;
-      }
-      String refusal = cluster == null ? "--replication needs --cluster (the group agrees on its"
-          + " primary in etcd)"
-          : !wal.equals("on") ? "--replication ships the write-ahead log: it needs --wal on"
-          : redisTier != null ? "--replication and --redis-tier do not go together yet (every"
-              + " process of a group would write the same rows behind)"
-          : tlsCert != null && peerTlsCa == null && tlsClientCa == null ? "--replication with"
-              + " TLS needs --peer-tls-ca (or --tls-client-ca): the CA a follower checks its"
-              + " primary's certificate with"
-          : tokensFile != null && peerTokenFile == null ? "--replication with --tokens needs"
-              + " --peer-token-file: a follower's admin token on its primary"
-          : minSyncReplicas != null && minSyncReplicas < 0 ? "--min-sync-replicas must be >= 0"
-          : replicationTimeoutMs < 100 ? "--replication-timeout-ms must be >= 100"
-          : null;
-      if (refusal != null) {
-        System.err.println("table-server: " + refusal);
-        return 2;
-      }
-    } else if (minSyncReplicas != null) {
-      System.err.println("table-server: --min-sync-replicas is for --replication sync");
-      return 2;
-    }
-    java.util.Map<String, AccessControl.Role> tokens = java.util.Map.of();
+    checkTls();
+    checkCluster();
+    checkReplication();
     if (tokensFile != null) {
       try {
         tokens = AccessControl.readTokens(tokensFile);
       } catch (IllegalArgumentException | java.io.IOException e) {
-        System.err.println("table-server: --tokens: " + e.getMessage());
-        return 2;
+        throw usage("--tokens: %s", e.getMessage());
       }
     }
+  }
+
+  private void checkTls() throws UsageError {
+    if ((tlsCert == null) != (tlsKey == null)) {
+      throw usage("--tls-cert and --tls-key go together");
+    }
+    if (tlsClientCa != null && tlsCert == null) {
+      throw usage("--tls-client-ca needs --tls-cert and --tls-key");
+    }
+    if (tlsCert == null && !insecure && !isLoopback(host)) {
+      throw usage("--host %s serves other machines in plaintext: anyone who reaches it can read,"
+          + " change and drop tables. Give --tls-cert/--tls-key (and --tls-client-ca or"
+          + " --tokens), or --insecure to accept that", host);
+    }
+  }
+
+  private void checkCluster() throws UsageError {
+    if (cluster == null) {
+      if (advertise != null) {
+        throw usage("--advertise is what --cluster registers; give --cluster");
+      }
+      return;
+    }
+    try {
+      clusterAddress = dev.dynembed.table.cluster.ClusterAddress.parse(cluster);
+    } catch (IllegalArgumentException e) {
+      throw usage("--cluster: %s", e.getMessage());
+    }
+    if (clusterLeaseS < 2) {
+      throw usage("--cluster-lease-s must be >= 2; got %d", clusterLeaseS);
+    }
+    if (advertise == null && isWildcard(host)) {
+      throw usage("--host %s is every interface of this machine: give --advertise HOST, the"
+          + " address clients reach this shard at, to register it with --cluster", host);
+    }
+  }
+
+  private void checkReplication() throws UsageError {
+    if (replication == null) {
+      if (minSyncReplicas != null) {
+        throw usage("--min-sync-replicas is for --replication sync");
+      }
+      return;
+    }
+    try {
+      replicationMode = ShardReplicas.Mode.valueOf(replication.toUpperCase(java.util.Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw usage("--replication must be sync or async; got '%s'", replication);
+    }
+    String refusal = cluster == null ? "--replication needs --cluster (the group agrees on its"
+        + " primary in etcd)"
+        : !wal.equals("on") ? "--replication ships the write-ahead log: it needs --wal on"
+        : redisTier != null ? "--replication and --redis-tier do not go together yet (every"
+            + " process of a group would write the same rows behind)"
+        : tlsCert != null && peerTlsCa == null && tlsClientCa == null ? "--replication with"
+            + " TLS needs --peer-tls-ca (or --tls-client-ca): the CA a follower checks its"
+            + " primary's certificate with"
+        : tokensFile != null && peerTokenFile == null ? "--replication with --tokens needs"
+            + " --peer-token-file: a follower's admin token on its primary"
+        : minSyncReplicas != null && minSyncReplicas < 0 ? "--min-sync-replicas must be >= 0"
+        : replicationTimeoutMs < 100 ? "--replication-timeout-ms must be >= 100"
+        : null;
+    if (refusal != null) {
+      throw new UsageError(refusal);
+    }
+  }
+
+  private Integer serve(DataPlaneServer.ConnectionLimits limits) throws Exception {
+    ShardEngine engine = newEngine();
+    ShardMetrics metrics = metricsPort == null ? null : new ShardMetrics(engine);
+    java.util.List<io.grpc.ServerInterceptor> interceptors = new java.util.ArrayList<>();
+    if (metrics != null) {
+      interceptors.add(metrics); // outermost: refused calls are counted too
+    }
+    if (tokensFile != null || tlsClientCa != null) {
+      interceptors.add(new AccessControl(adminClients, tokens, shardIndex));
+    }
+    ServerTls tls = tlsCert == null ? null
+        : ServerTls.load(tlsCert, tlsKey, tlsClientCa, tlsReloadSeconds);
+    java.util.concurrent.atomic.AtomicReference<ShardState> state =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    java.util.function.Consumer<java.io.IOException> onLogFailure = e -> {
+      // crash-only: a log that cannot be written cannot promise anything; the restart replays
+      // what the disk holds
+      System.err.println("table-server: write-ahead log failed, exiting: " + e);
+      Runtime.getRuntime().halt(70);
+    };
+    String member = replicationMode == null ? null : memberId(ShardState.root(states, shardIndex));
+    ShardReplicas replicas = replicationMode == null ? null
+        : newReplicas(engine, state, onLogFailure, member);
+    try {
+      Path root = ShardState.root(states, shardIndex);
+      Files.createDirectories(root);
+      engine.keepSlotMapIn(root.resolve("slot-map"));
+    } catch (java.io.IOException e) {
+      throw usage("%s", e.getMessage());
+    }
+    // a checkpoint saved into the log's own directories would be taken for its files
+    engine.reserveDirectory(states);
+    if (coldDir != null) {
+      engine.reserveDirectory(coldDir);
+    }
+    int n = threads != null ? threads : 2 * Runtime.getRuntime().availableProcessors();
+    TableServer server = new TableServer(engine, host, port, n, interceptors,
+        tls == null ? null : tls.credentials(), dataPort,
+        replicas == null ? java.util.List.of() : java.util.List.of(replicas), limits);
+    if (metrics != null) {
+      if (replicas != null) {
+        metrics.replication(replicas);
+      }
+      metrics.serve(host, metricsPort, server::serving);
+    }
+    java.util.concurrent.atomic.AtomicReference<AutoCloseable> registration =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    closeOnExit(engine, server, state, registration);
+    if (exitWith != null) {
+      watchParent(exitWith);
+    }
+    printListening(server, tls, metrics);
+    recover(engine, state, onLogFailure);
+    if (replicas != null) {
+      joinGroup(engine, server, state, replicas, member, registration);
+    } else if (clusterAddress != null) {
+      register(engine, server, registration);
+    }
+    System.out.flush();
+    server.markServing();
+    server.awaitTermination();
+    return 0;
+  }
+
+  /** The engine with its budgets, tiers and readiness as the options say. */
+  private ShardEngine newEngine() throws UsageError {
     ShardEngine engine = new ShardEngine(shardIndex, numShards, dataDir);
     engine.setMemoryBudget(memoryBudgetMb << 20);
     if (replyBudgetMb > 0) {
@@ -379,86 +476,54 @@ public final class TableServerMain implements Callable<Integer> {
                 : dev.dynembed.table.engine.RedisTier.defaultPrefix(shardIndex, numShards),
             redisTierFlushMs, shardIndex));
       } catch (dev.dynembed.table.common.TableException e) {
-        System.err.println("table-server: --redis-tier: " + e.getMessage());
-        return 2;
+        throw usage("--redis-tier: %s", e.getMessage());
       }
     }
-    ShardMetrics metrics = metricsPort == null ? null : new ShardMetrics(engine);
-    java.util.List<io.grpc.ServerInterceptor> interceptors = new java.util.ArrayList<>();
-    if (metrics != null) {
-      interceptors.add(metrics); // outermost: refused calls are counted too
-    }
-    if (tokensFile != null || tlsClientCa != null) {
-      interceptors.add(new AccessControl(adminClients, tokens, shardIndex));
-    }
-    ServerTls tls = tlsCert == null ? null
-        : ServerTls.load(tlsCert, tlsKey, tlsClientCa, tlsReloadSeconds);
-    java.util.concurrent.atomic.AtomicReference<ShardState> state =
-        new java.util.concurrent.atomic.AtomicReference<>();
-    Path states = stateDir != null ? stateDir : dataDir.resolve("state");
-    java.util.function.Consumer<java.io.IOException> onLogFailure = e -> {
-      // crash-only: a log that cannot be written cannot promise anything; the restart replays
-      // what the disk holds
-      System.err.println("table-server: write-ahead log failed, exiting: " + e);
-      Runtime.getRuntime().halt(70);
-    };
-    ShardReplicas replicas = null;
-    String member = null;
-    ShardReplicas.Peers peers = null;
-    if (replicationMode != null) {
-      try {
-        peers = new ShardReplicas.Peers(tlsCert == null ? null
-            : peerTlsCa != null ? peerTlsCa : tlsClientCa, tlsCert, tlsKey,
-            peerTokenFile == null ? null : Files.readString(peerTokenFile).strip());
-      } catch (java.io.IOException e) {
-        System.err.println("table-server: --peer-token-file: cannot read " + peerTokenFile);
-        return 2;
-      }
-      member = memberId(ShardState.root(states, shardIndex));
-      ShardReplicas.cleanUp(ShardState.root(states, shardIndex));
-      engine.refuse("shard " + shardIndex + ": joining its replicated group; resend later");
-      replicas = new ShardReplicas(engine, state, () -> ShardState.recover(engine, states,
-          policy, snapshotEveryMb << 20, onLogFailure), states, member, peers, replicationMode,
-          minSyncReplicas != null ? minSyncReplicas
-              : replicationMode == ShardReplicas.Mode.SYNC ? 1 : 0,
-          java.time.Duration.ofMillis(replicationTimeoutMs), () -> {
-            Runtime.getRuntime().halt(ShardReplicas.DEPOSED_EXIT_CODE);
-          });
-    }
+    return engine;
+  }
+
+  /** A replicated shard's role: refuses calls until it joined its group (joinGroup). */
+  private ShardReplicas newReplicas(ShardEngine engine,
+      java.util.concurrent.atomic.AtomicReference<ShardState> state,
+      java.util.function.Consumer<java.io.IOException> onLogFailure, String member)
+      throws UsageError, java.io.IOException {
+    ShardReplicas.Peers peers;
     try {
-      Path root = ShardState.root(states, shardIndex);
-      Files.createDirectories(root);
-      engine.keepSlotMapIn(root.resolve("slot-map"));
+      peers = new ShardReplicas.Peers(tlsCert == null ? null
+          : peerTlsCa != null ? peerTlsCa : tlsClientCa, tlsCert, tlsKey,
+          peerTokenFile == null ? null : Files.readString(peerTokenFile).strip());
     } catch (java.io.IOException e) {
-      System.err.println("table-server: " + e.getMessage());
-      return 2;
+      throw usage("--peer-token-file: cannot read %s", peerTokenFile);
     }
-    // a checkpoint saved into the log's own directories would be taken for its files
-    engine.reserveDirectory(states);
-    if (coldDir != null) {
-      engine.reserveDirectory(coldDir);
-    }
-    TableServer server = new TableServer(engine, host, port, n, interceptors,
-        tls == null ? null : tls.credentials(), dataPort,
-        replicas == null ? java.util.List.of() : java.util.List.of(replicas), limits);
-    if (metrics != null) {
-      if (replicas != null) {
-        metrics.replication(replicas);
-      }
-      metrics.serve(host, metricsPort, server::serving);
-    }
-    java.util.concurrent.atomic.AtomicReference<AutoCloseable> registration =
-        new java.util.concurrent.atomic.AtomicReference<>();
+    ShardReplicas.cleanUp(ShardState.root(states, shardIndex));
+    engine.refuse("shard " + shardIndex + ": joining its replicated group; resend later");
+    return new ShardReplicas(engine, state, () -> ShardState.recover(engine, states,
+        policy, snapshotEveryMb << 20, onLogFailure), states, member, peers, replicationMode,
+        minSyncReplicas != null ? minSyncReplicas
+            : replicationMode == ShardReplicas.Mode.SYNC ? 1 : 0,
+        java.time.Duration.ofMillis(replicationTimeoutMs), () -> {
+          Runtime.getRuntime().halt(ShardReplicas.DEPOSED_EXIT_CODE);
+        });
+  }
+
+  /**
+   * On exit (SIGTERM, SIGINT): out of the cluster map first (clients stop choosing this
+   * process), then the servers (running calls finish), then the log (flushed, a snapshot if
+   * asked), then the engine (the disk tier, after the exit snapshot has read it).
+   */
+  private void closeOnExit(ShardEngine engine, TableServer server,
+      java.util.concurrent.atomic.AtomicReference<ShardState> state,
+      java.util.concurrent.atomic.AtomicReference<AutoCloseable> registration) {
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       AutoCloseable reg = registration.get();
       if (reg != null) {
         try {
-          reg.close(); // out of the map first: clients stop choosing this process
+          reg.close();
         } catch (Exception e) {
           System.err.println("table-server: leaving the cluster map failed: " + e);
         }
       }
-      server.close(); // running calls finish first; then the log is flushed
+      server.close();
       ShardState s = state.get();
       if (s != null) {
         try {
@@ -467,11 +532,11 @@ public final class TableServerMain implements Callable<Integer> {
           System.err.println("table-server: closing the write-ahead log failed: " + e);
         }
       }
-      engine.close(); // the disk tier, after the exit snapshot has read it
+      engine.close();
     }));
-    if (exitWith != null) {
-      watchParent(exitWith);
-    }
+  }
+
+  private void printListening(TableServer server, ServerTls tls, ShardMetrics metrics) {
     System.out.printf("table-server shard %d of %d listening on %s:%d (data dir %s; %s)%n",
         shardIndex, numShards, host, server.port(), dataDir.toAbsolutePath(),
         tls == null ? "plaintext" : tlsClientCa != null ? "mutual TLS" : "TLS");
@@ -485,6 +550,12 @@ public final class TableServerMain implements Callable<Integer> {
           shardIndex, host, metrics.port());
     }
     System.out.flush();
+  }
+
+  /** The tables back: from the log and its snapshot, or (no log) from the Redis tier. */
+  private void recover(ShardEngine engine,
+      java.util.concurrent.atomic.AtomicReference<ShardState> state,
+      java.util.function.Consumer<java.io.IOException> onLogFailure) throws java.io.IOException {
     if (wal.equals("on")) {
       ShardState s = ShardState.recover(engine, states, policy, snapshotEveryMb << 20,
           onLogFailure);
@@ -507,49 +578,53 @@ public final class TableServerMain implements Callable<Integer> {
           + " ms%n", shardIndex, engine.redisTier().address(), engine.redisTier().prefix(),
           redisTierFlushMs);
     }
-    if (replicas != null) {
-      String ep = advertisedEndpoint(server.port());
-      try {
-        dev.dynembed.table.cluster.ShardGroup group = dev.dynembed.table.cluster.ShardGroup.join(
-            clusterAddress, dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards,
-                ep, server.dataPort(), member), java.time.Duration.ofSeconds(clusterLeaseS),
-            replicas, () -> {
-              ShardState s = state.get();
-              return s == null ? 0 : s.lastLsn();
-            }, m -> System.err.println("table-server: " + m), engine::slotMap);
-        registration.set(group);
-        replicas.joined(group);
-        group.start();
-      } catch (dev.dynembed.table.cluster.ClusterException e) {
-        System.err.println("table-server: --cluster: " + e.getMessage());
-        return 2;
-      }
-      System.out.printf("table-server shard %d joined the replicated group of cluster %s as %s"
-          + " (member %s, lease %d s, replication %s)%n", shardIndex, clusterAddress, ep, member,
-          clusterLeaseS, replication);
-    } else if (clusterAddress != null) {
-      String ep = advertisedEndpoint(server.port());
-      String id = memberId(wal.equals("on") ? ShardState.root(states, shardIndex) : null);
-      try {
-        dev.dynembed.table.cluster.ShardRegistration reg =
-            dev.dynembed.table.cluster.ShardRegistration.register(clusterAddress,
-                dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards, ep,
-                    server.dataPort(), id),
-                java.time.Duration.ofSeconds(clusterLeaseS),
-                m -> System.err.println("table-server: " + m), engine::slotMap);
-        registration.set(reg);
-        engine.onSlotMapInstalled(reg::slotMapChanged); // published in etcd: its slot-map key
-      } catch (dev.dynembed.table.cluster.ClusterException e) {
-        System.err.println("table-server: --cluster: " + e.getMessage());
-        return 2;
-      }
-      System.out.printf("table-server shard %d registered in cluster %s as %s (member %s, lease"
-          + " %d s)%n", shardIndex, clusterAddress, ep, id, clusterLeaseS);
+  }
+
+  /** A replicated shard joins its group in etcd: the election makes it primary or follower. */
+  private void joinGroup(ShardEngine engine, TableServer server,
+      java.util.concurrent.atomic.AtomicReference<ShardState> state, ShardReplicas replicas,
+      String member, java.util.concurrent.atomic.AtomicReference<AutoCloseable> registration)
+      throws UsageError {
+    String ep = advertisedEndpoint(server.port());
+    try {
+      dev.dynembed.table.cluster.ShardGroup group = dev.dynembed.table.cluster.ShardGroup.join(
+          clusterAddress, dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards,
+              ep, server.dataPort(), member), java.time.Duration.ofSeconds(clusterLeaseS),
+          replicas, () -> {
+            ShardState s = state.get();
+            return s == null ? 0 : s.lastLsn();
+          }, m -> System.err.println("table-server: " + m), engine::slotMap);
+      registration.set(group);
+      replicas.joined(group);
+      group.start();
+    } catch (dev.dynembed.table.cluster.ClusterException e) {
+      throw usage("--cluster: %s", e.getMessage());
     }
-    System.out.flush();
-    server.markServing();
-    server.awaitTermination();
-    return 0;
+    System.out.printf("table-server shard %d joined the replicated group of cluster %s as %s"
+        + " (member %s, lease %d s, replication %s)%n", shardIndex, clusterAddress, ep, member,
+        clusterLeaseS, replication);
+  }
+
+  /** An unreplicated shard registers in its cluster's map and publishes its slot map there. */
+  private void register(ShardEngine engine, TableServer server,
+      java.util.concurrent.atomic.AtomicReference<AutoCloseable> registration)
+      throws UsageError, java.io.IOException {
+    String ep = advertisedEndpoint(server.port());
+    String id = memberId(wal.equals("on") ? ShardState.root(states, shardIndex) : null);
+    try {
+      dev.dynembed.table.cluster.ShardRegistration reg =
+          dev.dynembed.table.cluster.ShardRegistration.register(clusterAddress,
+              dev.dynembed.table.cluster.ClusterMember.of(shardIndex, numShards, ep,
+                  server.dataPort(), id),
+              java.time.Duration.ofSeconds(clusterLeaseS),
+              m -> System.err.println("table-server: " + m), engine::slotMap);
+      registration.set(reg);
+      engine.onSlotMapInstalled(reg::slotMapChanged); // published in etcd: its slot-map key
+    } catch (dev.dynembed.table.cluster.ClusterException e) {
+      throw usage("--cluster: %s", e.getMessage());
+    }
+    System.out.printf("table-server shard %d registered in cluster %s as %s (member %s, lease"
+        + " %d s)%n", shardIndex, clusterAddress, ep, id, clusterLeaseS);
   }
 
   static boolean isWildcard(String host) {

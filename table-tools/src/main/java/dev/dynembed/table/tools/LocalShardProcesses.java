@@ -1,5 +1,6 @@
 package dev.dynembed.table.tools;
 
+import dev.dynembed.table.common.Dirs;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -134,7 +135,7 @@ public final class LocalShardProcesses implements AutoCloseable {
     this.cluster = etcd == null ? null
         : "etcd://" + etcd.endpoint() + "/local-" + ProcessHandle.current().pid();
     java.nio.file.Files.createDirectories(dataDir); // the shards' logs go there
-    deleteTree(dataDir.resolve("state")); // a fresh cluster: no tables from an earlier run
+    Dirs.deleteTree(dataDir.resolve("state")); // a fresh cluster: no tables from an earlier run
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     String cp = System.getProperty("java.class.path");
     // all processes start at once (each JVM takes ~1 s to come up), then their ports are read
@@ -321,7 +322,7 @@ public final class LocalShardProcesses implements AutoCloseable {
       long t = System.nanoTime();
       p.destroyForcibly().waitFor();
       if (wipe) {
-        deleteTree(dataDir.resolve("state").resolve("r" + k % groupSize)
+        Dirs.deleteTree(dataDir.resolve("state").resolve("r" + k % groupSize)
             .resolve("shard-" + index));
       }
       return t;
@@ -407,17 +408,6 @@ public final class LocalShardProcesses implements AutoCloseable {
   /** Shard restarts since start. */
   public int restarts() {
     return restarts.get();
-  }
-
-  private static void deleteTree(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (java.util.stream.Stream<Path> s = Files.walk(p)) {
-      for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(q);
-      }
-    }
   }
 
   /** The output log of process k: shard-I.log, or shard-I-rR.log for replicated shards. */

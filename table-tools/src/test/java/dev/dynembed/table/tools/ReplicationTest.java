@@ -12,6 +12,7 @@ import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.cluster.ClusterAddress;
 import dev.dynembed.table.cluster.ClusterStatus;
+import dev.dynembed.table.common.Dirs;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -170,18 +171,7 @@ class ReplicationTest {
       stateOf.put(name, dir.resolve(name + "-" + (++generation)));
       running.get(name).destroyForcibly().waitFor();
     }
-    deleteTree(old);
-  }
-
-  private static void deleteTree(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (Stream<Path> s = Files.walk(p)) {
-      for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(q);
-      }
-    }
+    Dirs.deleteTree(old);
   }
 
   /** Two sync groups (processes 0a, 0b, 1a, 1b), each with its follower in sync. */
@@ -547,5 +537,4 @@ class ReplicationTest {
       }
     }
   }
-
 }
