@@ -416,7 +416,8 @@ public final class Word2VecCli {
     @Option(names = "--search-breadth", defaultValue = "0", description = "0: exact (a scan of"
         + " every word); N > 0: an approximate index (HNSW) is built when the model loads and"
         + " each query explores N candidates (default ${DEFAULT-VALUE})") int searchBreadth;
-    @Parameters(arity = "1..*", paramLabel = "WORD") List<String> words;
+    @Parameters(arity = "1..*", paramLabel = "WORD", description = "words to find the"
+        + " neighbours of, each on its own") List<String> words;
 
     @Override
     public Integer call() {
@@ -449,9 +450,12 @@ public final class Word2VecCli {
     @Option(names = "--search-breadth", defaultValue = "0", description = "0: exact (a scan of"
         + " every word); N > 0: an approximate index (HNSW) is built when the model loads and"
         + " each query explores N candidates (default ${DEFAULT-VALUE})") int searchBreadth;
-    @Parameters(index = "0") String a;
-    @Parameters(index = "1") String b;
-    @Parameters(index = "2") String c;
+    @Parameters(index = "0", paramLabel = "A", description = "the first word of the pair (man)")
+    String a;
+    @Parameters(index = "1", paramLabel = "B", description = "the second word of the pair (king)")
+    String b;
+    @Parameters(index = "2", paramLabel = "C", description = "the word to complete (woman);"
+        + " the answers exclude A, B and C") String c;
 
     @Override
     public Integer call() {

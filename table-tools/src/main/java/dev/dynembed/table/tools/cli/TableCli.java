@@ -158,7 +158,8 @@ public final class TableCli {
   static final class Find extends Base {
     @Option(names = "--table", required = true, description = "the table's name")
     String table;
-    @Parameters(arity = "1..*", paramLabel = "KEY") List<String> keys;
+    @Parameters(arity = "1..*", paramLabel = "KEY", description = "the keys whose rows to print"
+        + " (a key the table does not hold prints as not found)") List<String> keys;
 
     @Override
     void run(TableClient c) {
@@ -467,7 +468,8 @@ public final class TableCli {
     String table;
     @Option(names = "--batch", defaultValue = "4096", description = "tokens per findOrInsert"
         + " call (default ${DEFAULT-VALUE})") int batch;
-    @Parameters(arity = "1..*", paramLabel = "FILE") List<Path> files;
+    @Parameters(arity = "1..*", paramLabel = "FILE", description = "text files (UTF-8), read in"
+        + " the order given") List<Path> files;
 
     @Override
     void run(TableClient c) throws Exception {
