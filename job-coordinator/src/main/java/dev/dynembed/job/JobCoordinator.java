@@ -155,125 +155,19 @@ public final class JobCoordinator implements AutoCloseable {
     long lease = 0;
     CloseableClient keepAlive = null;
     try {
-      KV kv = client.getKVClient();
       lease = await(client.getLeaseClient().grant(options.leaseTtl().getSeconds()),
           "granting a lease on etcd at " + endpoints).getID();
       keepAlive = client.getLeaseClient().keepAlive(lease, keepAliveLog(job, lease));
       Map<String, String> wanted = new TreeMap<>(settings);
       wanted.put("workers", String.valueOf(workers));
       wanted.put("elastic", String.valueOf(options.elastic()));
-      long deadline = System.nanoTime() + options.joinTimeout().toNanos();
-      String root = ROOT + job + "/";
-      long runningSince = 0;
+      Joining joining = new Joining(client, job, workers, index, lease, keepAlive, options,
+          wanted);
       while (true) {
-        long gen = generation(kv, root);
-        String prefix = root + gen + "/";
-        boolean started = exists(kv, prefix + "started");
-        boolean stopped = exists(kv, prefix + "stop");
-        long live = count(kv, prefix + "members/");
-        long left = count(kv, prefix + "left/");
-        if (stopped || left > 0 || (started && live == 0)) {
-          // the generation is over: open the next one on a clean prefix
-          ByteSequence g = bytes(root + "gen");
-          await(kv.txn().If(new Cmp(g, Cmp.Op.EQUAL, CmpTarget.value(bytes(String.valueOf(gen)))))
-              .Then(Op.put(g, bytes(String.valueOf(gen + 1)), PutOption.DEFAULT),
-                  Op.delete(bytes(prefix), DeleteOption.builder().isPrefix(true).build()))
-              .commit(), "opening the job's next generation");
-          continue;
-        }
-        if (started && options.elastic() && live > 0) {
-          // a running elastic job takes new workers at the end of a round: claim an index past
-          // the W it started with, then wait to be admitted (awaitAdmission)
-          Cmp current = new Cmp(bytes(root + "gen"), Cmp.Op.EQUAL,
-              CmpTarget.value(bytes(String.valueOf(gen))));
-          if (!checkSettings(kv, prefix, job, wanted, current)) {
-            continue;
-          }
-          // a worker restarted with its own index (--worker-index: a pod's index) takes it
-          // back if no live worker holds it, and continues its counters once admitted
-          int claimed = index >= 0 ? claimRejoin(kv, prefix, index, lease, current)
-              : claimJoiner(kv, prefix, workers, lease, current);
-          if (claimed == GENERATION_MOVED) {
-            continue;
-          }
-          if (claimed < 0 && index >= 0) {
-            // the earlier process of this index may be dead with its lease still running
-            if (runningSince == 0) {
-              runningSince = System.nanoTime();
-            }
-            if (System.nanoTime() - runningSince
-                < options.leaseTtl().toNanos() + 3_000_000_000L) {
-              sleep(200);
-              continue;
-            }
-          }
-          if (claimed < 0) {
-            throw new JobException(index >= 0 ? "job " + job + " already has a live worker "
-                + index : "job " + job + " has taken " + MAX_INDEX + " worker indices; it"
-                + " takes no more");
-          }
-          JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
-              keepAlive, options);
-          List<KeyValue> me = await(kv.get(bytes(prefix + "members/" + claimed)),
-              "reading this worker's membership").getKvs();
-          if (me.isEmpty()) {
-            continue; // its lease ran out already: try again
-          }
-          c.memberRevisions = Map.of(claimed, me.get(0).getCreateRevision());
-          c.participants = java.util.Collections.emptySortedSet();
-          c.joining = true;
-          c.startMonitor();
+        JobCoordinator c = joining.attempt();
+        if (c != null) {
           return c;
         }
-        if (started) {
-          // a worker may have died without the survivors noticing yet (they stop the
-          // generation within a lease TTL); otherwise the job is running with its workers
-          if (runningSince == 0) {
-            runningSince = System.nanoTime();
-          }
-          if (System.nanoTime() - runningSince > options.leaseTtl().toNanos() + 3_000_000_000L) {
-            throw new JobException("job " + job + " is running with all of its " + workers
-                + " workers; wait for it to end or stop it, or choose another job name (--job)");
-          }
-          sleep(200);
-          continue;
-        }
-        // the state above was read key by key: another worker may have opened the next
-        // generation meanwhile (and deleted this one's prefix), so both writes below hold only
-        // while the generation is still this one; otherwise look again
-        Cmp current = new Cmp(bytes(root + "gen"), Cmp.Op.EQUAL,
-            CmpTarget.value(bytes(String.valueOf(gen))));
-        if (!checkSettings(kv, prefix, job, wanted, current)) {
-          continue;
-        }
-        int claimed = claimIndex(kv, prefix, workers, index, lease, current);
-        if (claimed == GENERATION_MOVED) {
-          continue;
-        }
-        if (claimed < 0 && options.elastic() && index < 0
-            && System.nanoTime() < deadline) {
-          sleep(200); // its W workers are starting it: join once it runs
-          continue;
-        }
-        if (claimed < 0) {
-          throw new JobException(index >= 0 ? "job " + job + " already has a worker " + index
-              : "job " + job + " already has its " + workers + " workers (indices 0.."
-              + (workers - 1) + " are taken)");
-        }
-        JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
-            keepAlive, options);
-        long left0 = deadline - System.nanoTime();
-        c.barrierUntil("start", "", Math.max(0, left0), true);
-        await(kv.put(bytes(prefix + "started"), bytes("1")), "marking the job started");
-        GetResponse members = await(kv.get(bytes(prefix + "members/"),
-            GetOption.builder().isPrefix(true).build()), "reading the job's members");
-        Map<Integer, Long> revs = new HashMap<>();
-        for (KeyValue m : members.getKvs()) {
-          revs.put(memberIndex(m, prefix), m.getCreateRevision());
-        }
-        c.memberRevisions = revs;
-        c.startMonitor();
-        return c;
       }
     } catch (RuntimeException e) {
       if (keepAlive != null) {
@@ -288,6 +182,159 @@ public final class JobCoordinator implements AutoCloseable {
       }
       client.close();
       throw e;
+    }
+  }
+
+  /**
+   * A worker's way into a job: each attempt reads the job's current generation and either opens
+   * the next one (the current one is over), joins it running (elastic), waits for it to end, or
+   * claims an index to start it with the others. An attempt returns null to be made again.
+   */
+  private static final class Joining {
+    private final Client client;
+    private final KV kv;
+    private final String job;
+    private final int workers;
+    private final int index;
+    private final long lease;
+    private final CloseableClient keepAlive;
+    private final Options options;
+    private final Map<String, String> wanted;
+    private final long deadline;
+    private final String root;
+    /** Since when this worker has seen the job running without it (0: not yet). */
+    private long runningSince;
+
+    Joining(Client client, String job, int workers, int index, long lease,
+        CloseableClient keepAlive, Options options, Map<String, String> wanted) {
+      this.client = client;
+      this.kv = client.getKVClient();
+      this.job = job;
+      this.workers = workers;
+      this.index = index;
+      this.lease = lease;
+      this.keepAlive = keepAlive;
+      this.options = options;
+      this.wanted = wanted;
+      this.deadline = System.nanoTime() + options.joinTimeout().toNanos();
+      this.root = ROOT + job + "/";
+    }
+
+    JobCoordinator attempt() {
+      long gen = generation(kv, root);
+      String prefix = root + gen + "/";
+      boolean started = exists(kv, prefix + "started");
+      boolean stopped = exists(kv, prefix + "stop");
+      long live = count(kv, prefix + "members/");
+      long left = count(kv, prefix + "left/");
+      if (stopped || left > 0 || (started && live == 0)) {
+        // the generation is over: open the next one on a clean prefix
+        ByteSequence g = bytes(root + "gen");
+        await(kv.txn().If(new Cmp(g, Cmp.Op.EQUAL, CmpTarget.value(bytes(String.valueOf(gen)))))
+            .Then(Op.put(g, bytes(String.valueOf(gen + 1)), PutOption.DEFAULT),
+                Op.delete(bytes(prefix), DeleteOption.builder().isPrefix(true).build()))
+            .commit(), "opening the job's next generation");
+        return null;
+      }
+      // the state above was read key by key: another worker may have opened the next generation
+      // meanwhile (and deleted this one's prefix), so every write below holds only while the
+      // generation is still this one; otherwise look again
+      Cmp current = new Cmp(bytes(root + "gen"), Cmp.Op.EQUAL,
+          CmpTarget.value(bytes(String.valueOf(gen))));
+      if (started && options.elastic() && live > 0) {
+        return joinRunning(prefix, current);
+      }
+      if (started) {
+        // a worker may have died without the survivors noticing yet (they stop the
+        // generation within a lease TTL); otherwise the job is running with its workers
+        if (runningFor() > options.leaseTtl().toNanos() + 3_000_000_000L) {
+          throw new JobException("job " + job + " is running with all of its " + workers
+              + " workers; wait for it to end or stop it, or choose another job name (--job)");
+        }
+        sleep(200);
+        return null;
+      }
+      return startWithTheOthers(prefix, current);
+    }
+
+    private long runningFor() {
+      if (runningSince == 0) {
+        runningSince = System.nanoTime();
+      }
+      return System.nanoTime() - runningSince;
+    }
+
+    /**
+     * A running elastic job takes new workers at the end of a round: claim an index past the W
+     * it started with, then wait to be admitted ({@link #awaitAdmission}).
+     */
+    private JobCoordinator joinRunning(String prefix, Cmp current) {
+      if (!checkSettings(kv, prefix, job, wanted, current)) {
+        return null;
+      }
+      // a worker restarted with its own index (--worker-index: a pod's index) takes it back if
+      // no live worker holds it, and continues its counters once admitted
+      int claimed = index >= 0 ? claimRejoin(kv, prefix, index, lease, current)
+          : claimJoiner(kv, prefix, workers, lease, current);
+      if (claimed == GENERATION_MOVED) {
+        return null;
+      }
+      if (claimed < 0 && index >= 0
+          && runningFor() < options.leaseTtl().toNanos() + 3_000_000_000L) {
+        // the earlier process of this index may be dead with its lease still running
+        sleep(200);
+        return null;
+      }
+      if (claimed < 0) {
+        throw new JobException(index >= 0 ? "job " + job + " already has a live worker "
+            + index : "job " + job + " has taken " + MAX_INDEX + " worker indices; it"
+            + " takes no more");
+      }
+      JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
+          keepAlive, options);
+      List<KeyValue> me = await(kv.get(bytes(prefix + "members/" + claimed)),
+          "reading this worker's membership").getKvs();
+      if (me.isEmpty()) {
+        return null; // its lease ran out already: try again
+      }
+      c.memberRevisions = Map.of(claimed, me.get(0).getCreateRevision());
+      c.participants = java.util.Collections.emptySortedSet();
+      c.joining = true;
+      c.startMonitor();
+      return c;
+    }
+
+    /** A job not started yet: claim an index, then start it with the others at a barrier. */
+    private JobCoordinator startWithTheOthers(String prefix, Cmp current) {
+      if (!checkSettings(kv, prefix, job, wanted, current)) {
+        return null;
+      }
+      int claimed = claimIndex(kv, prefix, workers, index, lease, current);
+      if (claimed == GENERATION_MOVED) {
+        return null;
+      }
+      if (claimed < 0 && options.elastic() && index < 0 && System.nanoTime() < deadline) {
+        sleep(200); // its W workers are starting it: join once it runs
+        return null;
+      }
+      if (claimed < 0) {
+        throw new JobException(index >= 0 ? "job " + job + " already has a worker " + index
+            : "job " + job + " already has its " + workers + " workers (indices 0.."
+            + (workers - 1) + " are taken)");
+      }
+      JobCoordinator c = new JobCoordinator(client, job, prefix, workers, claimed, lease,
+          keepAlive, options);
+      c.barrierUntil("start", "", Math.max(0, deadline - System.nanoTime()), true);
+      await(kv.put(bytes(prefix + "started"), bytes("1")), "marking the job started");
+      GetResponse members = await(kv.get(bytes(prefix + "members/"),
+          GetOption.builder().isPrefix(true).build()), "reading the job's members");
+      Map<Integer, Long> revs = new HashMap<>();
+      for (KeyValue m : members.getKvs()) {
+        revs.put(memberIndex(m, prefix), m.getCreateRevision());
+      }
+      c.memberRevisions = revs;
+      c.startMonitor();
+      return c;
     }
   }
 

@@ -267,36 +267,72 @@ public final class Word2Vec {
 
   private Result trainAs(List<Path> files, TrainOptions opt, Consumer<Status> progress,
       JobCoordinator job) {
-    // the byte ranges are planned for this many workers: the job's W, or on resume the W of
-    // the run that wrote the checkpoint (an elastic job may resume with another number)
-    int workers = job == null ? 1 : job.workers();
-    int me = job == null ? 0 : job.index();
-    boolean leader = me == 0;
-    boolean elastic = job != null && job.elastic();
-    String corpus = fingerprint(files);
-    Path ckpt = opt.modelDir().resolve(CHECKPOINT);
-    TrainingState initial;
-    // each worker's counters at the last barrier it reached (a worker that left an elastic job
-    // keeps its last ones: they count the rounds it finished)
-    Map<Integer, String> counters = new java.util.TreeMap<>();
-    int rounds = 0;
-    boolean joining = job != null && job.joining();
-    if (joining) {
-      // joined a running elastic job: the leader admits it at the end of a round and hands it
-      // the position and the job's counters; the tables are the running job's
-      System.err.printf("word2vec: worker %d waits to be admitted at the end of a round%n", me);
-      Map<String, String> admitted = job.awaitAdmission();
-      initial = new TrainingState();
-      initial.loadPosition(admitted);
-      initial.loadWorker(admitted, me); // a worker that comes back continues its counters
-      counters.putAll(workerCounters(admitted));
-      rounds = Integer.parseInt(admitted.get("rounds"));
-      workers = Integer.parseInt(admitted.get("plan_workers"));
-      System.err.printf("word2vec: worker %d admitted: epoch %d, byte range %d, with workers %s%n",
-          me, initial.epoch + 1, initial.nextSplit, job.participants());
-    } else {
+    Run run = new Run(files, opt, job);
+    run.start();
+    run.plan();
+    return run.train(progress);
+  }
+
+  /**
+   * One call of {@link #train}: this worker's part of a job (or the whole of a run alone), in
+   * rounds of byte ranges ({@code threads} per worker in the job), with a barrier after each
+   * round in a job and checkpoints between rounds (by the leader).
+   */
+  private final class Run {
+    private final TrainOptions opt;
+    private final JobCoordinator job;
+    private final int me;
+    private final boolean leader;
+    private final boolean elastic;
+    private final boolean joining;
+    private final String corpus;
+    private final Path ckpt;
+    private final List<Path> files;
+    /**
+     * Each worker's counters at the last barrier it reached (a worker that left an elastic job
+     * keeps its last ones: they count the rounds it finished).
+     */
+    private final Map<Integer, String> counters = new java.util.TreeMap<>();
+    /**
+     * The workers the byte ranges are planned for: the job's W, or on resume the W of the run
+     * that wrote the checkpoint (an elastic job may resume with another number).
+     */
+    private int planWorkers;
+    private int rounds;
+    private TrainingState st;
+    private List<TextSplits.Split> splits;
+    private long totalBytes;
+    private long started;
+    private LossMeter loss;
+    /** The job's bytes, this worker's bytes and the participants, at the last barrier. */
+    private final long[] atBarrier = new long[3];
+    /** When and at how many words the epoch under way started here; 1 if from its start. */
+    private final long[] epochStart = new long[3];
+    /** Seconds and words of the last whole epoch trained here. */
+    private final double[] lastEpoch = {0, 0};
+    private long lastCheckpoint;
+
+    Run(List<Path> files, TrainOptions opt, JobCoordinator job) {
+      this.files = files;
+      this.opt = opt;
+      this.job = job;
+      this.me = job == null ? 0 : job.index();
+      this.leader = me == 0;
+      this.elastic = job != null && job.elastic();
+      this.joining = job != null && job.joining();
+      this.planWorkers = job == null ? 1 : job.workers();
+      this.corpus = fingerprint(files);
+      this.ckpt = opt.modelDir().resolve(CHECKPOINT);
+    }
+
+    /** The position to start from: admitted into a running job, resumed, or new. */
+    void start() {
+      if (joining) {
+        admitted();
+        return;
+      }
       try {
-        initial = leader ? begin(opt, ckpt, corpus, workers, elastic) : new TrainingState();
+        st = leader ? begin(opt, ckpt, corpus, planWorkers, elastic) : new TrainingState();
       } catch (CorpusException e) {
         if (job != null && opt.resume() && !Trainer.hasCheckpoint(ckpt)) {
           throw new CorpusException(e.getMessage() + "; in a job, worker 0 (the leader) resumes"
@@ -305,10 +341,30 @@ public final class Word2Vec {
         }
         throw e;
       }
+      if (job != null) {
+        begun();
+      }
     }
-    TrainingState st = initial;
-    if (job != null && !joining) {
-      // the leader's position (and, on resume, every worker's counters) to all
+
+    /**
+     * Joined a running elastic job: the leader admits it at the end of a round and hands it the
+     * position and the job's counters; the tables are the running job's.
+     */
+    private void admitted() {
+      System.err.printf("word2vec: worker %d waits to be admitted at the end of a round%n", me);
+      Map<String, String> admitted = job.awaitAdmission();
+      st = new TrainingState();
+      st.loadPosition(admitted);
+      st.loadWorker(admitted, me); // a worker that comes back continues its counters
+      counters.putAll(workerCounters(admitted));
+      rounds = Integer.parseInt(admitted.get("rounds"));
+      planWorkers = Integer.parseInt(admitted.get("plan_workers"));
+      System.err.printf("word2vec: worker %d admitted: epoch %d, byte range %d, with workers %s%n",
+          me, st.epoch + 1, st.nextSplit, job.participants());
+    }
+
+    /** The leader's position (and, on resume, every worker's counters) to all. */
+    private void begun() {
       Map<Integer, String> begun = job.barrier("begin", leader
           ? JobCoordinator.encode(st.job == null ? Map.of() : st.job) : "");
       if (!begun.containsKey(0)) {
@@ -316,24 +372,29 @@ public final class Word2Vec {
             + " the tables) left the job before it began; start the job again");
       }
       Map<String, String> saved = JobCoordinator.decode(begun.get(0));
-      if (!leader && !saved.isEmpty()) {
+      if (saved.isEmpty()) {
+        return;
+      }
+      if (!leader) {
         st.load(saved);
       }
-      if (!saved.isEmpty()) {
-        st.loadWorker(saved, me);
-        workers = Integer.parseInt(saved.getOrDefault("workers", String.valueOf(workers)));
-        // every worker's counters of the checkpoint (those that left too); indices no worker of
-        // this run has are kept under negative keys, where no worker that joins can take them
-        for (Map.Entry<Integer, String> c : workerCounters(saved).entrySet()) {
-          int i = c.getKey();
-          counters.put(i >= 0 && i >= job.workers() ? -1 - i : i, c.getValue());
-        }
+      st.loadWorker(saved, me);
+      planWorkers = Integer.parseInt(saved.getOrDefault("workers", String.valueOf(planWorkers)));
+      // every worker's counters of the checkpoint (those that left too); indices no worker of
+      // this run has are kept under negative keys, where no worker that joins can take them
+      for (Map.Entry<Integer, String> c : workerCounters(saved).entrySet()) {
+        int i = c.getKey();
+        counters.put(i >= 0 && i >= job.workers() ? -1 - i : i, c.getValue());
       }
     }
-    final int planWorkers = workers;
-    List<TextSplits.Split> splits = TextSplits.plan(files, planWorkers * threads * 4);
-    long totalBytes = TextSplits.bytes(splits);
-    if (cfg.countPass() && !opt.resume() && !joining) {
+
+    /** The byte ranges, and the vocabulary pass of a new run when the configuration asks. */
+    void plan() {
+      splits = TextSplits.plan(files, planWorkers * threads * 4);
+      totalBytes = TextSplits.bytes(splits);
+      if (!cfg.countPass() || opt.resume() || joining) {
+        return;
+      }
       // range k to worker k mod W; in an elastic job, the ranges of a worker that left before
       // the barrier are dealt again over the others (what it counted before it left stays
       // counted: those words' counts are higher than the corpus's, which admission and
@@ -345,153 +406,192 @@ public final class Word2Vec {
             .toList()));
       }
     }
-    long started = System.nanoTime() - (long) (st.elapsed * 1e9);
-    LossMeter loss = new LossMeter(st.curve);
-    for (int i = 0; i < threads; i++) {
-      executor.trainer(i).addListener(loss);
+
+    /** How far the run is, 0..1, by which the learning rate falls. */
+    private double done() {
+      if (!elastic) {
+        // each worker's schedule runs over its own share of the bytes
+        return st.progressBytes.get() / ((double) cfg.epochs() * totalBytes / planWorkers);
+      }
+      // in an elastic job, whose shares change when a worker leaves, over the job's bytes:
+      // those every worker had trained at the last barrier, plus this worker's since, times
+      // the workers now in the job
+      return (atBarrier[0] + (double) atBarrier[2] * (st.progressBytes.get() - atBarrier[1]))
+          / ((double) cfg.epochs() * totalBytes);
     }
-    // each worker's schedule runs over its own share of the bytes; in an elastic job, whose
-    // shares change when a worker leaves, over the job's bytes: those every worker had trained
-    // at the last barrier, plus this worker's since, times the workers now in the job
-    double denom = (double) cfg.epochs() * totalBytes / planWorkers;
-    long[] atBarrier = {0, 0, planWorkers}; // job's bytes, this worker's bytes, participants
-    java.util.function.DoubleSupplier done = !elastic ? () -> st.progressBytes.get() / denom
-        : () -> (atBarrier[0] + (double) atBarrier[2] * (st.progressBytes.get() - atBarrier[1]))
-            / ((double) cfg.epochs() * totalBytes);
-    java.util.function.DoubleSupplier alpha = () -> cfg.alpha()
-        * Math.max(1e-4, 1 - done.getAsDouble());
-    java.util.function.Supplier<Status> status = () -> new Status(st.epoch, cfg.epochs(),
-        Math.min(1, done.getAsDouble()), st.tokens.get(), st.words.get(),
-        st.pairs.get(), (System.nanoTime() - started) / 1e9, loss.last(), alpha.getAsDouble(),
-        false);
-    java.util.concurrent.ScheduledExecutorService timer =
-        java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
-          Thread t = new Thread(r, "word2vec-progress");
-          t.setDaemon(true);
-          return t;
-        });
-    timer.scheduleAtFixedRate(() -> {
+
+    private double alpha() {
+      return cfg.alpha() * Math.max(1e-4, 1 - done());
+    }
+
+    private Status status(boolean finished) {
+      return new Status(st.epoch, cfg.epochs(), finished ? 1 : Math.min(1, done()),
+          st.tokens.get(), st.words.get(), st.pairs.get(), finished ? st.elapsed
+          : (System.nanoTime() - started) / 1e9, loss.last(), alpha(), finished);
+    }
+
+    Result train(Consumer<Status> progress) {
+      started = System.nanoTime() - (long) (st.elapsed * 1e9);
+      loss = new LossMeter(st.curve);
+      for (int i = 0; i < threads; i++) {
+        executor.trainer(i).addListener(loss);
+      }
+      java.util.concurrent.ScheduledExecutorService timer =
+          java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "word2vec-progress");
+            t.setDaemon(true);
+            return t;
+          });
+      timer.scheduleAtFixedRate(() -> {
+        loss.sample(st.words.get());
+        progress.accept(status(false));
+      }, 1, 1, java.util.concurrent.TimeUnit.SECONDS);
+      lastCheckpoint = System.nanoTime();
+      epochStart[0] = System.nanoTime();
+      epochStart[1] = st.words.get();
+      epochStart[2] = st.nextSplit == 0 ? 1 : 0;
+      atBarrier[2] = planWorkers;
+      if (elastic) {
+        atBarrier[0] = progressBytes(counters);
+        atBarrier[1] = st.progressBytes.get();
+        atBarrier[2] = job.participants().size();
+      }
+      try {
+        while (st.epoch < cfg.epochs()) {
+          String roundName = round();
+          if (st.epoch == cfg.epochs()) {
+            break; // the final checkpoint follows
+          }
+          boolean stop = opt.stopAfterRounds() > 0 && rounds >= opt.stopAfterRounds();
+          betweenRounds(roundName, stop);
+          if (stop) {
+            st.elapsed = (System.nanoTime() - started) / 1e9;
+            return result(st, loss.curve(), lastEpoch, counters);
+          }
+        }
+      } finally {
+        timer.shutdownNow();
+      }
+      st.elapsed = (System.nanoTime() - started) / 1e9;
       loss.sample(st.words.get());
-      progress.accept(status.get());
-    }, 1, 1, java.util.concurrent.TimeUnit.SECONDS);
-    long lastCheckpoint = System.nanoTime();
-    long[] epochStart = {System.nanoTime(), st.words.get(), st.nextSplit == 0 ? 1 : 0};
-    double[] lastEpoch = {0, 0}; // seconds and words of the last whole epoch trained here
-    if (elastic) {
-      atBarrier[0] = progressBytes(counters);
-      atBarrier[1] = st.progressBytes.get();
-      atBarrier[2] = job.participants().size();
+      if (out.describe().getCounters().getKeys() == 0) {
+        throw new CorpusException("no word of the corpus reached minCount (--min-count) "
+            + cfg.minCount() + " (" + st.tokens.get() + " words read): nothing was trained; lower"
+            + " the minimum count or give more text");
+      }
+      if (job == null || job.leader()) {
+        save(ckpt, st, corpus, loss.curve(), true, counters, planWorkers);
+      }
+      if (job != null) {
+        job.barrier("saved-end", "");
+      }
+      progress.accept(status(true));
+      return result(st, loss.curve(), lastEpoch, counters);
     }
-    try {
-      while (st.epoch < cfg.epochs()) {
-        int epoch = st.epoch;
-        // a round: threads byte ranges per worker in the job, the ranges left by workers that
-        // left first (elastic), then the epoch's next ones; worker of rank j trains the j-th
-        List<Integer> inJob = job == null ? List.of(0) : job.participants();
-        int size = inJob.size() * threads;
-        List<Integer> round = new ArrayList<>(st.orphans.subList(0,
-            Math.min(size, st.orphans.size())));
-        int fresh = Math.min(splits.size() - st.nextSplit, size - round.size());
-        for (int k = 0; k < fresh; k++) {
-          round.add(st.nextSplit + k);
+
+    /**
+     * A round: threads byte ranges per worker in the job, the ranges left by workers that left
+     * first (elastic), then the epoch's next ones; the worker of rank j trains the j-th group.
+     * In a job, ends at the barrier every worker reaches after its last write. Returns the
+     * round's name.
+     */
+    private String round() {
+      int epoch = st.epoch;
+      List<Integer> inJob = job == null ? List.of(0) : job.participants();
+      int size = inJob.size() * threads;
+      List<Integer> round = new ArrayList<>(st.orphans.subList(0,
+          Math.min(size, st.orphans.size())));
+      int fresh = Math.min(splits.size() - st.nextSplit, size - round.size());
+      for (int k = 0; k < fresh; k++) {
+        round.add(st.nextSplit + k);
+      }
+      int rank = inJob.indexOf(me);
+      List<TextSplits.Split> mine = new ArrayList<>();
+      for (int k = rank * threads; k < Math.min(round.size(), (rank + 1) * threads); k++) {
+        mine.add(splits.get(round.get(k)));
+      }
+      if (!mine.isEmpty()) {
+        executor.run(mine, mine.size(), sp -> () -> new PairBatches(cfg, out, sp, epoch, st),
+            List.of("loss_per_pair"), this::alpha);
+      }
+      String roundName = epoch + "-" + st.nextSplit
+          + (st.orphans.isEmpty() ? "" : "-o" + st.orphans.size());
+      List<Integer> orphans = new ArrayList<>(st.orphans.subList(
+          Math.min(size, st.orphans.size()), st.orphans.size()));
+      st.nextSplit += fresh;
+      rounds++;
+      if (job != null) {
+        orphans.addAll(roundBarrier(roundName, inJob, round));
+      }
+      st.orphans = List.copyOf(orphans);
+      if (st.nextSplit == splits.size() && st.orphans.isEmpty()) { // the epoch is over
+        st.epoch++;
+        st.nextSplit = 0;
+        if (epochStart[2] == 1) { // it was trained from its start by this call
+          lastEpoch[0] = (System.nanoTime() - epochStart[0]) / 1e9;
+          lastEpoch[1] = st.words.get() - epochStart[1];
         }
-        int rank = inJob.indexOf(me);
-        List<TextSplits.Split> mine = new ArrayList<>();
-        for (int k = rank * threads; k < Math.min(round.size(), (rank + 1) * threads); k++) {
-          mine.add(splits.get(round.get(k)));
-        }
-        if (!mine.isEmpty()) {
-          executor.run(mine, mine.size(), s -> () -> new PairBatches(cfg, out, s, epoch, st),
-              List.of("loss_per_pair"), alpha);
-        }
-        String roundName = epoch + "-" + st.nextSplit
-            + (st.orphans.isEmpty() ? "" : "-o" + st.orphans.size());
-        List<Integer> orphans = new ArrayList<>(st.orphans.subList(
-            Math.min(size, st.orphans.size()), st.orphans.size()));
-        st.nextSplit += fresh;
-        rounds++;
-        if (job != null) {
-          // every worker's writes of the round are done (run returns after its last write)
-          Map<Integer, String> arrived = job.barrier("round-" + roundName,
-              JobCoordinator.encode(st.workerMap()));
-          counters.putAll(arrived);
-          for (int j = 0; j < inJob.size(); j++) {
-            if (!arrived.containsKey(inJob.get(j))) {
-              // it left during the round: what it wrote stays (Hogwild), its ranges are trained
-              // again by the others, and its counters stay those of its last finished round
-              List<Integer> lost = round.subList(Math.min(round.size(), j * threads),
-                  Math.min(round.size(), (j + 1) * threads));
-              orphans.addAll(lost);
-              System.err.printf("word2vec: worker %d left job during round %s; its %d byte"
-                  + " range(s) go to the %d worker(s) still in it%n", inJob.get(j), roundName,
-                  lost.size(), arrived.size());
-            }
-          }
-          atBarrier[0] = progressBytes(counters);
-          atBarrier[1] = st.progressBytes.get();
-          atBarrier[2] = arrived.size();
-        }
-        st.orphans = List.copyOf(orphans);
-        if (st.nextSplit == splits.size() && st.orphans.isEmpty()) { // the epoch is over
-          st.epoch++;
-          st.nextSplit = 0;
-          if (epochStart[2] == 1) { // it was trained from its start by this call
-            lastEpoch[0] = (System.nanoTime() - epochStart[0]) / 1e9;
-            lastEpoch[1] = st.words.get() - epochStart[1];
-          }
-          epochStart[0] = System.nanoTime();
-          epochStart[1] = st.words.get();
-          epochStart[2] = 1;
-        }
-        if (st.epoch == cfg.epochs()) {
-          break; // the final checkpoint follows
-        }
-        boolean stop = opt.stopAfterRounds() > 0 && rounds >= opt.stopAfterRounds();
-        if ((job == null || job.leader()) && (stop || (opt.checkpointEverySeconds() > 0 && System.nanoTime()
-            - lastCheckpoint >= opt.checkpointEverySeconds() * 1_000_000_000L)
-            || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0))) {
-          st.elapsed = (System.nanoTime() - started) / 1e9;
-          save(ckpt, st, corpus, loss.curve(), false, counters, planWorkers);
-          lastCheckpoint = System.nanoTime();
-        }
-        if (job != null) {
-          // nobody writes while the leader saves; in an elastic job, workers that joined it
-          // are admitted here, with the position after this round and the job's counters
-          final int roundsDone = rounds;
-          java.util.function.Supplier<Map<String, String>> admission = stop ? null : () -> {
-            Map<String, String> m = new LinkedHashMap<>(st.position());
-            m.put("rounds", String.valueOf(roundsDone));
-            m.put("plan_workers", String.valueOf(planWorkers));
-            putWorkerCounters(m, counters);
-            return m;
-          };
-          job.barrier("saved-" + roundName, "", admission);
-          atBarrier[2] = job.participants().size();
-        }
-        if (stop) {
-          st.elapsed = (System.nanoTime() - started) / 1e9;
-          return result(st, loss.curve(), lastEpoch, counters);
+        epochStart[0] = System.nanoTime();
+        epochStart[1] = st.words.get();
+        epochStart[2] = 1;
+      }
+      return roundName;
+    }
+
+    /**
+     * Every worker's writes of the round are done (run returns after its last write). A worker
+     * that left during the round: what it wrote stays (Hogwild), its ranges (returned) are
+     * trained again by the others, and its counters stay those of its last finished round.
+     */
+    private List<Integer> roundBarrier(String roundName, List<Integer> inJob,
+        List<Integer> round) {
+      Map<Integer, String> arrived = job.barrier("round-" + roundName,
+          JobCoordinator.encode(st.workerMap()));
+      counters.putAll(arrived);
+      List<Integer> orphans = new ArrayList<>();
+      for (int j = 0; j < inJob.size(); j++) {
+        if (!arrived.containsKey(inJob.get(j))) {
+          List<Integer> lost = round.subList(Math.min(round.size(), j * threads),
+              Math.min(round.size(), (j + 1) * threads));
+          orphans.addAll(lost);
+          System.err.printf("word2vec: worker %d left job during round %s; its %d byte"
+              + " range(s) go to the %d worker(s) still in it%n", inJob.get(j), roundName,
+              lost.size(), arrived.size());
         }
       }
-    } finally {
-      timer.shutdownNow();
+      atBarrier[0] = progressBytes(counters);
+      atBarrier[1] = st.progressBytes.get();
+      atBarrier[2] = arrived.size();
+      return orphans;
     }
-    st.elapsed = (System.nanoTime() - started) / 1e9;
-    loss.sample(st.words.get());
-    if (out.describe().getCounters().getKeys() == 0) {
-      throw new CorpusException("no word of the corpus reached minCount (--min-count) "
-          + cfg.minCount() + " (" + st.tokens.get() + " words read): nothing was trained; lower"
-          + " the minimum count or give more text");
+
+    /**
+     * A checkpoint by the leader when one is due (or the run stops); in a job, a barrier that
+     * nobody writes past while the leader saves, where an elastic job admits the workers that
+     * joined it, with the position after this round and the job's counters.
+     */
+    private void betweenRounds(String roundName, boolean stop) {
+      if ((job == null || job.leader()) && (stop || (opt.checkpointEverySeconds() > 0
+          && System.nanoTime() - lastCheckpoint >= opt.checkpointEverySeconds() * 1_000_000_000L)
+          || (opt.checkpointEveryRounds() > 0 && rounds % opt.checkpointEveryRounds() == 0))) {
+        st.elapsed = (System.nanoTime() - started) / 1e9;
+        save(ckpt, st, corpus, loss.curve(), false, counters, planWorkers);
+        lastCheckpoint = System.nanoTime();
+      }
+      if (job == null) {
+        return;
+      }
+      final int roundsDone = rounds;
+      java.util.function.Supplier<Map<String, String>> admission = stop ? null : () -> {
+        Map<String, String> m = new LinkedHashMap<>(st.position());
+        m.put("rounds", String.valueOf(roundsDone));
+        m.put("plan_workers", String.valueOf(planWorkers));
+        putWorkerCounters(m, counters);
+        return m;
+      };
+      job.barrier("saved-" + roundName, "", admission);
+      atBarrier[2] = job.participants().size();
     }
-    if (job == null || job.leader()) {
-      save(ckpt, st, corpus, loss.curve(), true, counters, planWorkers);
-    }
-    if (job != null) {
-      job.barrier("saved-end", "");
-    }
-    progress.accept(new Status(st.epoch, cfg.epochs(), 1, st.tokens.get(), st.words.get(),
-        st.pairs.get(), st.elapsed, loss.last(), alpha.getAsDouble(), true));
-    return result(st, loss.curve(), lastEpoch, counters);
   }
 
   /**

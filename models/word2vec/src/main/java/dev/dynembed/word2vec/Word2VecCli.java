@@ -180,17 +180,7 @@ public final class Word2VecCli {
 
     @Override
     public Integer call() throws Exception {
-      Word2VecConfig.Optimizer opt = Word2VecConfig.Optimizer.parse(optimizer);
-      if (!List.of("auto", "on", "off").contains(implicitSteps)) {
-        throw new CorpusException("--implicit-steps must be on, off or auto but was '"
-            + implicitSteps + "'");
-      }
-      Word2VecConfig cfg = Word2VecConfig.builder().dim(dim).window(window).negative(negative)
-          .sample(sample).minCount(minCount).epochs(epochs).alpha(alpha).optimizer(opt)
-          .batchPairs(batch).seed(seed).name(name).negativePool(negativePool)
-          .implicitSteps(implicitSteps.equals("auto") ? null : implicitSteps.equals("on"))
-          .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier)
-          .redisTier(service.redisTier() != null).build();
+      Word2VecConfig cfg = config();
       try {
         service.check();
       } catch (IllegalArgumentException e) {
@@ -201,13 +191,6 @@ public final class Word2VecCli {
       if (!List.of("auto", "on", "off").contains(pipeline)) {
         throw new CorpusException("--pipeline must be on, off or auto but was '" + pipeline + "'");
       }
-      RowEncoding rowEncoding = switch (wireRows) {
-        case "float32" -> RowEncoding.FLOAT32;
-        case "bfloat16" -> RowEncoding.BFLOAT16;
-        case "float16" -> RowEncoding.FLOAT16;
-        default -> throw new CorpusException("--wire-rows must be float32, bfloat16 or float16"
-            + " but was '" + wireRows + "'");
-      };
       // auto: on when the shards have cores of their own. Pipelining costs CPU (optimizer state
       // travels with the rows; the trainer replays its own update), ~9% more per word on the
       // trainer and ~7% on the shards; it pays where the trainer would otherwise wait
@@ -215,18 +198,7 @@ public final class Word2VecCli {
       // (Redis is read in the trainer's threads: nothing to overlap)
       boolean pipelined = pipeline.equals("on")
           || (pipeline.equals("auto") && table != null && !service.redis());
-      if (!(simulatedRttMs >= 0 && simulatedRttMs <= 10_000)) {
-        throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
-            + simulatedRttMs);
-      }
-      ClientOptions.Builder clientOptions = connection.apply(
-          ClientOptions.builder().rowEncoding(rowEncoding));
-      if (simulatedRttMs > 0) {
-        // the delay is a gRPC interceptor: the data calls must go through gRPC to see it
-        clientOptions.interceptors(List.of(new SimulatedLatency(
-            java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))))
-            .dataPlane(ClientOptions.DataPlane.GRPC);
-      }
+      ClientOptions.Builder clientOptions = clientOptions();
       TextSplits.plan(input, 1); // check the files before starting anything
       jobOpts.check();
       if (jobOpts.enabled() && table == null) {
@@ -235,143 +207,37 @@ public final class Word2VecCli {
       }
       Files.createDirectories(model);
       Path modelDir = model.toAbsolutePath().normalize();
-      LocalShardProcesses procs = null;
-      TableClient client;
-      if (shards > 0) {
-        procs = service.start(modelDir, "");
-        client = service.open(procs, clientOptions.build());
-      } else if (table != null) {
-        client = TableClients.open(table, clientOptions.build());
-        try {
-          if (!jobOpts.enabled()) {
-            checkShardsCanCheckpoint(client, modelDir);
-          }
-        } catch (RuntimeException e) {
-          client.close();
-          throw e;
+      LocalShardProcesses procs = shards > 0 ? service.start(modelDir, "") : null;
+      boolean leads;
+      try {
+        TableClient client = open(procs, table, clientOptions.build(), modelDir);
+        String where = shards > 0 ? "local " + procs.describe()
+            + (procs.spec().startsWith("etcd:") ? " (replicated, " + procs.spec() + ")" : "")
+            : table != null ? (service.redis() ? table : "shards " + table)
+            : "the in-process table";
+        System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
+            threads, pipelined ? ", pipelined steps" : "",
+            countPass && !resume ? "; counting the corpus first (--count-pass)" : "");
+        dev.dynembed.job.JobCoordinator job = joinJob(cfg, table, client, modelDir);
+        leads = job == null || job.leader();
+        try (client) {
+          Word2Vec w2v = new Word2Vec(cfg, client, threads, job == null ? 0 : job.index())
+              .setPrefetch(prefetch)
+              .setPipelining(pipelined);
+          Word2Vec.Result r = train(w2v, job, modelDir);
+          LossCurve.write(modelDir, r.lossCurve(), String.format(Locale.ROOT,
+              "word2vec skip-gram, dim %d, window %d, negative %d, %d epochs", dim, window,
+              negative, epochs));
+          report(System.out, cfg, r, client, pipelined,
+              shards > 0 || table != null ? w2v.traffic() : null, procs);
+          System.out.printf("model            %s (loss curve: loss-curve.png)%n", modelDir);
         }
-      } else {
-        client = TableClients.inProcess(modelDir);
-      }
-      String where = shards > 0 ? "local " + procs.describe()
-          + (procs.spec().startsWith("etcd:") ? " (replicated, " + procs.spec() + ")" : "")
-          : table != null ? (service.redis() ? table : "shards " + table)
-          : "the in-process table";
-      System.err.printf("word2vec: training on %s with %s, %d threads%s%s%n", input, where,
-          threads, pipelined ? ", pipelined steps" : "",
-          countPass && !resume ? "; counting the corpus first (--count-pass)" : "");
-      dev.dynembed.job.JobCoordinator job = null;
-      if (jobOpts.enabled()) {
-        Map<String, String> settings = new java.util.TreeMap<>(cfg.toMap());
-        settings.put("corpus", Word2Vec.fingerprint(input));
-        settings.put("threads", String.valueOf(threads));
-        settings.put("table", table);
-        settings.put("resume", String.valueOf(resume));
-        settings.put("checkpoint_every", String.valueOf(checkpointEvery));
-        settings.put("checkpoint_every_rounds", String.valueOf(checkpointEveryRounds));
-        settings.put("stop_after_rounds", String.valueOf(stopAfterRounds));
-        System.err.printf("word2vec: joining job %s (%d workers) at %s...%n",
-            jobOpts.name(name), jobOpts.workers(), jobOpts.coordinator());
-        try {
-          job = jobOpts.join(name, settings);
-          if (job.leader() || job.elastic()) {
-            // in an elastic job any worker may come to lead (and save) when others leave
-            checkShardsCanCheckpoint(client, modelDir);
-          }
-        } catch (RuntimeException e) {
-          if (job != null) {
-            job.fail(e);
-            job.close();
-          }
-          client.close();
-          throw e;
-        }
-        System.err.printf("word2vec: worker %d %s %d%s%s%n", job.index(),
-            job.joining() ? "joining the running job started by" : "of", job.workers(),
-            job.leader() ? " (leader: checkpoints the tables)" : "",
-            job.elastic() ? "; elastic: a worker that leaves has its share re-planned" : "");
-      }
-      Progress progress = new Progress(System.err, System.console() != null);
-      try (client) {
-        Word2Vec w2v = new Word2Vec(cfg, client, threads, job == null ? 0 : job.index())
-            .setPrefetch(prefetch)
-            .setPipelining(pipelined);
-        Word2Vec.Result r;
-        try {
-          r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery, resume,
-              overwrite, checkpointEveryRounds, stopAfterRounds), progress::update, job);
-          if (job != null) {
-            job.finish();
-          }
-        } finally {
-          if (job != null) {
-            job.close();
-          }
-        }
-        LossCurve.write(modelDir, r.lossCurve(), String.format(Locale.ROOT,
-            "word2vec skip-gram, dim %d, window %d, negative %d, %d epochs", dim, window,
-            negative, epochs));
-        PrintStream o = System.out;
-        o.printf(Locale.ROOT, "%nwords trained    %,d (of %,d tokens read; %,d epochs)%n",
-            r.words(), r.tokens(), epochs);
-        o.printf(Locale.ROOT, "pairs            %,d%n", r.pairs());
-        o.printf(Locale.ROOT, "vocabulary       %,d words (min-count %d)%n", r.vocabulary(),
-            minCount);
-        o.printf(Locale.ROOT, "time             %.1f s%n", r.seconds());
-        if (cfg.tableMaxBytes() > 0) { // what the cap kept in memory, and what went to disk
-          for (String t : List.of(cfg.inTable(), cfg.outTable())) {
-            var c = client.openTable(t).describe().getCounters();
-            o.printf(Locale.ROOT, "table %-10s %,d rows, %,d in memory (%.1f MiB; cap %d MiB),"
-                + " %,d on disk; %,d demotions, %,d promotions%n", t, c.getKeys(),
-                c.getKeys() - c.getColdKeys(), c.getBytesUsed() / 1048576.0,
-                cfg.tableMaxBytes() >> 20, c.getColdKeys(), c.getDemotions(),
-                c.getPromotions());
-          }
-        }
-        if (pipelined) {
-          o.printf(Locale.ROOT, "reads ahead      %,d of %,d table-op reads (pipelined)%n",
-              r.aheadReads(), r.aheadReads() + r.ownReads());
-        }
-        o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
-        var traffic = shards > 0 || table != null ? w2v.traffic() : null;
-        if (traffic != null && r.words() > 0) { // what crossed to and from the shards
-          o.printf(Locale.ROOT, "rows crossing    %.3f read + %.3f written per trained word"
-              + " (%.0f bytes)%n", (double) traffic.rowsRead() / r.words(),
-              (double) traffic.rowsWritten() / r.words(),
-              4.0 * (traffic.valuesRead() + traffic.valuesWritten()) / r.words());
-          if (traffic.maxStaleness() > 0) {
-            o.printf(Locale.ROOT, "row cache        %.1f%% hits, %,d rows cached, %,d flushes,"
-                + " served rows %.1f steps old on average (at most %d; S = %d)%n",
-                100 * traffic.hitRate(), traffic.cachedRows(), traffic.flushes(),
-                traffic.meanAge(), traffic.maxAge(), traffic.maxStaleness());
-          }
-        }
-        if (r.lastEpochSeconds() > 0) {
-          o.printf(Locale.ROOT, "last epoch       %.1f s, %,.0f words/s%n",
-              r.lastEpochSeconds(), r.lastEpochWords() / r.lastEpochSeconds());
-        }
-        o.printf(Locale.ROOT, "final loss       %.4f per pair%n", r.finalLoss());
-        o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,
-            procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%s)",
-                procs.peakRssBytes() >> 20, procs.describe()));
-        // the JIT's share is printed apart: it is a fixed cost of each JVM, not of the words
-        long self = ProcessHandle.current().pid();
-        o.printf(Locale.ROOT, "cpu              %.1f s (this process, whole run; %.1f s of it"
-            + " JIT compiling)%s%n", LocalShardProcesses.cpuSeconds(self),
-            LocalShardProcesses.compilerCpuSeconds(self),
-            procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%s; %.1f s JIT)",
-                procs.cpuSeconds(), procs.describe(), procs.compilerCpuSeconds()));
-        if (r.skippedLongWords() > 0) {
-          o.printf(Locale.ROOT, "skipped          %,d words longer than %d bytes%n",
-              r.skippedLongWords(), Word2Vec.MAX_WORD_BYTES);
-        }
-        o.printf("model            %s (loss curve: loss-curve.png)%n", modelDir);
       } finally {
         if (procs != null) {
           procs.close();
         }
       }
-      if (!show.isEmpty() && (job == null || job.leader())) {
+      if (!show.isEmpty() && leads) {
         try (Queries q = new Queries(modelDir)) {
           for (String w : show) {
             printHits(w, () -> q.nearest(w, 8));
@@ -379,6 +245,181 @@ public final class Word2VecCli {
         }
       }
       return 0;
+    }
+
+    /** The training configuration from the options; a wrong one is refused by name. */
+    private Word2VecConfig config() {
+      Word2VecConfig.Optimizer opt = Word2VecConfig.Optimizer.parse(optimizer);
+      if (!List.of("auto", "on", "off").contains(implicitSteps)) {
+        throw new CorpusException("--implicit-steps must be on, off or auto but was '"
+            + implicitSteps + "'");
+      }
+      return Word2VecConfig.builder().dim(dim).window(window).negative(negative)
+          .sample(sample).minCount(minCount).epochs(epochs).alpha(alpha).optimizer(opt)
+          .batchPairs(batch).seed(seed).name(name).negativePool(negativePool)
+          .implicitSteps(implicitSteps.equals("auto") ? null : implicitSteps.equals("on"))
+          .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier)
+          .redisTier(service.redisTier() != null).build();
+    }
+
+    /** The client's options: the connection's, the rows' wire encoding, a simulated RTT. */
+    private ClientOptions.Builder clientOptions() {
+      RowEncoding rowEncoding = switch (wireRows) {
+        case "float32" -> RowEncoding.FLOAT32;
+        case "bfloat16" -> RowEncoding.BFLOAT16;
+        case "float16" -> RowEncoding.FLOAT16;
+        default -> throw new CorpusException("--wire-rows must be float32, bfloat16 or float16"
+            + " but was '" + wireRows + "'");
+      };
+      if (!(simulatedRttMs >= 0 && simulatedRttMs <= 10_000)) {
+        throw new CorpusException("--simulated-rtt-ms must be in [0, 10000] but was "
+            + simulatedRttMs);
+      }
+      ClientOptions.Builder b = connection.apply(ClientOptions.builder().rowEncoding(rowEncoding));
+      if (simulatedRttMs > 0) {
+        // the delay is a gRPC interceptor: the data calls must go through gRPC to see it
+        b.interceptors(List.of(new SimulatedLatency(
+            java.time.Duration.ofNanos((long) (simulatedRttMs * 1e6)))))
+            .dataPlane(ClientOptions.DataPlane.GRPC);
+      }
+      return b;
+    }
+
+    /**
+     * The tables: on the shard processes started here, on running shards (which must be able
+     * to write the model's checkpoint), or in process.
+     */
+    private TableClient open(LocalShardProcesses procs, String table, ClientOptions options,
+        Path modelDir) {
+      if (procs != null) {
+        return service.open(procs, options);
+      }
+      if (table == null) {
+        return TableClients.inProcess(modelDir);
+      }
+      TableClient client = TableClients.open(table, options);
+      try {
+        if (!jobOpts.enabled()) {
+          checkShardsCanCheckpoint(client, modelDir);
+        }
+      } catch (RuntimeException e) {
+        client.close();
+        throw e;
+      }
+      return client;
+    }
+
+    /** This process's place in a multi-worker job (null: alone); closes the client on failure. */
+    private dev.dynembed.job.JobCoordinator joinJob(Word2VecConfig cfg, String table,
+        TableClient client, Path modelDir) {
+      if (!jobOpts.enabled()) {
+        return null;
+      }
+      Map<String, String> settings = new java.util.TreeMap<>(cfg.toMap());
+      settings.put("corpus", Word2Vec.fingerprint(input));
+      settings.put("threads", String.valueOf(threads));
+      settings.put("table", table);
+      settings.put("resume", String.valueOf(resume));
+      settings.put("checkpoint_every", String.valueOf(checkpointEvery));
+      settings.put("checkpoint_every_rounds", String.valueOf(checkpointEveryRounds));
+      settings.put("stop_after_rounds", String.valueOf(stopAfterRounds));
+      System.err.printf("word2vec: joining job %s (%d workers) at %s...%n",
+          jobOpts.name(name), jobOpts.workers(), jobOpts.coordinator());
+      dev.dynembed.job.JobCoordinator job = null;
+      try {
+        job = jobOpts.join(name, settings);
+        if (job.leader() || job.elastic()) {
+          // in an elastic job any worker may come to lead (and save) when others leave
+          checkShardsCanCheckpoint(client, modelDir);
+        }
+      } catch (RuntimeException e) {
+        if (job != null) {
+          job.fail(e);
+          job.close();
+        }
+        client.close();
+        throw e;
+      }
+      System.err.printf("word2vec: worker %d %s %d%s%s%n", job.index(),
+          job.joining() ? "joining the running job started by" : "of", job.workers(),
+          job.leader() ? " (leader: checkpoints the tables)" : "",
+          job.elastic() ? "; elastic: a worker that leaves has its share re-planned" : "");
+      return job;
+    }
+
+    private Word2Vec.Result train(Word2Vec w2v, dev.dynembed.job.JobCoordinator job,
+        Path modelDir) {
+      Progress progress = new Progress(System.err, System.console() != null);
+      try {
+        Word2Vec.Result r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery,
+            resume, overwrite, checkpointEveryRounds, stopAfterRounds), progress::update, job);
+        if (job != null) {
+          job.finish();
+        }
+        return r;
+      } finally {
+        if (job != null) {
+          job.close();
+        }
+      }
+    }
+
+    /** What the run did: words, time, the tables' memory, rows crossed, memory and CPU. */
+    private void report(PrintStream o, Word2VecConfig cfg, Word2Vec.Result r, TableClient client,
+        boolean pipelined, dev.dynembed.table.client.RowTraffic traffic,
+        LocalShardProcesses procs) {
+      o.printf(Locale.ROOT, "%nwords trained    %,d (of %,d tokens read; %,d epochs)%n",
+          r.words(), r.tokens(), epochs);
+      o.printf(Locale.ROOT, "pairs            %,d%n", r.pairs());
+      o.printf(Locale.ROOT, "vocabulary       %,d words (min-count %d)%n", r.vocabulary(),
+          minCount);
+      o.printf(Locale.ROOT, "time             %.1f s%n", r.seconds());
+      if (cfg.tableMaxBytes() > 0) { // what the cap kept in memory, and what went to disk
+        for (String t : List.of(cfg.inTable(), cfg.outTable())) {
+          var c = client.openTable(t).describe().getCounters();
+          o.printf(Locale.ROOT, "table %-10s %,d rows, %,d in memory (%.1f MiB; cap %d MiB),"
+              + " %,d on disk; %,d demotions, %,d promotions%n", t, c.getKeys(),
+              c.getKeys() - c.getColdKeys(), c.getBytesUsed() / 1048576.0,
+              cfg.tableMaxBytes() >> 20, c.getColdKeys(), c.getDemotions(),
+              c.getPromotions());
+        }
+      }
+      if (pipelined) {
+        o.printf(Locale.ROOT, "reads ahead      %,d of %,d table-op reads (pipelined)%n",
+            r.aheadReads(), r.aheadReads() + r.ownReads());
+      }
+      o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
+      if (traffic != null && r.words() > 0) { // what crossed to and from the shards
+        o.printf(Locale.ROOT, "rows crossing    %.3f read + %.3f written per trained word"
+            + " (%.0f bytes)%n", (double) traffic.rowsRead() / r.words(),
+            (double) traffic.rowsWritten() / r.words(),
+            4.0 * (traffic.valuesRead() + traffic.valuesWritten()) / r.words());
+        if (traffic.maxStaleness() > 0) {
+          o.printf(Locale.ROOT, "row cache        %.1f%% hits, %,d rows cached, %,d flushes,"
+              + " served rows %.1f steps old on average (at most %d; S = %d)%n",
+              100 * traffic.hitRate(), traffic.cachedRows(), traffic.flushes(),
+              traffic.meanAge(), traffic.maxAge(), traffic.maxStaleness());
+        }
+      }
+      if (r.lastEpochSeconds() > 0) {
+        o.printf(Locale.ROOT, "last epoch       %.1f s, %,.0f words/s%n",
+            r.lastEpochSeconds(), r.lastEpochWords() / r.lastEpochSeconds());
+      }
+      o.printf(Locale.ROOT, "final loss       %.4f per pair%n", r.finalLoss());
+      o.printf(Locale.ROOT, "peak memory      %,d MiB (this process)%s%n", peakRss() >> 20,
+          procs == null ? "" : String.format(Locale.ROOT, " + %,d MiB (%s)",
+              procs.peakRssBytes() >> 20, procs.describe()));
+      // the JIT's share is printed apart: it is a fixed cost of each JVM, not of the words
+      long self = ProcessHandle.current().pid();
+      o.printf(Locale.ROOT, "cpu              %.1f s (this process, whole run; %.1f s of it"
+          + " JIT compiling)%s%n", LocalShardProcesses.cpuSeconds(self),
+          LocalShardProcesses.compilerCpuSeconds(self),
+          procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%s; %.1f s JIT)",
+              procs.cpuSeconds(), procs.describe(), procs.compilerCpuSeconds()));
+      if (r.skippedLongWords() > 0) {
+        o.printf(Locale.ROOT, "skipped          %,d words longer than %d bytes%n",
+            r.skippedLongWords(), Word2Vec.MAX_WORD_BYTES);
+      }
     }
   }
 

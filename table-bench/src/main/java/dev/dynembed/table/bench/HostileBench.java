@@ -203,27 +203,7 @@ public final class HostileBench implements Callable<Integer> {
     ManagedChannel victimChannel = ManagedChannelBuilder.forAddress("127.0.0.1", port)
         .usePlaintext().build();
     var victimStub = EmbeddingTableServiceGrpc.newBlockingStub(victimChannel);
-    Future<?> victim = pool.submit(() -> {
-      try (Raw dp = new Raw(dataPort, true)) {
-        byte[] small = finds(keys("w1", "w2", "w3"), 1).toByteArray();
-        long n = 0;
-        while (!done.get()) {
-          long t0 = System.nanoTime();
-          try {
-            victimStub.find(FindRequest.newBuilder().setTable("amp")
-                .setKeys(keys("w1", "w2")).build());
-            dp.send(3, ++n, small);
-            if (dp.read() != 0x43) {
-              victimFailures.increment();
-            }
-          } catch (StatusRuntimeException e) {
-            victimFailures.increment();
-          }
-          victimNanos.add(System.nanoTime() - t0);
-        }
-      }
-      return null;
-    });
+    Future<?> victim = pool.submit(() -> victim(victimStub, victimNanos, victimFailures));
     long start = System.nanoTime();
     List<Future<?>> attacks = new ArrayList<>();
     KeyBatch a = sameKey(1 << 20);
@@ -247,97 +227,11 @@ public final class HostileBench implements Callable<Integer> {
         return null;
       }));
     }
-    // D2 on the data plane: the same read, 16 samples of 4M draws, the largest allowed sample
-    attacks.add(pool.submit(() -> {
-      ReadRequest.Builder samples = ReadRequest.newBuilder();
-      for (int i = 0; i < 16; i++) {
-        samples.addItems(ReadItem.newBuilder().setSample(SampleRequest.newBuilder()
-            .setTable("amp").setNumSampled(1 << 22).setSampler(SamplerKind.UNIFORM_SAMPLER)));
-      }
-      byte[] big = d1.toByteArray();
-      byte[] many = samples.build().toByteArray();
-      byte[] largest = ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setSample(
-          SampleRequest.newBuilder().setTable("amp").setNumSampled(1 << 22)
-              .setSampler(SamplerKind.UNIFORM_SAMPLER))).build().toByteArray();
-      try (Raw c = new Raw(dataPort, true)) {
-        for (int i = 0; i < 20; i++) {
-          c.send(3, 3L * i + 1, big);
-          count("D2 read " + (c.read() == 0x7F ? "refused" : "answered"));
-          c.send(3, 3L * i + 2, many);
-          count("D2 16 samples " + (c.read() == 0x7F ? "refused" : "answered"));
-          c.send(3, 3L * i + 3, largest);
-          count("D2 largest sample " + (c.read() == 0x7F ? "refused" : "answered"));
-        }
-      }
-      return null;
-    }));
-    // D3: silent connections, then authenticated ones left idle
-    attacks.add(pool.submit(() -> {
-      List<Socket> open = new ArrayList<>();
-      try {
-        for (int i = 0; i < silent; i++) {
-          try {
-            open.add(new Socket("127.0.0.1", dataPort));
-          } catch (IOException e) {
-            count("D3 connect failed");
-          }
-        }
-        Thread.sleep(500);
-        long closed = open.stream().filter(s -> {
-          try {
-            s.setSoTimeout(1);
-            s.getInputStream().read(); // an ERROR frame, or the end of the stream
-            return true;
-          } catch (java.net.SocketTimeoutException e) {
-            return false;
-          } catch (IOException e) {
-            return true;
-          }
-        }).count();
-        outcomes.computeIfAbsent("D3 silent connections refused at once", k -> new LongAdder())
-            .add(closed);
-        List<Raw> authed = new ArrayList<>();
-        for (int i = 0; i < silent; i++) {
-          try {
-            authed.add(new Raw(dataPort, true));
-          } catch (IOException e) {
-            count("D3 authenticated connection refused");
-          }
-        }
-        outcomes.computeIfAbsent("D3 authenticated connections open", k -> new LongAdder())
-            .add(authed.size());
-        for (Raw r : authed) {
-          r.close();
-        }
-      } finally {
-        for (Socket s : open) {
-          s.close();
-        }
-      }
-      return null;
-    }));
+    attacks.add(pool.submit(() -> d2(d1)));
+    attacks.add(pool.submit(this::d3));
     // D4: three 512 MiB frames before HELLO, each followed by zeros
     for (int t = 0; t < 3; t++) {
-      attacks.add(pool.submit(() -> {
-        try (Socket s = new Socket("127.0.0.1", dataPort)) {
-          DataOutputStream out = new DataOutputStream(s.getOutputStream());
-          out.writeInt(512 << 20);
-          out.writeLong(3L << 56);
-          out.writeInt(0);
-          byte[] zeros = new byte[1 << 20];
-          long sent = 0;
-          try {
-            for (int i = 0; i < 300; i++) {
-              out.write(zeros);
-              sent += zeros.length;
-            }
-            count("D4 300 MiB taken");
-          } catch (IOException e) {
-            count("D4 refused after " + (sent >> 20) + " MiB or less");
-          }
-        }
-        return null;
-      }));
+      attacks.add(pool.submit(this::d4));
     }
     for (Future<?> f : attacks) {
       f.get();
@@ -362,6 +256,123 @@ public final class HostileBench implements Callable<Integer> {
     System.out.printf(Locale.ROOT, "  shard RSS: %,d MiB before, %,d MiB peak, %,d MiB after;"
         + " alive: %s%n", rssBefore, rssPeak.get(), rssAfter, alive);
     return alive ? 0 : 1;
+  }
+
+  /** The victim: a trainer's small reads, a gRPC find and a data-plane read a round. */
+  private Void victim(EmbeddingTableServiceGrpc.EmbeddingTableServiceBlockingStub victimStub,
+      List<Long> victimNanos, LongAdder victimFailures) throws IOException {
+    try (Raw dp = new Raw(dataPort, true)) {
+      byte[] small = finds(keys("w1", "w2", "w3"), 1).toByteArray();
+      long n = 0;
+      while (!done.get()) {
+        long t0 = System.nanoTime();
+        try {
+          victimStub.find(FindRequest.newBuilder().setTable("amp")
+              .setKeys(keys("w1", "w2")).build());
+          dp.send(3, ++n, small);
+          if (dp.read() != 0x43) {
+            victimFailures.increment();
+          }
+        } catch (StatusRuntimeException e) {
+          victimFailures.increment();
+        }
+        victimNanos.add(System.nanoTime() - t0);
+      }
+    }
+    return null;
+  }
+
+  /** D2 on the data plane: the same read, 16 samples of 4M draws, the largest allowed sample. */
+  private Void d2(ReadRequest d1) throws IOException {
+    ReadRequest.Builder samples = ReadRequest.newBuilder();
+    for (int i = 0; i < 16; i++) {
+      samples.addItems(ReadItem.newBuilder().setSample(SampleRequest.newBuilder()
+          .setTable("amp").setNumSampled(1 << 22).setSampler(SamplerKind.UNIFORM_SAMPLER)));
+    }
+    byte[] big = d1.toByteArray();
+    byte[] many = samples.build().toByteArray();
+    byte[] largest = ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setSample(
+        SampleRequest.newBuilder().setTable("amp").setNumSampled(1 << 22)
+            .setSampler(SamplerKind.UNIFORM_SAMPLER))).build().toByteArray();
+    try (Raw c = new Raw(dataPort, true)) {
+      for (int i = 0; i < 20; i++) {
+        c.send(3, 3L * i + 1, big);
+        count("D2 read " + (c.read() == 0x7F ? "refused" : "answered"));
+        c.send(3, 3L * i + 2, many);
+        count("D2 16 samples " + (c.read() == 0x7F ? "refused" : "answered"));
+        c.send(3, 3L * i + 3, largest);
+        count("D2 largest sample " + (c.read() == 0x7F ? "refused" : "answered"));
+      }
+    }
+    return null;
+  }
+
+  /** D3: silent connections, then authenticated ones left idle. */
+  private Void d3() throws Exception {
+    List<Socket> open = new ArrayList<>();
+    try {
+      for (int i = 0; i < silent; i++) {
+        try {
+          open.add(new Socket("127.0.0.1", dataPort));
+        } catch (IOException e) {
+          count("D3 connect failed");
+        }
+      }
+      Thread.sleep(500);
+      long closed = open.stream().filter(s -> {
+        try {
+          s.setSoTimeout(1);
+          s.getInputStream().read(); // an ERROR frame, or the end of the stream
+          return true;
+        } catch (java.net.SocketTimeoutException e) {
+          return false;
+        } catch (IOException e) {
+          return true;
+        }
+      }).count();
+      outcomes.computeIfAbsent("D3 silent connections refused at once", k -> new LongAdder())
+          .add(closed);
+      List<Raw> authed = new ArrayList<>();
+      for (int i = 0; i < silent; i++) {
+        try {
+          authed.add(new Raw(dataPort, true));
+        } catch (IOException e) {
+          count("D3 authenticated connection refused");
+        }
+      }
+      outcomes.computeIfAbsent("D3 authenticated connections open", k -> new LongAdder())
+          .add(authed.size());
+      for (Raw r : authed) {
+        r.close();
+      }
+    } finally {
+      for (Socket s : open) {
+        s.close();
+      }
+    }
+    return null;
+  }
+
+  /** D4: a 512 MiB frame before HELLO, followed by zeros. */
+  private Void d4() throws IOException {
+    try (Socket s = new Socket("127.0.0.1", dataPort)) {
+      DataOutputStream out = new DataOutputStream(s.getOutputStream());
+      out.writeInt(512 << 20);
+      out.writeLong(3L << 56);
+      out.writeInt(0);
+      byte[] zeros = new byte[1 << 20];
+      long sent = 0;
+      try {
+        for (int i = 0; i < 300; i++) {
+          out.write(zeros);
+          sent += zeros.length;
+        }
+        count("D4 300 MiB taken");
+      } catch (IOException e) {
+        count("D4 refused after " + (sent >> 20) + " MiB or less");
+      }
+    }
+    return null;
   }
 
   private static double pct(long[] sorted, double p) {

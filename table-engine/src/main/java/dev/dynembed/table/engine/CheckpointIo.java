@@ -393,104 +393,12 @@ public final class CheckpointIo {
   /** Reads one file; messages name it by {@code p}, its file name (never a server path). */
   private static void readFile(InputStream raw, String p, String expectedName, Target target)
       throws IOException {
-    int shardIndex = target.shardIndex;
-    int numShards = target.numShards;
     CRC32C whole = new CRC32C();
     DataInputStream in = new DataInputStream(new CheckedInputStream(raw, whole));
     try {
-      byte[] magic = in.readNBytes(MAGIC.length);
-      if (!java.util.Arrays.equals(magic, MAGIC)) {
-        throw TableException.dataLoss("%s is not a table checkpoint file (bad magic)", p);
-      }
-      int version = readInt(in);
-      if (version != FORMAT_VERSION) {
-        throw TableException.precondition(
-            "%s has checkpoint format version %d; this build reads version %d", p, version,
-            FORMAT_VERSION);
-      }
-      int hlen = readInt(in);
-      if (hlen < 0 || hlen > (1 << 20)) {
-        throw TableException.dataLoss("%s: header length %d is invalid", p, hlen);
-      }
-      byte[] hb = in.readNBytes(hlen);
-      if (hb.length != hlen || readInt(in) != crc(hb, hlen)) {
-        throw TableException.dataLoss("%s: header checksum mismatch or truncated header", p);
-      }
-      CheckpointHeader h = CheckpointHeader.parseFrom(hb);
-      TableConfig cfg;
-      try {
-        cfg = TableConfigs.normalize(h.getConfig());
-      } catch (TableException e) { // found by FuzzTest: an empty header passes an empty CRC
-        throw TableException.dataLoss("%s: the header holds no valid table config (%s)", p,
-            e.getMessage());
-      }
-      cfg = target.adapt.apply(cfg);
-      if (!cfg.getName().equals(expectedName)) {
-        throw TableException.precondition("%s holds table '%s', not '%s'", p, cfg.getName(),
-            expectedName);
-      }
-      if (target.table == null) {
-        target.table = new TableStore(cfg, shardIndex, numShards);
-      } else if (!target.table.config().equals(cfg)) {
-        throw TableException.precondition(
-            "%s was written with a different table config than the other files", p);
-      }
-      TableStore t = target.table;
-      if (h.getRowFloats() != t.rowFloats) {
-        throw TableException.dataLoss("%s: header says %d floats per row but dim %d with %s needs %d",
-            p, h.getRowFloats(), cfg.getDim(), cfg.getOptimizer().getKind(), t.rowFloats);
-      }
-      long records = 0;
-      float[] rec = new float[t.rowFloats];
-      while (true) {
-        int count = readInt(in);
-        if (count == 0) {
-          break;
-        }
-        int len = readInt(in);
-        if (count < 0 || len < 0 || len > (64 << 20)) {
-          throw TableException.dataLoss("%s: block header is invalid (records %d, bytes %d)", p,
-              count, len);
-        }
-        byte[] payload = in.readNBytes(len);
-        if (payload.length != len) {
-          throw new EOFException();
-        }
-        if (readInt(in) != crc(payload, len)) {
-          throw TableException.dataLoss("%s: block %d checksum mismatch (corrupt)", p, records);
-        }
-        ByteBuffer b = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
-        try {
-          for (int i = 0; i < count; i++) {
-            int klen = b.getShort() & 0xFFFF;
-            if (klen == 0 || klen > t.maxKeyBytes) {
-              throw TableException.dataLoss("%s: record %d has key length %d", p, records, klen);
-            }
-            byte[] kbytes = new byte[klen];
-            b.get(kbytes);
-            for (int j = 0; j < t.rowFloats; j++) {
-              rec[j] = b.getFloat();
-            }
-            long freq = b.getLong();
-            long step = b.getLong();
-            long upd = b.getLong();
-            records++;
-            PackedKeys key = new PackedKeys.Builder(1).add(kbytes, 0, klen).build();
-            if (!target.owns(key.hash(0))) {
-              continue;
-            }
-            if (!t.restoreRecord(key, 0, rec, 0, freq, step, upd)) {
-              throw TableException.dataLoss("%s: key '%s' appears twice in the checkpoint", p,
-                  key.key(0));
-            }
-          }
-        } catch (java.nio.BufferUnderflowException e) {
-          throw TableException.dataLoss("%s: block %d is shorter than its records", p, records);
-        }
-        if (b.hasRemaining()) {
-          throw TableException.dataLoss("%s: block has %d trailing bytes", p, b.remaining());
-        }
-      }
+      CheckpointHeader h = readHeader(in, p, expectedName, target);
+      TableConfig cfg = target.table.config();
+      long records = readRecords(in, p, target);
       long total = readLong(in);
       if (total != records) {
         throw TableException.dataLoss("%s: trailer says %d records but %d were read", p, total,
@@ -514,6 +422,117 @@ public final class CheckpointIo {
     } catch (com.google.protobuf.InvalidProtocolBufferException e) {
       throw TableException.dataLoss("%s: header cannot be parsed: %s", p, e.getMessage());
     }
+  }
+
+  /**
+   * The file's magic, version and header (checked by its CRC); creates the target's table from
+   * the header's config on the first file, and checks that the others agree with it.
+   */
+  private static CheckpointHeader readHeader(DataInputStream in, String p, String expectedName,
+      Target target) throws IOException {
+    int shardIndex = target.shardIndex;
+    int numShards = target.numShards;
+    byte[] magic = in.readNBytes(MAGIC.length);
+    if (!java.util.Arrays.equals(magic, MAGIC)) {
+      throw TableException.dataLoss("%s is not a table checkpoint file (bad magic)", p);
+    }
+    int version = readInt(in);
+    if (version != FORMAT_VERSION) {
+      throw TableException.precondition(
+          "%s has checkpoint format version %d; this build reads version %d", p, version,
+          FORMAT_VERSION);
+    }
+    int hlen = readInt(in);
+    if (hlen < 0 || hlen > (1 << 20)) {
+      throw TableException.dataLoss("%s: header length %d is invalid", p, hlen);
+    }
+    byte[] hb = in.readNBytes(hlen);
+    if (hb.length != hlen || readInt(in) != crc(hb, hlen)) {
+      throw TableException.dataLoss("%s: header checksum mismatch or truncated header", p);
+    }
+    CheckpointHeader h = CheckpointHeader.parseFrom(hb);
+    TableConfig cfg;
+    try {
+      cfg = TableConfigs.normalize(h.getConfig());
+    } catch (TableException e) { // found by FuzzTest: an empty header passes an empty CRC
+      throw TableException.dataLoss("%s: the header holds no valid table config (%s)", p,
+          e.getMessage());
+    }
+    cfg = target.adapt.apply(cfg);
+    if (!cfg.getName().equals(expectedName)) {
+      throw TableException.precondition("%s holds table '%s', not '%s'", p, cfg.getName(),
+          expectedName);
+    }
+    if (target.table == null) {
+      target.table = new TableStore(cfg, shardIndex, numShards);
+    } else if (!target.table.config().equals(cfg)) {
+      throw TableException.precondition(
+          "%s was written with a different table config than the other files", p);
+    }
+    TableStore t = target.table;
+    if (h.getRowFloats() != t.rowFloats) {
+      throw TableException.dataLoss("%s: header says %d floats per row but dim %d with %s needs %d",
+          p, h.getRowFloats(), cfg.getDim(), cfg.getOptimizer().getKind(), t.rowFloats);
+    }
+    return h;
+  }
+
+  /** The record blocks, each checked by its CRC, to the empty block that ends them. */
+  private static long readRecords(DataInputStream in, String p, Target target)
+      throws IOException {
+    TableStore t = target.table;
+    long records = 0;
+    float[] rec = new float[t.rowFloats];
+    while (true) {
+      int count = readInt(in);
+      if (count == 0) {
+        break;
+      }
+      int len = readInt(in);
+      if (count < 0 || len < 0 || len > (64 << 20)) {
+        throw TableException.dataLoss("%s: block header is invalid (records %d, bytes %d)", p,
+            count, len);
+      }
+      byte[] payload = in.readNBytes(len);
+      if (payload.length != len) {
+        throw new EOFException();
+      }
+      if (readInt(in) != crc(payload, len)) {
+        throw TableException.dataLoss("%s: block %d checksum mismatch (corrupt)", p, records);
+      }
+      ByteBuffer b = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
+      try {
+        for (int i = 0; i < count; i++) {
+          int klen = b.getShort() & 0xFFFF;
+          if (klen == 0 || klen > t.maxKeyBytes) {
+            throw TableException.dataLoss("%s: record %d has key length %d", p, records, klen);
+          }
+          byte[] kbytes = new byte[klen];
+          b.get(kbytes);
+          for (int j = 0; j < t.rowFloats; j++) {
+            rec[j] = b.getFloat();
+          }
+          long freq = b.getLong();
+          long step = b.getLong();
+          long upd = b.getLong();
+          records++;
+          PackedKeys key = new PackedKeys.Builder(1).add(kbytes, 0, klen).build();
+          if (!target.owns(key.hash(0))) {
+            continue;
+          }
+          if (!t.restoreRecord(key, 0, rec, 0, freq, step, upd)) {
+            throw TableException.dataLoss("%s: key '%s' appears twice in the checkpoint", p,
+                key.key(0));
+          }
+        }
+      } catch (java.nio.BufferUnderflowException e) {
+        throw TableException.dataLoss("%s: block %d is shorter than its records", p, records);
+      }
+      if (b.hasRemaining()) {
+        throw TableException.dataLoss("%s: block has %d trailing bytes", p, b.remaining());
+      }
+    }
+    return records;
   }
 
   static long crcOfFile(Path p) throws IOException {
