@@ -362,7 +362,7 @@ class RedisTierTest {
       run(t, k.length, System.nanoTime() + TimeUnit.SECONDS.toNanos(3), expected, counts);
       float[] before = t.find(k).rows();
       assertArrayEquals(expected, before, 0f);
-      Thread.sleep(1000); // 10 flush periods: Redis holds every change
+      awaitWrittenBehind(RedisTier.defaultPrefix(0, 2), "lose", k, before, counts, 0, 2);
       // shard 0's disk goes, then its process: the restart finds an empty state directory
       Dirs.deleteTree(data.resolve("state").resolve("shard-0"));
       procs.kill(0);
@@ -376,6 +376,40 @@ class RedisTierTest {
       assertEquals(64, t.sample(new String[0], 64, SamplerKind.UNIGRAM_SAMPLER, 0, 7).keys().length);
       String log = Files.readString(LocalShardProcesses.logOf(data, 0));
       assertTrue(log.contains("no state on disk: 1 tables from the Redis tier"), log);
+    }
+  }
+
+  /**
+   * Waits until Redis holds, under {@code prefix}, the record of every key of {@code k} that
+   * shard {@code shard} of {@code n} owns, equal to {@code rows} and {@code counts}: what the
+   * shard wrote behind (fails after 30 s, naming the first key that differs).
+   */
+  private static void awaitWrittenBehind(String prefix, String table, String[] k, float[] rows,
+      long[] counts, int shard, int n) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    try (UnifiedJedis r = RedisConnections.open(redis.uri(), java.util.Set.of()).redis()) {
+      while (true) {
+        AssertionError differs = null;
+        for (int i = 0; i < k.length && differs == null; i++) {
+          if (dev.dynembed.table.common.KeyHashing.shardOf(k[i], n) != shard) {
+            continue;
+          }
+          byte[] v = r.get((prefix + ":" + table + ":r:" + k[i]).getBytes(StandardCharsets.UTF_8));
+          try {
+            assertTrue(v != null, k[i] + " is not in Redis");
+            assertRecord(v, k[i], rows, i, counts[i]);
+          } catch (AssertionError e) {
+            differs = e;
+          }
+        }
+        if (differs == null) {
+          return;
+        }
+        if (System.nanoTime() > deadline) {
+          throw differs;
+        }
+        Thread.sleep(20);
+      }
     }
   }
 

@@ -61,7 +61,7 @@ class ReshardingTest {
     final long seed;
     final AtomicBoolean stop;
     final AtomicReference<Throwable> error = new AtomicReference<>();
-    long steps;
+    volatile long steps; // written by its thread only
 
     Trainer(TableClient client, Oracle oracle, long seed, AtomicBoolean stop) {
       this.client = client;
@@ -121,9 +121,9 @@ class ReshardingTest {
       threads.add(th);
       th.start();
     }
-    Thread.sleep(300); // the trainers are writing when the move starts
+    awaitSteps(trainers, 5); // the trainers are writing when the move starts
     move.run();
-    Thread.sleep(300); // and go on after it, through the new map
+    awaitSteps(trainers, 5); // and go on after it, through the new map
     stop.set(true);
     for (Thread th : threads) {
       th.join(60_000);
@@ -133,7 +133,23 @@ class ReshardingTest {
       if (tr.error.get() != null) {
         throw new AssertionError("a trainer failed", tr.error.get());
       }
-      assertTrue(tr.steps > 5, "trainer steps: " + tr.steps);
+      assertTrue(tr.steps > 10, "trainer steps: " + tr.steps);
+    }
+  }
+
+  /** Waits until every trainer has made {@code more} steps from now (or one failed). */
+  private static void awaitSteps(List<Trainer> trainers, int more) throws InterruptedException {
+    long[] from = trainers.stream().mapToLong(t -> t.steps).toArray();
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(60);
+    for (int i = 0; i < from.length; i++) {
+      Trainer tr = trainers.get(i);
+      while (tr.steps < from[i] + more && tr.error.get() == null) {
+        if (System.nanoTime() > deadline) {
+          throw new AssertionError("trainer " + i + " made " + (tr.steps - from[i])
+              + " steps in 60 s");
+        }
+        Thread.sleep(5);
+      }
     }
   }
 

@@ -37,6 +37,8 @@ public final class LocalShardProcesses implements AutoCloseable {
   private final List<List<String>> commands = new ArrayList<>();
   private final Path dataDir;
   private volatile boolean closing;
+  private final java.util.concurrent.atomic.AtomicInteger exitsHandled =
+      new java.util.concurrent.atomic.AtomicInteger();
   private final java.util.concurrent.atomic.AtomicInteger restarts =
       new java.util.concurrent.atomic.AtomicInteger();
   private final java.util.Map<Integer, java.util.Deque<Long>> recentExits =
@@ -343,54 +345,63 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   private void supervise(int i, Process p) {
     p.onExit().thenRun(() -> {
-      if (closing) {
-        return;
-      }
-      if (!restartable) {
-        System.err.printf("table %s exited (code %d); left down: it ran without a"
-            + " write-ahead log (--wal off), so a restart would answer with fresh rows; resume"
-            + " from the last checkpoint (its output: %s)%n", what(i), p.exitValue(), log(i));
-        return;
-      }
-      synchronized (recentExits) {
-        java.util.Deque<Long> exits = recentExits.computeIfAbsent(i, k -> new java.util.ArrayDeque<>());
-        long now = System.nanoTime();
-        exits.addLast(now);
-        while (now - exits.peekFirst() > TimeUnit.MINUTES.toNanos(1)) {
-          exits.removeFirst();
-        }
-        if (exits.size() > MAX_RESTARTS) {
-          System.err.printf("table %s exited (code %d); %d exits within a minute: left"
-              + " down (its output: %s)%n", what(i), p.exitValue(), exits.size(), log(i));
-          return;
-        }
-      }
-      System.err.printf("table %s exited (code %d); restarting it on %s: it recovers its"
-          + " tables from its write-ahead log%n", what(i), p.exitValue(),
-          etcd == null ? (oneProcess ? String.join(",", endpoints) : endpoints.get(i))
-              : "a free port (in the cluster map)");
       try {
-        Process q;
-        synchronized (restartLock) { // a wipe of its disk first
-          q = launch(commands.get(i), log(i), true);
-        }
-        if (oneProcess) {
-          for (int j = 0; j < processes.size(); j++) {
-            processes.set(j, q);
-          }
-        } else {
-          processes.set(i, q);
-        }
-        restarts.incrementAndGet();
-        if (closing) {
-          q.destroy();
-        } else {
-          supervise(i, q);
-        }
-      } catch (IOException e) {
-        System.err.printf("table %s could not be restarted: %s%n", what(i), e.getMessage());
+        onExit(i, p);
+      } finally {
+        exitsHandled.incrementAndGet();
       }
     });
+  }
+
+  /** A shard process ended: restarted (it recovers from its log), or left down, saying why. */
+  private void onExit(int i, Process p) {
+    if (closing) {
+      return;
+    }
+    if (!restartable) {
+      System.err.printf("table %s exited (code %d); left down: it ran without a"
+          + " write-ahead log (--wal off), so a restart would answer with fresh rows; resume"
+          + " from the last checkpoint (its output: %s)%n", what(i), p.exitValue(), log(i));
+      return;
+    }
+    synchronized (recentExits) {
+      java.util.Deque<Long> exits = recentExits.computeIfAbsent(i, k -> new java.util.ArrayDeque<>());
+      long now = System.nanoTime();
+      exits.addLast(now);
+      while (now - exits.peekFirst() > TimeUnit.MINUTES.toNanos(1)) {
+        exits.removeFirst();
+      }
+      if (exits.size() > MAX_RESTARTS) {
+        System.err.printf("table %s exited (code %d); %d exits within a minute: left"
+            + " down (its output: %s)%n", what(i), p.exitValue(), exits.size(), log(i));
+        return;
+      }
+    }
+    System.err.printf("table %s exited (code %d); restarting it on %s: it recovers its"
+        + " tables from its write-ahead log%n", what(i), p.exitValue(),
+        etcd == null ? (oneProcess ? String.join(",", endpoints) : endpoints.get(i))
+            : "a free port (in the cluster map)");
+    try {
+      Process q;
+      synchronized (restartLock) { // a wipe of its disk first
+        q = launch(commands.get(i), log(i), true);
+      }
+      if (oneProcess) {
+        for (int j = 0; j < processes.size(); j++) {
+          processes.set(j, q);
+        }
+      } else {
+        processes.set(i, q);
+      }
+      restarts.incrementAndGet();
+      if (closing) {
+        q.destroy();
+      } else {
+        supervise(i, q);
+      }
+    } catch (IOException e) {
+      System.err.printf("table %s could not be restarted: %s%n", what(i), e.getMessage());
+    }
   }
 
   /** Kills shard i with SIGKILL, as a crash would (tests and chaos runs); it is restarted. */
@@ -408,6 +419,14 @@ public final class LocalShardProcesses implements AutoCloseable {
   /** Shard restarts since start. */
   public int restarts() {
     return restarts.get();
+  }
+
+  /**
+   * Process exits handled since start: each one restarted or left down (a shard without its
+   * log, too many exits in a minute) by the time it is counted.
+   */
+  public int exitsHandled() {
+    return exitsHandled.get();
   }
 
   /** The output log of process k: shard-I.log, or shard-I-rR.log for replicated shards. */

@@ -398,10 +398,24 @@ class ReplicationTest {
         }
       }
       ClusterAddress address = ClusterAddress.parse(cluster);
-      Thread.sleep(8000); // the dead primary's lease (2 s) and several elections
-      assertTrue(ClusterStatus.read(address).shards().isEmpty(), "a fresh process leads");
+      // the dead primary's lease (2 s) runs out; each restarted process (empty disk) finds the
+      // group without a primary and refuses to lead, saying why (logged once)
+      long deadline = System.nanoTime() + 60_000_000_000L;
+      String refusal = "it is not in sync with the last primary";
+      while (!(Files.readString(dir.resolve("0a.log")).contains(refusal)
+          && Files.readString(dir.resolve("0b.log")).contains(refusal))
+          && System.nanoTime() < deadline) {
+        Thread.sleep(100);
+      }
       String logs = Files.readString(dir.resolve("0a.log")) + Files.readString(dir.resolve("0b.log"));
-      assertTrue(logs.contains("it is not in sync with the last primary"), logs);
+      assertTrue(Files.readString(dir.resolve("0a.log")).contains(refusal)
+          && Files.readString(dir.resolve("0b.log")).contains(refusal), logs);
+      // and goes on refusing: several elections (each process tries every 250 ms), nobody leads
+      long watched = System.nanoTime() + 2_000_000_000L;
+      while (System.nanoTime() < watched) {
+        assertTrue(ClusterStatus.read(address).shards().isEmpty(), "a fresh process leads");
+        Thread.sleep(100);
+      }
       assertTrue(ClusterStatus.forgetGroup(address, 0));
       ClusterStatus after = awaitRedundant(cluster, 1, 60);
       assertEquals(1, after.groups().get(0).epoch(), after.format()); // a new group

@@ -64,7 +64,11 @@ class ShardsWithoutLogTest {
             "a shard without its log wrote one under " + dir);
       }
       procs.kill(0);
-      Thread.sleep(3000); // a logged shard is back within ~1 s
+      long deadline = System.nanoTime() + 30_000_000_000L;
+      while (procs.exitsHandled() < 1 && System.nanoTime() < deadline) {
+        Thread.sleep(20); // the supervisor sees the exit and decides: restart or leave down
+      }
+      assertEquals(1, procs.exitsHandled(), "the supervisor did not see the shard exit");
       assertEquals(0, procs.restarts(), "a shard without its log was restarted");
       assertThrows(RuntimeException.class, () -> t.find(keys),
           "a read of the dead shard's keys was answered");
