@@ -49,6 +49,20 @@ public final class ReplicationBench implements Callable<Integer> {
   @Option(names = "--failovers", defaultValue = "3", description = "primaries killed (with"
       + " their disks) in the sync run, one at a time; 0 to skip")
   int failovers;
+  @Option(names = "--follower-restarts", defaultValue = "3", description = "in the async run,"
+      + " followers disrupted one at a time, in turn: paused (SIGSTOP) 2 s, past the replication"
+      + " timeout (1 s in that run), then resumed (cut off, the process alive: it rejoins from its log); SIGKILLed"
+      + " and restarted on its disk (it replays its own log, then rejoins from its log or loads a"
+      + " snapshot, whichever the primary finds smaller); SIGKILLed with its disk (it loads a"
+      + " snapshot); 0 to skip")
+  int followerRestarts;
+  @Option(names = "--disruption-batches-per-s", defaultValue = "0", description = "the writer's"
+      + " rate during the follower disruptions (0: as fast as it goes): the log a follower"
+      + " misses grows with it, and the primary sends a snapshot when that log outweighs one")
+  double disruptionRate;
+  @Option(names = "--follower-rejoin", defaultValue = "log", description = "the shards'"
+      + " --follower-rejoin in the async run: log or snapshot (default ${DEFAULT-VALUE})")
+  String followerRejoin;
   @Option(names = "--server-heap", defaultValue = "2g",
       description = "heap of each shard process (default ${DEFAULT-VALUE})") String serverHeap;
 
@@ -83,7 +97,10 @@ public final class ReplicationBench implements Callable<Integer> {
         try (LocalShardProcesses procs = mode.equals("none")
             ? new LocalShardProcesses(shards, 0, dir, serverHeap, "")
             : LocalShardProcesses.replicated(shards, 1, mode, dir, serverHeap, "", List.of(),
-                List.of());
+                // the follower disruptions: a pause of 2 s cuts a follower off
+                mode.equals("async") && followerRestarts > 0 ? List.of(
+                    "--replication-timeout-ms", "1000", "--follower-rejoin", followerRejoin)
+                    : List.of());
             TableClient c = TableClients.open(procs.spec(), ClientOptions.builder()
                 .retryFor(Duration.ofSeconds(120)).build())) {
           EmbeddingTable t = c.createTable(TableConfigs.builder("bench", dim)
@@ -103,12 +120,107 @@ public final class ReplicationBench implements Callable<Integer> {
           if (mode.equals("sync") && failovers > 0) {
             failovers(procs, t, batches, grads, step);
           }
+          if (mode.equals("async") && followerRestarts > 0) {
+            followerRestarts(procs, t, batches, grads, step);
+          }
         }
       }
     } finally {
       Dirs.deleteTree(base);
     }
     return 0;
+  }
+
+  /**
+   * A writer steps on; a follower is killed, with its disk (it rejoins from its own log) or
+   * without (it loads a snapshot), and restarted: the time from the kill until the primary has
+   * it in sync again, and how it came back (from its follower's log).
+   */
+  private void followerRestarts(LocalShardProcesses procs, EmbeddingTable t,
+      List<String[]> batches, float[] grads, long[] step) throws Exception {
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread writer = new Thread(() -> {
+      int i = 0;
+      long t0 = System.nanoTime();
+      while (!stop.get()) {
+        String[] k = batches.get(i++ % batches.size());
+        t.findOrInsert(k, true);
+        t.applyGradients(k, grads, 0f, step[0]++);
+        if (disruptionRate > 0) { // the batch's slot at the rate asked for
+          long due = t0 + (long) (i * 1e9 / disruptionRate);
+          long wait = due - System.nanoTime();
+          if (wait > 0) {
+            java.util.concurrent.locks.LockSupport.parkNanos(wait);
+          }
+        }
+      }
+    }, "restart-writer");
+    writer.start();
+    try {
+      for (int f = 0; f < followerRestarts; f++) {
+        procs.awaitGroups(Duration.ofSeconds(120));
+        Thread.sleep(3000);
+        int kind = f % 3; // 0 paused, 1 killed, 2 killed with its disk
+        int shard = f / 3 % shards;
+        int k = procs.followerOf(shard);
+        Path log = procs.logOfProcess(k);
+        long before = Files.size(log);
+        Path primaryLog = procs.logOfProcess(k - k % 2 + (1 - k % 2)); // one follower a group
+        long primaryBefore = Files.size(primaryLog);
+        long[] killed = {System.nanoTime()};
+        if (kind == 0) {
+          String pid = String.valueOf(procs.pidOf(k));
+          new ProcessBuilder("kill", "-STOP", pid).start().waitFor();
+          Thread.sleep(2000); // past the primary's --replication-timeout-ms (1 s): cut off
+          new ProcessBuilder("kill", "-CONT", pid).start().waitFor();
+          killed[0] = System.nanoTime(); // from the resume on
+        } else {
+          killed[0] = procs.killProcess(k, kind == 2);
+        }
+        long deadline = System.nanoTime() + 5_000_000_000L;
+        while (!procs.status().groups().get(shard).inSync().isEmpty()
+            && System.nanoTime() < deadline) {
+          Thread.sleep(5); // the primary drops it once its stream breaks
+        }
+        while (procs.status().groups().get(shard).inSync().isEmpty()) {
+          Thread.sleep(5);
+        }
+        double secs = (System.nanoTime() - killed[0]) / 1e9;
+        String said;
+        try (java.io.RandomAccessFile r = new java.io.RandomAccessFile(log.toFile(), "r")) {
+          byte[] tail = new byte[(int) (r.length() - before)];
+          r.seek(before);
+          r.readFully(tail);
+          said = new String(tail, java.nio.charset.StandardCharsets.UTF_8);
+        }
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile(
+            "rejoined from its own log after record (\\d+)|loaded its snapshot at record (\\d+)")
+            .matcher(said);
+        String how = !m.find() ? "?" : m.group(1) != null
+            ? "rejoined from its log after record " + m.group(1)
+            : "loaded a snapshot at record " + m.group(2);
+        java.util.regex.Matcher rec = java.util.regex.Pattern.compile("ready: (\\d+) tables from"
+            + " snapshot at log record (\\d+) \\+ (\\d+) records replayed in ([0-9.]+) s")
+            .matcher(said);
+        if (rec.find()) { // the restarted process's own recovery, before it followed
+          how += String.format(Locale.ROOT, "; its own recovery first: %s records of its log"
+              + " replayed in %s s", rec.group(3), rec.group(4));
+        }
+        String primarySaid = Files.readString(primaryLog).substring((int) primaryBefore);
+        for (String line : primarySaid.split("\n")) {
+          if (line.contains("rejoin")) { // how the primary chose: records from its log, or not
+            System.out.println("  primary: " + line.replaceFirst("^table-server ", ""));
+          }
+        }
+        System.out.printf(Locale.ROOT, "follower disruption %d: shard %d's follower %s: in sync"
+            + " again after %.2f s (%s)%n", f + 1, shard, kind == 0 ? "paused 2 s (SIGSTOP)"
+            : kind == 1 ? "SIGKILLed (its disk kept)" : "SIGKILLed with its state directory",
+            secs, how);
+      }
+    } finally {
+      stop.set(true);
+      writer.join(60_000);
+    }
   }
 
   /**

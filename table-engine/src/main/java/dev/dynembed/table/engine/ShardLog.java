@@ -112,8 +112,14 @@ public final class ShardLog implements AutoCloseable {
     segmentStart = nextLsn;
     position = 0;
     allocated = 0;
+    marks = 0;
     Durable.fsyncDirectory(dir);
   }
+
+  /** Every {@value #MARK_EVERY}th record's position in the current segment, from its start. */
+  private static final int MARK_EVERY = 64;
+  private long[] markAt = new long[256];
+  private int marks;
 
   /** Bytes the segment file grows by at a time (etcd preallocates its 64 MB segments alike). */
   static final long PREALLOCATE = 4L << 20;
@@ -252,6 +258,12 @@ public final class ShardLog implements AutoCloseable {
       crc.update(b.position(8).limit(16 + size));
       b.putInt(0, size + 8).putInt(4, (int) crc.getValue());
       b.position(0).limit(16 + size);
+      if ((lsn - segmentStart) % MARK_EVERY == 0) {
+        if (marks == markAt.length) {
+          markAt = java.util.Arrays.copyOf(markAt, marks * 2);
+        }
+        markAt[marks++] = position;
+      }
       try {
         long at = position;
         while (b.hasRemaining()) {
@@ -422,6 +434,42 @@ public final class ShardLog implements AutoCloseable {
     Durable.fsyncDirectory(dir);
   }
 
+  /**
+   * About how many bytes of log hold the records after {@code lsn} (at most {@value
+   * #MARK_EVERY} records more in the current segment; earlier segments count whole): what a
+   * rejoin from the log would send, to weigh against a snapshot.
+   */
+  long bytesAfter(long lsn) throws IOException {
+    long current;
+    long written;
+    synchronized (lock) {
+      current = segmentStart;
+      written = position;
+      if (lsn + 1 >= nextLsn) {
+        return 0; // nothing after it
+      }
+      if (lsn + 1 >= current) {
+        int mark = (int) Math.min((lsn + 1 - current) / MARK_EVERY, marks - 1);
+        return mark < 0 ? 0 : written - markAt[mark];
+      }
+    }
+    List<Long> starts = segmentStarts(dir);
+    long bytes = 0;
+    for (int i = 0; i < starts.size(); i++) {
+      long next = i + 1 < starts.size() ? starts.get(i + 1) : Long.MAX_VALUE;
+      if (next <= lsn + 1) {
+        continue; // wholly before it
+      }
+      long start = starts.get(i);
+      if (start == current) {
+        bytes += written;
+      } else if (start < current) {
+        bytes += Files.size(dir.resolve(segmentName(start)));
+      }
+    }
+    return bytes;
+  }
+
   /** Forces what was appended to the disk (shutdown). */
   void flush() throws IOException {
     synchronized (lock) {
@@ -545,6 +593,69 @@ public final class ShardLog implements AutoCloseable {
           s == starts.size() - 1);
     }
     return expected;
+  }
+
+  /**
+   * Reads records {@code fromLsn..toLsn} of a live log, in order, changing nothing (a primary
+   * sending a rejoining follower the records it lacks: docs/design/0023). Every record up to
+   * {@code toLsn} must be whole in the files (appended before the call); segments written
+   * meanwhile are found as it goes. A record missing (its segment deleted by a snapshot) or
+   * damaged is an IOException: the caller falls back to a snapshot.
+   */
+  static void read(Path dir, long fromLsn, long toLsn, RecordSink sink) throws IOException {
+    long next = fromLsn;
+    while (next <= toLsn) {
+      List<Long> starts = segmentStarts(dir);
+      int s = starts.size() - 1;
+      while (s >= 0 && starts.get(s) > next) {
+        s--;
+      }
+      if (s < 0) {
+        throw new IOException("the log in " + dir.getFileName() + " no longer holds record "
+            + next);
+      }
+      long read = next;
+      try (FileChannel ch = FileChannel.open(dir.resolve(segmentName(starts.get(s))),
+          StandardOpenOption.READ)) {
+        ByteBuffer head = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+        CRC32C crc = new CRC32C();
+        long pos = 0;
+        long lsn = starts.get(s);
+        long size = ch.size();
+        while (lsn <= toLsn && pos + 8 <= size) {
+          head.clear();
+          readFully(ch, head, pos);
+          int len = head.getInt(0);
+          if (len == 0) {
+            break; // room allocated ahead: the records go on in the next segment
+          }
+          if (len < 8 || len > MAX_BODY || pos + 8 + len > size) {
+            throw new IOException("record " + lsn + " of " + segmentName(starts.get(s))
+                + " is cut short or of impossible length");
+          }
+          byte[] body = new byte[len];
+          readFully(ch, ByteBuffer.wrap(body), pos + 8);
+          crc.reset();
+          crc.update(body, 0, len);
+          long at = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+          if ((int) crc.getValue() != head.getInt(4) || at != lsn) {
+            throw new IOException("record " + lsn + " of " + segmentName(starts.get(s))
+                + " is damaged");
+          }
+          if (lsn >= next) {
+            sink.accept(lsn, java.util.Arrays.copyOfRange(body, 8, body.length));
+            read = lsn + 1;
+          }
+          lsn++;
+          pos += 8 + len;
+        }
+      }
+      if (read == next) {
+        throw new IOException("the log in " + dir.getFileName() + " does not hold record "
+            + next + " where it should (segment " + segmentName(starts.get(s)) + ")");
+      }
+      next = read;
+    }
   }
 
   private static long replaySegment(Path p, long expected, long fromLsn, RecordSink sink,

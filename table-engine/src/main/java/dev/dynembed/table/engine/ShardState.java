@@ -541,6 +541,52 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     return wal.lastLsn();
   }
 
+  /**
+   * The start LSN of the current snapshot: the log holds every record from it on (and the
+   * restored tables' and slot imports' files those records name); 1 before the first snapshot.
+   */
+  public long snapshotStart() throws IOException {
+    synchronized (snapshotMutex) {
+      SnapshotManifest m = readCurrent(snapDir);
+      return m == null ? 1 : m.getStartLsn();
+    }
+  }
+
+  /** About how many bytes of this shard's log hold the records after {@code lsn}. */
+  public long logBytesAfter(long lsn) throws IOException {
+    return wal.bytesAfter(lsn);
+  }
+
+  /** The size of the last snapshot this process wrote or recovered (0: none yet). */
+  public long lastSnapshotBytes() {
+    return lastSnapshotBytes;
+  }
+
+  /** Receives records read back from the log. */
+  public interface LogReader {
+    void accept(long lsn, LogRecord record) throws IOException;
+  }
+
+  /**
+   * Reads records {@code fromLsn..toLsn} of this shard's log, in order, changing nothing (a
+   * primary sending a rejoining follower the records it lacks: docs/design/0023). They must
+   * have been appended already; one that a snapshot deleted meanwhile is an IOException.
+   */
+  public void readLog(long fromLsn, long toLsn, LogReader reader) throws IOException {
+    if (fromLsn > toLsn) {
+      return;
+    }
+    ShardLog.read(walDir, fromLsn, toLsn, (lsn, payload) -> {
+      LogRecord r;
+      try {
+        r = LogRecord.parseFrom(payload);
+      } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+        throw new IOException("record " + lsn + " of the log does not parse", e);
+      }
+      reader.accept(lsn, r);
+    });
+  }
+
   /** Log bytes a restart would replay now. */
   @Override
   public long logBytesSinceSnapshot() {

@@ -49,6 +49,57 @@ class ShardLogTest {
     assertEquals(List.of(expected), replayed);
   }
 
+  /**
+   * A live log read back for a rejoining follower: records from..to across a rotation, exactly
+   * those, while appends go on; a record a deletion took is an IOException; the bytes after an
+   * LSN are those of its records (to one mark of {@code MARK_EVERY} records).
+   */
+  @Test
+  void aLiveLogIsReadBackFromAnyRecord_andItsBytesAfterOneAreCounted() throws Exception {
+    ShardLog log = new ShardLog(dir, ShardLog.Fsync.NO, 1, e -> { });
+    try {
+      long[] sizeOf = new long[401];
+      for (int i = 1; i <= 200; i++) {
+        assertEquals(i, log.append(record(i)));
+        sizeOf[i] = 16 + record(i).getSerializedSize();
+      }
+      assertEquals(201, log.rotate());
+      for (int i = 201; i <= 400; i++) {
+        assertEquals(i, log.append(record(i)));
+        sizeOf[i] = 16 + record(i).getSerializedSize();
+      }
+      List<Long> lsns = new ArrayList<>();
+      ShardLog.read(dir, 150, 330, (lsn, payload) -> {
+        assertEquals(record((int) lsn), LogRecord.parseFrom(payload));
+        lsns.add(lsn);
+      });
+      assertEquals(181, lsns.size());
+      assertEquals(150L, lsns.get(0));
+      assertEquals(330L, lsns.get(lsns.size() - 1));
+      // in the current segment: exact at a mark (every 64th record from its start), at most
+      // 63 records more elsewhere; before it, the older segments count whole
+      long after264 = 0;
+      for (int i = 265; i <= 400; i++) {
+        after264 += sizeOf[i];
+      }
+      assertEquals(after264, log.bytesAfter(264)); // record 265 = 201 + 64: a mark
+      long after270 = after264 - sizeOf[265] - sizeOf[266] - sizeOf[267] - sizeOf[268]
+          - sizeOf[269] - sizeOf[270];
+      assertTrue(log.bytesAfter(270) >= after270 && log.bytesAfter(270) <= after264);
+      assertEquals(0, log.bytesAfter(400));
+      long all = 0;
+      for (int i = 1; i <= 400; i++) {
+        all += sizeOf[i];
+      }
+      assertEquals(all, log.bytesAfter(10));
+      log.deleteBefore(201);
+      org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+          () -> ShardLog.read(dir, 150, 210, (lsn, payload) -> { }));
+    } finally {
+      log.close();
+    }
+  }
+
   private static LogRecord record(int i) {
     return LogRecord.newBuilder().setWrite(WriteRequest.newBuilder()
         .addItems(ApplyGradientsRequest.newBuilder().setTable("t")

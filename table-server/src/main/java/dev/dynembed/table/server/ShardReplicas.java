@@ -54,7 +54,9 @@ import java.util.stream.Stream;
  *
  * <p>As primary ({@link #lead}): every record appended is queued for each follower; a follower
  * that subscribes first gets a fresh snapshot's files (hard links, so later snapshots may delete
- * it meanwhile), then the records from the snapshot's start on. A follower that has acknowledged
+ * it meanwhile), then the records from the snapshot's start on; or, when it followed this epoch
+ * already and the records it lacks are still in this log and fewer bytes than a snapshot, those
+ * records read from the log (a rejoin: docs/design/0023-faults.md). A follower that has acknowledged
  * the log up to the record last appended when its snapshot was sent is recorded in etcd as in
  * sync, and from then on, with {@code sync}, every mutating call waits until every follower in
  * sync holds its record (and at least {@code --min-sync-replicas} do); a follower that falls
@@ -64,8 +66,8 @@ import java.util.stream.Stream;
  * have been replaced).
  *
  * <p>As follower ({@link #follow}): the engine refuses every call; the primary's snapshot
- * replaces this process's state, then its records are applied and logged in order and each is
- * acknowledged once in this process's log. Deposed ({@link #deposed}), the process exits (code
+ * replaces this process's state (or, on a rejoin, its own log is kept), then its records are
+ * applied and logged in order and each is acknowledged once in this process's log. Deposed ({@link #deposed}), the process exits (code
  * 75): its state may hold records no follower got, so it comes back as a follower and loads the
  * new primary's snapshot (crash-only, as for a failed log).
  */
@@ -98,6 +100,8 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   private final int minInSync;
   private final Duration timeout;
   private final Runnable exit;
+  /** Whether a reconnecting follower may get records from this log instead of a snapshot. */
+  private final boolean rejoinFromLog;
   private final String member;
   private final Peers peers;
   private volatile ShardGroup group;
@@ -117,8 +121,9 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
   ShardReplicas(ShardEngine engine, AtomicReference<ShardState> state, StateOpener reopen,
       Path stateDir, String member, Peers peers, Mode mode, int minInSync, Duration timeout,
-      Runnable exit) {
+      boolean rejoinFromLog, Runnable exit) {
     this.engine = engine;
+    this.rejoinFromLog = rejoinFromLog;
     this.member = member;
     this.peers = peers;
     this.state = state;
@@ -152,6 +157,23 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     return "shard " + engine.shardIndex();
   }
 
+  /**
+   * The epoch of the primary whose log this process's log is a prefix of, while it follows
+   * (written once its state came from that primary: a snapshot loaded, or a rejoin accepted);
+   * a rejoining follower names it so that the primary can send records instead of a snapshot.
+   */
+  private Path followEpochFile() {
+    return root().resolve("follow-epoch");
+  }
+
+  private long followEpoch() {
+    try {
+      return Long.parseLong(Files.readString(followEpochFile()).strip());
+    } catch (IOException | NumberFormatException e) {
+      return 0; // none (or unreadable): a snapshot
+    }
+  }
+
   // ------------------------------------------------------------------ roles
 
   @Override
@@ -164,6 +186,13 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       // serve; out (crash-only), so that the lease runs out and another process leads
       deposed("elected without a loaded state");
       return;
+    }
+    // its log is this epoch's now, a prefix of no other primary's: as a follower again (after
+    // it is deposed) it loads a snapshot
+    try {
+      Files.deleteIfExists(followEpochFile());
+    } catch (IOException io) {
+      log.warning(name() + ": cannot delete " + followEpochFile() + ": " + io.getMessage());
     }
     s.replicateTo(this);
     leading = true;
@@ -366,7 +395,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
                 .asRuntimeException());
             return;
           }
-          f = new Follower(streams.incrementAndGet(), r.getMember(), call, ready);
+          f = new Follower(streams.incrementAndGet(), r, call, ready);
           current.set(f);
           for (Follower old : followers.values()) {
             if (old.member.equals(f.member)) {
@@ -416,10 +445,16 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     volatile String why;
     Thread sender;
 
-    Follower(long id, String member, ServerCallStreamObserver<ReplicationMessage> out,
+    /** Where the follower's own log ends: the last record, and the epoch it is a prefix of. */
+    final long lastLsn;
+    final long lastEpoch;
+
+    Follower(long id, FollowRequest request, ServerCallStreamObserver<ReplicationMessage> out,
         Object ready) {
       this.id = id;
-      this.member = member;
+      this.member = request.getMember();
+      this.lastLsn = request.getLastLsn();
+      this.lastEpoch = request.getLastEpoch();
       this.out = out;
       this.ready = ready;
     }
@@ -484,22 +519,40 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       Path links = null;
       try {
         ShardState s = state.get();
-        // the snapshot starts after this follower's queue did: every record from its start on
-        // is queued
-        s.snapshot();
-        links = root().resolve("replication-" + member + "-" + System.nanoTime());
-        long start = s.linkCurrentSnapshot(links);
-        try (Stream<Path> files = Files.list(links)) {
-          for (Path p : files.sorted().toList()) {
-            sendFile(p, p.getFileName().toString(), true);
+        long start; // the first record the queue must send: those before came another way
+        long resumeAfter = resumable(s);
+        if (resumeAfter >= 0) {
+          // every record up to here is whole in the log; those after it are queued
+          long to = s.lastLsn();
+          emit(ReplicationMessage.newBuilder().setResumeFrom(resumeAfter).build());
+          sent = resumeAfter;
+          catchUp = to;
+          System.out.printf("table-server shard %d: follower %s rejoins from its own log after"
+              + " record %d: records %d..%d from this log, no snapshot (in sync once it holds"
+              + " record %d)%n", engine.shardIndex(), member, resumeAfter, resumeAfter + 1, to,
+              to);
+          System.out.flush();
+          maybeInSync();
+          s.readLog(resumeAfter + 1, to, this::sendRecord);
+          start = to + 1;
+        } else {
+          // the snapshot starts after this follower's queue did: every record from its start
+          // on is queued
+          s.snapshot();
+          links = root().resolve("replication-" + member + "-" + System.nanoTime());
+          start = s.linkCurrentSnapshot(links);
+          try (Stream<Path> files = Files.list(links)) {
+            for (Path p : files.sorted().toList()) {
+              sendFile(p, p.getFileName().toString(), true);
+            }
           }
+          emit(ReplicationMessage.newBuilder().setSnapshotDone(start).build());
+          sent = start - 1;
+          catchUp = s.lastLsn();
+          log.info(String.format("%s: follower %s gets the log from record %d (in sync once it"
+              + " holds record %d)", name(), member, start, catchUp));
+          maybeInSync();
         }
-        emit(ReplicationMessage.newBuilder().setSnapshotDone(start).build());
-        sent = start - 1;
-        catchUp = s.lastLsn();
-        log.info(String.format("%s: follower %s gets the log from record %d (in sync once it"
-            + " holds record %d)", name(), member, start, catchUp));
-        maybeInSync();
         while (!closed) {
           Pending p = queue.poll(200, TimeUnit.MILLISECONDS);
           if (p == null) {
@@ -507,31 +560,9 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           }
           queuedBytes.addAndGet(-p.record.getSerializedSize());
           if (p.lsn < start) {
-            continue; // in the snapshot
+            continue; // in the snapshot, or read from the log
           }
-          if (p.record.hasRestore()) {
-            Path dir = state.get().walDirectory().resolve(p.record.getRestore().getDirectory());
-            try (Stream<Path> files = Files.list(dir)) {
-              for (Path f : files.sorted().toList()) {
-                sendFile(f, dir.getFileName() + "/" + f.getFileName(), false);
-              }
-            }
-          }
-          if (p.record.hasImportSlots()) { // a slot move's files, as a restore's
-            Path wal = state.get().walDirectory();
-            Path dir = wal.resolve(p.record.getImportSlots().getDirectory());
-            try (Stream<Path> files = Files.walk(dir)) {
-              for (Path f : files.filter(Files::isRegularFile).sorted().toList()) {
-                sendFile(f, wal.relativize(f).toString().replace('\\', '/'), false);
-              }
-            }
-          }
-          if (acked >= sent) {
-            behindSince.set(System.nanoTime()); // from now on it owes an answer
-          }
-          sent = p.lsn;
-          emit(ReplicationMessage.newBuilder().setRecord(ReplicatedRecord.newBuilder()
-              .setLsn(p.lsn).setEpoch(epoch).setRecord(p.record)).build());
+          sendRecord(p.lsn, p.record);
         }
       } catch (InterruptedException e) {
         // cut off
@@ -553,6 +584,66 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         } catch (RuntimeException ignored) {
           // already closed
         }
+      }
+    }
+
+    /**
+     * The follower's last record if it rejoins from its own log, else -1 (it loads a snapshot).
+     * It can when its log is a prefix of this primary's (it followed this epoch: one primary per
+     * epoch, which shipped it those records in order) and this log still holds every record
+     * after it (a snapshot since may have let them go); it does when those records are fewer
+     * bytes than a snapshot (Redis's partial resync has the same rule with a fixed backlog): a
+     * step's record carries its gradients, so a long gap costs more to apply than the state it
+     * built costs to load.
+     */
+    private long resumable(ShardState s) throws IOException {
+      if (!rejoinFromLog || lastEpoch == 0 || lastEpoch != epoch || lastLsn > s.lastLsn()
+          || lastLsn + 1 < s.snapshotStart()) {
+        return -1;
+      }
+      long logBytes = s.logBytesAfter(lastLsn);
+      // what a snapshot would hold now: the tables' memory (the last snapshot's size when larger,
+      // as with rows in a disk tier; it may be old: the table grew since)
+      long snapshotBytes = Math.max(s.lastSnapshotBytes(), engine.bytesInUse());
+      if (logBytes > snapshotBytes) {
+        System.out.printf("table-server shard %d: follower %s could rejoin from its log after"
+            + " record %d, but the records it lacks (about %,d bytes of log) outweigh a"
+            + " snapshot (%,d bytes): it loads one%n", engine.shardIndex(), member, lastLsn,
+            logBytes, snapshotBytes);
+        System.out.flush();
+        return -1;
+      }
+      return lastLsn;
+    }
+
+    /** One record, after the files it names (a restored table's, a slot import's). */
+    private void sendRecord(long lsn, LogRecord record) throws IOException {
+      try {
+        if (record.hasRestore()) {
+          Path dir = state.get().walDirectory().resolve(record.getRestore().getDirectory());
+          try (Stream<Path> files = Files.list(dir)) {
+            for (Path f : files.sorted().toList()) {
+              sendFile(f, dir.getFileName() + "/" + f.getFileName(), false);
+            }
+          }
+        }
+        if (record.hasImportSlots()) { // a slot move's files, as a restore's
+          Path wal = state.get().walDirectory();
+          Path dir = wal.resolve(record.getImportSlots().getDirectory());
+          try (Stream<Path> files = Files.walk(dir)) {
+            for (Path f : files.filter(Files::isRegularFile).sorted().toList()) {
+              sendFile(f, wal.relativize(f).toString().replace('\\', '/'), false);
+            }
+          }
+        }
+        if (acked >= sent) {
+          behindSince.set(System.nanoTime()); // from now on it owes an answer
+        }
+        sent = lsn;
+        emit(ReplicationMessage.newBuilder().setRecord(ReplicatedRecord.newBuilder()
+            .setLsn(lsn).setEpoch(epoch).setRecord(record)).build());
+      } catch (InterruptedException e) {
+        throw new java.io.InterruptedIOException("cut off");
       }
     }
 
@@ -690,9 +781,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           failed(new IOException("the primary ended the stream"));
         }
       });
+      ShardState s = state.get();
       requests.onNext(FollowerMessage.newBuilder().setFollow(FollowRequest.newBuilder()
           .setMember(member).setShardIndex(engine.shardIndex())
-          .setNumShards(engine.numShards()).setEpoch(epoch)).build());
+          .setNumShards(engine.numShards()).setEpoch(epoch)
+          .setLastLsn(s == null ? 0 : s.lastLsn()).setLastEpoch(s == null ? 0 : followEpoch()))
+          .build());
     }
 
     private ManagedChannel channel(String endpoint) throws IOException {
@@ -732,12 +826,30 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           ShardState.installReceived(stateDir, engine.shardIndex(), incoming, start);
           ShardState fresh = reopen.open();
           state.set(fresh);
+          // this log is now a prefix of this primary's: durable before the first ack
+          dev.dynembed.table.common.Durable.writeAtomically(followEpochFile(),
+              Long.toString(epoch).getBytes(java.nio.charset.StandardCharsets.UTF_8));
           loaded = true;
           System.out.printf("table-server shard %d follows %s (epoch %d): loaded its snapshot"
               + " at record %d (%d tables)%n", engine.shardIndex(), primary.endpoint(), epoch,
               start, engine.tables().size());
           System.out.flush();
           ack(fresh.lastLsn());
+        }
+        case RESUME_FROM -> {
+          ShardState s = state.get();
+          if (loaded || s == null || m.getResumeFrom() != s.lastLsn()) {
+            throw new IOException("the primary resumes the log after record "
+                + m.getResumeFrom() + " but this process's log ends at "
+                + (s == null ? "nothing" : String.valueOf(s.lastLsn())));
+          }
+          Dirs.deleteTree(incoming); // no snapshot comes
+          loaded = true;
+          System.out.printf("table-server shard %d follows %s (epoch %d): rejoined from its own"
+              + " log after record %d (no snapshot)%n", engine.shardIndex(), primary.endpoint(),
+              epoch, s.lastLsn());
+          System.out.flush();
+          ack(s.lastLsn());
         }
         case RESTORE_FILE -> {
           if (!loaded) {

@@ -177,9 +177,16 @@ public final class TableServerMain implements Callable<Integer> {
   Integer minSyncReplicas;
 
   @Option(names = "--replication-timeout-ms", defaultValue = "5000", description = "a follower"
-      + " in sync that acknowledges nothing new for this long is cut off (it reconnects and"
-      + " reloads); default ${DEFAULT-VALUE}")
+      + " in sync that acknowledges nothing new for this long is cut off (it reconnects: it"
+      + " rejoins from its own log, or loads a snapshot when the records it lacks outweigh one);"
+      + " default ${DEFAULT-VALUE}")
   long replicationTimeoutMs;
+
+  @Option(names = "--follower-rejoin", defaultValue = "log", description = "what a primary sends"
+      + " a follower that reconnects after following it: log (the records it lacks, read from"
+      + " this log, when they are fewer bytes than a snapshot; otherwise a snapshot) or"
+      + " snapshot (always a snapshot, as before rejoins from the log); default ${DEFAULT-VALUE}")
+  String followerRejoin;
 
   @Option(names = "--peer-tls-ca", description = "with --replication and TLS: the PEM CA that"
       + " signs the other processes' certificates (default --tls-client-ca); a follower presents"
@@ -384,6 +391,8 @@ public final class TableServerMain implements Callable<Integer> {
             + " --peer-token-file: a follower's admin token on its primary"
         : minSyncReplicas != null && minSyncReplicas < 0 ? "--min-sync-replicas must be >= 0"
         : replicationTimeoutMs < 100 ? "--replication-timeout-ms must be >= 100"
+        : !followerRejoin.equals("log") && !followerRejoin.equals("snapshot")
+            ? "--follower-rejoin must be log or snapshot; got '" + followerRejoin + "'"
         : null;
     if (refusal != null) {
       throw new UsageError(refusal);
@@ -501,7 +510,7 @@ public final class TableServerMain implements Callable<Integer> {
         policy, snapshotEveryMb << 20, onLogFailure), states, member, peers, replicationMode,
         minSyncReplicas != null ? minSyncReplicas
             : replicationMode == ShardReplicas.Mode.SYNC ? 1 : 0,
-        java.time.Duration.ofMillis(replicationTimeoutMs), () -> {
+        java.time.Duration.ofMillis(replicationTimeoutMs), followerRejoin.equals("log"), () -> {
           Runtime.getRuntime().halt(ShardReplicas.DEPOSED_EXIT_CODE);
         });
   }

@@ -332,6 +332,44 @@ public final class LocalShardProcesses implements AutoCloseable {
   }
 
   /**
+   * The process number of a follower of replicated shard {@code index} (a process of its group
+   * that is not its primary): {@link #pids} and {@link #logOfProcess} take it.
+   */
+  public int followerOf(int index) throws IOException {
+    long primary = status().shards().stream().filter(e -> e.member().index() == index)
+        .findFirst().orElseThrow(() -> new IOException("shard " + index + " has no primary"))
+        .member().pid();
+    for (int k = index * groupSize; k < (index + 1) * groupSize; k++) {
+      if (processes.get(k).pid() != primary) {
+        return k;
+      }
+    }
+    throw new IOException("shard " + index + " has no follower");
+  }
+
+  /**
+   * SIGKILLs process {@code k} (a follower: {@link #followerOf}), with its state directory
+   * deleted if {@code wipe}; it is restarted, and rejoins from its own log or, wiped, loads a
+   * snapshot. Returns the time of the kill (System.nanoTime).
+   */
+  public long killProcess(int k, boolean wipe) throws IOException, InterruptedException {
+    synchronized (restartLock) {
+      long t = System.nanoTime();
+      processes.get(k).destroyForcibly().waitFor();
+      if (wipe) {
+        Dirs.deleteTree(dataDir.resolve("state").resolve("r" + k % groupSize)
+            .resolve("shard-" + k / groupSize));
+      }
+      return t;
+    }
+  }
+
+  /** The output log of process {@code k} (shard-I.log, or shard-I-rR.log when replicated). */
+  public Path logOfProcess(int k) {
+    return log(k);
+  }
+
+  /**
    * Starts a shard; it writes its output straight into DATA_DIR/shard-I.log, which outlives this
    * process (the shard's last words after a kill -9 of this one are there too).
    */
@@ -446,6 +484,11 @@ public final class LocalShardProcesses implements AutoCloseable {
   }
 
   /** Process ids of the shard processes now, in shard order (one for shards in one process). */
+  /** The pid of process {@code k} now. */
+  public long pidOf(int k) {
+    return processes.get(k).pid();
+  }
+
   public List<Long> pids() {
     return distinct().stream().map(Process::pid).toList();
   }

@@ -235,6 +235,112 @@ class ReplicationTest {
     }
   }
 
+  /**
+   * Issue 50, item 4: a follower killed (its disk kept) while the trainers write comes back
+   * from its own log: the primary sends exactly the records it lacks, read from the primary's
+   * log, and no snapshot; it is in sync again, and once the primary is killed with its disk the
+   * rejoined follower leads with every row and count exact.
+   */
+  @Test
+  void aFollowerKilledAndRestarted_rejoinsFromItsLog_withTheRecordsItLacksOnly()
+      throws Exception {
+    String[] logs = followerKilledAndRestarted("rejoin", List.of());
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("follower \\S+ rejoins from"
+        + " its own log after record (\\d+): records (\\d+)\\.\\.(\\d+) from this log")
+        .matcher(logs[0]);
+    assertTrue(m.find(), "the follower did not rejoin from its log:\n" + logs());
+    long resumedAfter = Long.parseLong(m.group(1));
+    long to = Long.parseLong(m.group(3));
+    assertTrue(logs[1].contains("rejoined from its own log after record " + resumedAfter),
+        logs[1]);
+    assertEquals(1, count(logs[0], "gets the log from record"), "one snapshot sent in all:"
+        + " the first join's\n" + logs[0]);
+    assertTrue(to > resumedAfter, "the follower missed no record while it was down");
+    System.out.printf("rejoin from the log: the follower, down for records %d..%d (%d), read"
+        + " those from the primary's log, no snapshot%n", resumedAfter + 1, to, to - resumedAfter);
+  }
+
+  /**
+   * The same, with the primary snapshotting every MiB of log: the records the follower lacks
+   * went with a snapshot while it was down, so it loads one, and is as exact.
+   */
+  @Test
+  void aFollowerWhoseMissingRecordsWentWithASnapshot_loadsOne() throws Exception {
+    String[] logs = followerKilledAndRestarted("resnapshot", List.of("--snapshot-every-mb", "1"));
+    assertEquals(0, count(logs[0], "rejoins from its own log"), logs[0]);
+    assertEquals(2, count(logs[0], "gets the log from record"), "a snapshot for the first join"
+        + " and one for the rejoin\n" + logs[0]);
+  }
+
+  /**
+   * A sync group of two processes; its follower is SIGKILLed (its disk kept, restarted on it)
+   * while 2 trainers write; once it is in sync again, the primary is killed with its disk and
+   * the former follower must serve every row and count exact. Returns the primary's and the
+   * follower's logs from before the primary's kill.
+   */
+  private String[] followerKilledAndRestarted(String name, List<String> more) throws Exception {
+    try (LocalEtcd etcd = new LocalEtcd()) {
+      String cluster = "etcd://" + etcd.endpoint() + "/" + name;
+      for (String slot : List.of("a", "b")) {
+        // answers go on while the follower is down (it leaves the in-sync set for that time)
+        List<String> a = new ArrayList<>(args(cluster, 0, 1, "--replication", "sync",
+            "--min-sync-replicas", "0"));
+        a.addAll(more);
+        start("0" + slot, dir.resolve("0" + slot), a);
+      }
+      ClusterStatus before = awaitRedundant(cluster, 1, 90);
+      String primary = primaryOf(before, 0);
+      String follower = primary.equals("0a") ? "0b" : "0a";
+      ExactOracle oracle = new ExactOracle(200, 4);
+      try (TableClient c = TableClients.open(cluster, ClientOptions.builder()
+          .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(10)).build())) {
+        EmbeddingTable t = c.createTable(ExactOracle.config(name, 4).build());
+        // rows nobody trains, so that the table outweighs the few seconds of log the follower
+        // misses (the primary sends whichever is smaller: the records, or a snapshot)
+        for (int b = 0; b < 30; b++) {
+          String[] filler = new String[10_000];
+          for (int i = 0; i < filler.length; i++) {
+            filler[i] = "filler-" + b + "-" + i;
+          }
+          t.findOrInsert(filler, false);
+        }
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(14);
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        Future<?> killer = pool.submit(() -> {
+          Thread.sleep(3000); // training is under way
+          running.get(follower).destroyForcibly().waitFor(); // restarted on the same disk
+          return null;
+        });
+        oracle.run(t, 2, end);
+        killer.get();
+        pool.shutdown();
+        ClusterStatus after = awaitRedundant(cluster, 1, 90);
+        assertEquals(primary, primaryOf(after, 0), "the primary changed: " + after.format());
+        String[] logs = {Files.readString(dir.resolve(primary + ".log")),
+            Files.readString(dir.resolve(follower + ".log"))};
+        // the rejoined follower holds every row: it leads once the primary and its disk are gone
+        String[] keys = oracle.keys();
+        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
+        killWithDisk(primary);
+        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+        ClusterStatus last = ClusterStatus.read(ClusterAddress.parse(cluster));
+        assertEquals(follower, primaryOf(last, 0), last.format());
+        System.out.printf("%s: %d steps of 2 trainers, the follower killed and restarted, every"
+            + " row and count exact after it took over%n", name, oracle.steps);
+        return logs;
+      }
+    }
+  }
+
+  private static int count(String text, String what) {
+    int n = 0;
+    for (int i = text.indexOf(what); i >= 0; i = text.indexOf(what, i + 1)) {
+      n++;
+    }
+    return n;
+  }
+
   @Test
   void aPausedPrimary_answersNothingAfterItsFollowerTookOver() throws Exception {
     try (LocalEtcd etcd = new LocalEtcd()) {
