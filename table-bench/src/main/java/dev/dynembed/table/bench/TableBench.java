@@ -48,7 +48,7 @@ import redis.clients.jedis.Jedis;
  * back. Every system sees the same pre-generated Zipf batches; rows/s counts requested keys
  * (duplicates included), the same unit everywhere.
  *
- * <p>One file of ~470 lines on purpose: the measuring loop, our systems and the two baselines'
+ * <p>One file of ~650 lines on purpose: the measuring loop, our systems and the two baselines'
  * clients side by side, so that a reader can check that every system is measured the same way.
  */
 @Command(name = "table-bench", mixinStandardHelpOptions = true)

@@ -40,6 +40,35 @@ import java.util.stream.Stream;
  * the log after it; a snapshot is taken in the background whenever the log has grown by the
  * configured bytes since the last one, and after a recovery that replayed anything. A durable
  * snapshot lets the log before it, older snapshots and restored-table copies go.
+ *
+ * <h2>Its parts</h2>
+ *
+ * <ul>
+ *   <li><b>The journal</b> ({@link ShardJournal}, which the engine calls): records appended to
+ *       the {@link ShardLog} in room reserved before their change is applied ({@link #reserve},
+ *       {@link #append}; docs/design/0023, full disks), made durable by the log's policy
+ *       ({@link #awaitDurable}, which on a replicated primary also waits for the followers).
+ *   <li><b>Recovery</b> ({@link #recover}): the current snapshot loaded, the log after it
+ *       replayed through the same checks as a live call ({@link #checkWrite}), a torn tail cut;
+ *       restored tables and slot imports come back from the files their records name.
+ *   <li><b>Snapshots</b> ({@link #snapshot}, on the {@code snapshot-shard} thread): the log
+ *       rotated under the catalogue's monitor (the snapshot's start), then each table copied
+ *       under its exclusive lock, one at a time (writes to it wait for the copy only; the copy
+ *       notes the LSN it covers, from which recovery replays that table), written outside the
+ *       locks, and the snapshot made current.
+ *       {@code snapshotMutex} keeps a snapshot from deleting what another step still needs (a
+ *       restored table's copy before its record is logged, the files being linked for a
+ *       follower).
+ *   <li><b>Replication</b> (docs/design/0019): as primary, every appended record goes to the
+ *       {@link ReplicationHook} in LSN order ({@link #replicateTo}); snapshots are linked for a
+ *       joining follower ({@link #linkCurrentSnapshot}) and the log read back for a rejoining one
+ *       ({@link #readLog}, {@link #logBytesAfter}); as follower, records are applied and logged
+ *       at the primary's LSNs ({@link #applyReplicated}) and a received snapshot replaces the
+ *       state ({@link #installReceived}).
+ * </ul>
+ *
+ * <p>One process owns a state directory at a time (a lock file; starting a second, or this
+ * shard's directory as another shard, is refused).
  */
 public final class ShardState implements AutoCloseable, ShardJournal {
   private static final Logger log = Logger.getLogger(ShardState.class.getName());

@@ -37,6 +37,30 @@ import dev.dynembed.table.client.spi.Shard;
  * the shards ({@link RowsRead}, {@link SampleRead}, {@link GradientWrite}) and sent with {@link
  * ShardCalls}: alone here, or with the items of other tables of the same client in one call per
  * shard ({@link ReadBatch}, {@link WriteBatch}).
+ *
+ * <h2>Routing</h2>
+ *
+ * Keys go to the shard that owns their slot in the {@link SlotRouter}'s map (the implicit map of
+ * the shard count, {@code xxh3 mod n}, until slots move); a shard on a newer map refuses a call
+ * whole as MOVED and {@link Rerouted} sends it again by the newer map (docs/design/0021). Calls
+ * over every shard (top-k, save, restore, scan, eviction, statistics) go to the shards that own
+ * slots now.
+ *
+ * <h2>The row cache</h2>
+ *
+ * With {@link ClientOptions.RowCaching} on, reads of hot rows are served from a {@link RowCache}
+ * shared by the client's threads and gradients are held there until flushed ({@link #flush}:
+ * every S steps, and before a checkpoint, top-k, scan, eviction and close: docs/design/0022).
+ *
+ * <h2>Sampling</h2>
+ *
+ * Samplers draw on each shard in proportion to the shard's share of the table's mass ({@code
+ * masses}: each shard reports its own with its draws; forgotten when the slot map's epoch
+ * changes), so the merged draw follows the distribution one unsharded table's would.
+ *
+ * <p>Errors are {@link dev.dynembed.table.common.TableException}s naming the table; a call a
+ * shard refused changed nothing there, and a write resent after an error is applied once
+ * ({@link GrpcShard}'s call ids).
  */
 @Internal
 public final class ShardedTable implements EmbeddingTable {
