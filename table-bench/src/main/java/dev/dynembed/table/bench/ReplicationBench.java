@@ -165,7 +165,7 @@ public final class ReplicationBench implements Callable<Integer> {
         int k = procs.followerOf(shard);
         Path log = procs.logOfProcess(k);
         long before = Files.size(log);
-        Path primaryLog = procs.logOfProcess(k - k % 2 + (1 - k % 2)); // one follower a group
+        Path primaryLog = procs.logOfProcess(procs.primaryOf(shard));
         long primaryBefore = Files.size(primaryLog);
         long[] killed = {System.nanoTime()};
         if (kind == 0) {

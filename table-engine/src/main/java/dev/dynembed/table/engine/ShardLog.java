@@ -623,31 +623,20 @@ public final class ShardLog implements AutoCloseable {
         long lsn = starts.get(s);
         long size = ch.size();
         while (lsn <= toLsn && pos + 8 <= size) {
-          head.clear();
-          readFully(ch, head, pos);
-          int len = head.getInt(0);
-          if (len == 0) {
+          RecordAt r = recordAt(ch, pos, size, head, crc);
+          if (r.damage() == Damage.ZEROS) {
             break; // room allocated ahead: the records go on in the next segment
           }
-          if (len < 8 || len > MAX_BODY || pos + 8 + len > size) {
-            throw new IOException("record " + lsn + " of " + segmentName(starts.get(s))
-                + " is cut short or of impossible length");
-          }
-          byte[] body = new byte[len];
-          readFully(ch, ByteBuffer.wrap(body), pos + 8);
-          crc.reset();
-          crc.update(body, 0, len);
-          long at = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
-          if ((int) crc.getValue() != head.getInt(4) || at != lsn) {
-            throw new IOException("record " + lsn + " of " + segmentName(starts.get(s))
-                + " is damaged");
+          if (r.damage() != null || r.lsn() != lsn) {
+            throw new IOException("record " + lsn + " of " + segmentName(starts.get(s)) + " is "
+                + (r.damage() != null ? r.damage().what : "record " + r.lsn()));
           }
           if (lsn >= next) {
-            sink.accept(lsn, java.util.Arrays.copyOfRange(body, 8, body.length));
+            sink.accept(lsn, r.payload());
             read = lsn + 1;
           }
           lsn++;
-          pos += 8 + len;
+          pos += 8 + r.body().length;
         }
       }
       if (read == next) {
@@ -656,6 +645,60 @@ public final class ShardLog implements AutoCloseable {
       }
       next = read;
     }
+  }
+
+  /** Damage found where a record should start. */
+  private enum Damage {
+    PARTIAL_HEADER("a partial record header"),
+    ZEROS("zeros"),
+    CUT_SHORT("a record cut short"),
+    IMPOSSIBLE_LENGTH("a record of impossible length"),
+    CHECKSUM("a record whose checksum does not match");
+
+    final String what;
+
+    Damage(String what) {
+      this.what = what;
+    }
+  }
+
+  /**
+   * What a segment holds at {@code pos}: a record whose checksum matches ({@code body} = LSN and
+   * payload), or the damage found there ({@code body} still read for a checksum mismatch).
+   */
+  private record RecordAt(byte[] body, Damage damage) {
+    long lsn() {
+      return ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+    }
+
+    byte[] payload() {
+      return java.util.Arrays.copyOfRange(body, 8, body.length);
+    }
+  }
+
+  /** Reads the record at {@code pos} of a segment of {@code size} bytes, checking it whole. */
+  private static RecordAt recordAt(FileChannel ch, long pos, long size, ByteBuffer head,
+      CRC32C crc) throws IOException {
+    if (size - pos < 8) {
+      return new RecordAt(null, Damage.PARTIAL_HEADER);
+    }
+    head.clear();
+    readFully(ch, head, pos);
+    int len = head.getInt(0);
+    if (len == 0) {
+      return new RecordAt(null, Damage.ZEROS);
+    }
+    if (len < 8 || len > MAX_BODY) {
+      return new RecordAt(null, Damage.IMPOSSIBLE_LENGTH);
+    }
+    if (pos + 8 + len > size) {
+      return new RecordAt(null, Damage.CUT_SHORT);
+    }
+    byte[] body = new byte[len];
+    readFully(ch, ByteBuffer.wrap(body), pos + 8);
+    crc.reset();
+    crc.update(body, 0, len);
+    return new RecordAt(body, (int) crc.getValue() == head.getInt(4) ? null : Damage.CHECKSUM);
   }
 
   private static long replaySegment(Path p, long expected, long fromLsn, RecordSink sink,
@@ -667,36 +710,19 @@ public final class ShardLog implements AutoCloseable {
       ByteBuffer head = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
       CRC32C crc = new CRC32C();
       while (pos < size) {
-        String damage = null;
-        boolean torn = false; // damage a crash can leave: the end of the last write
-        byte[] body = null;
-        if (size - pos < 8) {
-          damage = "a partial record header";
-          torn = true;
-        } else {
-          head.clear();
-          readFully(ch, head, pos);
-          int len = head.getInt(0);
-          int sum = head.getInt(4);
-          if (len == 0 || (len >= 8 && len <= MAX_BODY && pos + 8 + len > size)) {
-            damage = len == 0 ? "zeros" : "a record cut short";
-            torn = len == 0 ? zerosFrom(ch, pos, size) : true;
-          } else if (len < 8 || len > MAX_BODY) {
-            damage = "a record of impossible length " + Integer.toUnsignedLong(len);
-          } else {
-            body = new byte[len];
-            readFully(ch, ByteBuffer.wrap(body), pos + 8);
-            crc.reset();
-            crc.update(body, 0, len);
-            if ((int) crc.getValue() != sum) {
-              damage = "a record whose checksum does not match";
-              // a power loss can leave the last record's blocks unwritten (zeros) after its
-              // length reached the disk; anything after it means the damage is not a torn end
-              torn = zerosFrom(ch, pos + 8 + len, size);
-            }
-          }
-        }
-        if (damage != null) {
+        RecordAt r = recordAt(ch, pos, size, head, crc);
+        if (r.damage() != null) {
+          // damage a crash can leave (the end of the last write): a partial header, a record cut
+          // short, zeros to the end (room allocated ahead, or a power loss), a record whose
+          // blocks never reached the disk with nothing but zeros after it
+          boolean torn = switch (r.damage()) {
+            case PARTIAL_HEADER, CUT_SHORT -> true;
+            case ZEROS -> zerosFrom(ch, pos, size);
+            case CHECKSUM -> zerosFrom(ch, pos + 8 + r.body().length, size);
+            case IMPOSSIBLE_LENGTH -> false;
+          };
+          String damage = r.damage() == Damage.IMPOSSIBLE_LENGTH
+              ? r.damage().what + " " + Integer.toUnsignedLong(head.getInt(0)) : r.damage().what;
           if (!last || !torn) {
             throw TableException.dataLoss("write-ahead log segment %s is damaged at byte %d (%s)"
                 + "%s; the shard does not start on a log with a hole. To start without the"
@@ -704,7 +730,7 @@ public final class ShardLog implements AutoCloseable {
                 p.getFileName(), pos, damage, last ? " and records follow" : " and later"
                     + " segments exist");
           }
-          if ("zeros".equals(damage)) { // room allocated ahead of the records, or a power loss's
+          if (r.damage() == Damage.ZEROS) { // room allocated ahead, or a power loss's
             log.info(String.format("write-ahead log %s ends in %d bytes of zeros at byte %d"
                 + " (space allocated ahead of the records): cut there", p.getFileName(),
                 size - pos, pos));
@@ -717,17 +743,16 @@ public final class ShardLog implements AutoCloseable {
           ch.force(true);
           return expected;
         }
-        long lsn = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+        long lsn = r.lsn();
         if (lsn != expected) {
           throw TableException.dataLoss("write-ahead log segment %s holds record %d where %d"
               + " belongs (byte %d)", p.getFileName(), lsn, expected, pos);
         }
         if (lsn >= fromLsn) {
-          byte[] payload = java.util.Arrays.copyOfRange(body, 8, body.length);
-          sink.accept(lsn, payload);
+          sink.accept(lsn, r.payload());
         }
         expected++;
-        pos += 8 + body.length;
+        pos += 8 + r.body().length;
       }
       return expected;
     }

@@ -5,6 +5,7 @@ import dev.dynembed.table.cluster.ClusterException;
 import dev.dynembed.table.cluster.ClusterMember;
 import dev.dynembed.table.cluster.ShardGroup;
 import dev.dynembed.table.common.Dirs;
+import dev.dynembed.table.common.Durable;
 import dev.dynembed.table.common.ErrorCode;
 import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.TableException;
@@ -56,10 +57,10 @@ import java.util.stream.Stream;
  * that subscribes first gets a fresh snapshot's files (hard links, so later snapshots may delete
  * it meanwhile), then the records from the snapshot's start on; or, when it followed this epoch
  * already and the records it lacks are still in this log and fewer bytes than a snapshot, those
- * records read from the log (a rejoin: docs/design/0023-faults.md). A follower that has acknowledged
- * the log up to the record last appended when its snapshot was sent is recorded in etcd as in
- * sync, and from then on, with {@code sync}, every mutating call waits until every follower in
- * sync holds its record (and at least {@code --min-sync-replicas} do); a follower that falls
+ * records read from the log (a rejoin: docs/design/0023-faults.md). A follower that has
+ * acknowledged the log up to the record last appended when its snapshot was sent (or when its
+ * rejoin began) is recorded in etcd as in sync, and from then on, with {@code sync}, every
+ * mutating call waits until every follower in sync holds its record (and at least {@code --min-sync-replicas} do); a follower that falls
  * behind by {@code --replication-timeout-ms} or whose stream ends is removed from the record in
  * etcd before any call is answered without it. Every answer also needs the lease: a primary
  * that has not renewed it within half its TTL answers nothing (a paused or cut-off primary may
@@ -67,9 +68,10 @@ import java.util.stream.Stream;
  *
  * <p>As follower ({@link #follow}): the engine refuses every call; the primary's snapshot
  * replaces this process's state (or, on a rejoin, its own log is kept), then its records are
- * applied and logged in order and each is acknowledged once in this process's log. Deposed ({@link #deposed}), the process exits (code
- * 75): its state may hold records no follower got, so it comes back as a follower and loads the
- * new primary's snapshot (crash-only, as for a failed log).
+ * applied and logged in order and each is acknowledged once in this process's log. Deposed
+ * ({@link #deposed}), the process exits (code 75): its state may hold records no follower got,
+ * so it comes back as a follower and loads the new primary's snapshot (crash-only, as for a
+ * failed log).
  */
 final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     implements ShardGroup.Roles, ReplicationHook {
@@ -827,7 +829,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           ShardState fresh = reopen.open();
           state.set(fresh);
           // this log is now a prefix of this primary's: durable before the first ack
-          dev.dynembed.table.common.Durable.writeAtomically(followEpochFile(),
+          Durable.writeAtomically(followEpochFile(),
               Long.toString(epoch).getBytes(java.nio.charset.StandardCharsets.UTF_8));
           loaded = true;
           System.out.printf("table-server shard %d follows %s (epoch %d): loaded its snapshot"

@@ -308,39 +308,29 @@ public final class LocalShardProcesses implements AutoCloseable {
    * follower and loads the new primary's snapshot). Returns System.nanoTime of the kill.
    */
   public long killPrimary(int index, boolean wipe) throws IOException, InterruptedException {
+    return killProcess(primaryOf(index), wipe);
+  }
+
+  /** The process number of the primary of replicated shard {@code index}. */
+  public int primaryOf(int index) throws IOException {
     long pid = status().shards().stream().filter(e -> e.member().index() == index).findFirst()
         .orElseThrow(() -> new IOException("shard " + index + " has no primary")).member().pid();
-    int k = -1;
-    for (int j = 0; j < processes.size(); j++) {
-      if (processes.get(j).pid() == pid) {
-        k = j;
+    for (int k = index * groupSize; k < (index + 1) * groupSize; k++) {
+      if (processes.get(k).pid() == pid) {
+        return k;
       }
     }
-    if (k < 0) {
-      throw new IOException("the primary of shard " + index + " (pid " + pid + ") is not ours");
-    }
-    synchronized (restartLock) {
-      Process p = processes.get(k);
-      long t = System.nanoTime();
-      p.destroyForcibly().waitFor();
-      if (wipe) {
-        Dirs.deleteTree(dataDir.resolve("state").resolve("r" + k % groupSize)
-            .resolve("shard-" + index));
-      }
-      return t;
-    }
+    throw new IOException("the primary of shard " + index + " (pid " + pid + ") is not ours");
   }
 
   /**
    * The process number of a follower of replicated shard {@code index} (a process of its group
-   * that is not its primary): {@link #pids} and {@link #logOfProcess} take it.
+   * that is not its primary): {@link #pidOf} and {@link #logOfProcess} take it.
    */
   public int followerOf(int index) throws IOException {
-    long primary = status().shards().stream().filter(e -> e.member().index() == index)
-        .findFirst().orElseThrow(() -> new IOException("shard " + index + " has no primary"))
-        .member().pid();
+    int primary = primaryOf(index);
     for (int k = index * groupSize; k < (index + 1) * groupSize; k++) {
-      if (processes.get(k).pid() != primary) {
+      if (k != primary) {
         return k;
       }
     }
@@ -348,9 +338,9 @@ public final class LocalShardProcesses implements AutoCloseable {
   }
 
   /**
-   * SIGKILLs process {@code k} (a follower: {@link #followerOf}), with its state directory
-   * deleted if {@code wipe}; it is restarted, and rejoins from its own log or, wiped, loads a
-   * snapshot. Returns the time of the kill (System.nanoTime).
+   * SIGKILLs process {@code k} of a replicated shard ({@link #primaryOf}, {@link #followerOf}),
+   * with its state directory deleted if {@code wipe}; it is restarted, and follows: from its own
+   * log or, wiped, from a snapshot. Returns the time of the kill (System.nanoTime).
    */
   public long killProcess(int k, boolean wipe) throws IOException, InterruptedException {
     synchronized (restartLock) {
@@ -403,7 +393,8 @@ public final class LocalShardProcesses implements AutoCloseable {
       return;
     }
     synchronized (recentExits) {
-      java.util.Deque<Long> exits = recentExits.computeIfAbsent(i, k -> new java.util.ArrayDeque<>());
+      java.util.Deque<Long> exits =
+          recentExits.computeIfAbsent(i, k -> new java.util.ArrayDeque<>());
       long now = System.nanoTime();
       exits.addLast(now);
       while (now - exits.peekFirst() > TimeUnit.MINUTES.toNanos(1)) {
