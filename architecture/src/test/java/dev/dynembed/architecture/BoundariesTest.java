@@ -26,7 +26,8 @@ import org.junit.jupiter.api.Test;
  *   <li>dependencies point one way: the protocol knows no other module, the engine and the client
  *       only the protocol, the cluster map not the client, the shard (table-server) not the client,
  *       so that a shard never compiles against the code that calls it;
- *   <li>the table modules know nothing of ND4J, SameDiff's ops or the models.
+ *   <li>the table modules know nothing of ND4J, SameDiff's ops or the models;
+ *   <li>the shard engine's helpers hold their narrow views of it, not the engine.
  * </ul>
  */
 class BoundariesTest {
@@ -111,6 +112,27 @@ class BoundariesTest {
             "dev.dynembed.table.embedded..", "dev.dynembed.table.cluster.client..")
         .because("a shard and the cluster map never compile against the code that calls them")
         .check(classes);
+  }
+
+  /**
+   * The shard engine's helpers hold the narrow view their nested {@code Engine} interface lists,
+   * never the engine: no field or constructor parameter of theirs is a {@code ShardEngine}.
+   */
+  @Test
+  void theEnginesHelpersHoldTheirNarrowViews() {
+    String engine = "dev.dynembed.table.engine.ShardEngine";
+    for (String helper : List.of("ShardCommands", "ShardCheckpoints", "ShardEvictions",
+        "ShardIndexes", "SlotMoves")) {
+      JavaClass c = classes.get("dev.dynembed.table.engine." + helper);
+      assertTrue(c.getFields().stream().noneMatch(f -> f.getRawType().getName().equals(engine)),
+          helper + " holds a ShardEngine field: give it its Engine view instead");
+      assertTrue(c.getConstructors().stream().flatMap(k -> k.getRawParameterTypes().stream())
+              .noneMatch(t -> t.getName().equals(engine)),
+          helper + " takes a ShardEngine: give it its Engine view instead");
+      assertTrue(c.getConstructors().stream().flatMap(k -> k.getRawParameterTypes().stream())
+              .anyMatch(t -> t.getName().equals(c.getName() + "$Engine")),
+          helper + " is not built on its nested Engine view");
+    }
   }
 
   @Test

@@ -29,30 +29,17 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * after the previous step's gradients are applied.
  */
 @JavaOp.Name(DynamicEmbeddingBag.OP_NAME)
-public final class DynamicEmbeddingBag extends TableOp {
+public final class DynamicEmbeddingBag extends RowReadOp {
   static final String OP_NAME = "dynembed_bag";
 
-  private String table;
-  private int dim;
   private Combiner combiner = Combiner.SUM;
-  private boolean training;
-  private boolean count = true;
 
   public DynamicEmbeddingBag() {}
 
   DynamicEmbeddingBag(SameDiff sd, SDVariable keys, SDVariable weights, SDVariable handle,
       String table, int dim, Combiner combiner, boolean training, boolean count) {
-    super(sd, keys, weights, handle);
-    this.table = table;
-    this.dim = dim;
+    super(sd, new SDVariable[] {keys, weights, handle}, table, dim, training, count);
     this.combiner = combiner;
-    this.training = training;
-    this.count = count;
-  }
-
-  /** Whether the op creates rows and sends gradients (false: an inference lookup). */
-  boolean training() {
-    return training;
   }
 
   /**
@@ -168,19 +155,13 @@ public final class DynamicEmbeddingBag extends TableOp {
 
   @Override
   void properties(Map<String, Object> out) {
-    out.put("table", table);
-    out.put("dim", (long) dim);
+    super.properties(out);
     out.put("combiner", combiner.name());
-    out.put("training", training);
-    out.put("count", count);
   }
 
   @Override
   void readProperties(Props in) {
-    table = in.string("table");
-    dim = in.integer("dim");
+    super.readProperties(in);
     combiner = Combiner.valueOf(in.string("combiner"));
-    training = in.bool("training");
-    count = in.bool("count");
   }
 }

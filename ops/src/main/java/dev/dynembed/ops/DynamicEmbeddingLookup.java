@@ -28,29 +28,15 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * its own gradient is always zero.
  */
 @JavaOp.Name(DynamicEmbeddingLookup.OP_NAME)
-public final class DynamicEmbeddingLookup extends TableOp {
+public final class DynamicEmbeddingLookup extends RowReadOp {
   static final String OP_NAME = "dynembed_lookup";
-
-  private String table;
-  private int dim;
-  private boolean training;
-  private boolean count = true;
 
   public DynamicEmbeddingLookup() {}
 
   DynamicEmbeddingLookup(SameDiff sd, SDVariable keys, SDVariable handle, SDVariable index,
       String table, int dim, boolean training, boolean count) {
     super(sd, index == null ? new SDVariable[] {keys, handle}
-        : new SDVariable[] {keys, handle, index});
-    this.count = count;
-    this.table = table;
-    this.dim = dim;
-    this.training = training;
-  }
-
-  /** Whether the op creates rows and sends gradients (false: an inference lookup). */
-  boolean training() {
-    return training;
+        : new SDVariable[] {keys, handle, index}, table, dim, training, count);
   }
 
   /** The keys and rows of a read, planned ahead or made now. */
@@ -184,21 +170,5 @@ public final class DynamicEmbeddingLookup extends TableOp {
     SDVariable keysGrad = sameDiff.zerosLike(arg(1));
     return gathered ? Arrays.asList(keysGrad, handleGrad, sameDiff.zerosLike(arg(1)))
         : Arrays.asList(keysGrad, handleGrad);
-  }
-
-  @Override
-  void properties(Map<String, Object> out) {
-    out.put("table", table);
-    out.put("dim", (long) dim);
-    out.put("training", training);
-    out.put("count", count);
-  }
-
-  @Override
-  void readProperties(Props in) {
-    table = in.string("table");
-    dim = in.integer("dim");
-    training = in.bool("training");
-    count = in.bool("count");
   }
 }

@@ -13,9 +13,34 @@ import java.util.List;
  * ShardEngine}, which answers the calls through it.
  */
 final class ShardCheckpoints {
-  private final ShardEngine engine;
+  /** What saves and restores use of their engine: where files may go, the swap of a store. */
+  interface Engine extends ShardTables {
+    java.nio.file.Path dataDir();
 
-  ShardCheckpoints(ShardEngine engine) {
+    boolean confined();
+
+    java.util.List<java.nio.file.Path> reservedDirectories();
+
+    dev.dynembed.table.common.SlotMap slotMap();
+
+    RedisTier redisTier();
+
+    long memoryBudget();
+
+    long bytesInUse();
+
+    ShardJournal journal();
+
+    TableStore lockLive(String name);
+
+    void swap(String name, TableStore fresh, dev.dynembed.table.v1.LogRecord record);
+
+    void afterInsert(TableStore t);
+  }
+
+  private final Engine engine;
+
+  ShardCheckpoints(Engine engine) {
     this.engine = engine;
   }
 

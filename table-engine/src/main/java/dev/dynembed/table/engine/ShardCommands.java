@@ -40,7 +40,32 @@ public final class ShardCommands {
    */
   private static final long REPLACED_RETRY_NANOS =
       java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
-  private final ShardEngine engine;
+  /** What reads and writes use of their engine: the checks, the log, the ledger. */
+  interface Engine extends ShardTables {
+    void checkReady();
+
+    void checkRoutedAt(long routedAt);
+
+    void checkBudget(long need, List<TableStore> stores);
+
+    CallLedger ledger();
+
+    ShardJournal journal();
+
+    long reserveLog(long bytes);
+
+    void releaseLog(long reservation);
+
+    long log(LogRecord r, long reservation);
+
+    void awaitDurable(long lsn);
+
+    void awaitAll();
+
+    void afterInsert(TableStore t);
+  }
+
+  private final Engine engine;
 
   /**
    * The map epoch of a call that needs no routing: the in-process table (one shard) and the
@@ -53,7 +78,7 @@ public final class ShardCommands {
     return wireEpoch == UNROUTED ? Long.MAX_VALUE : wireEpoch;
   }
 
-  ShardCommands(ShardEngine engine) {
+  ShardCommands(Engine engine) {
     this.engine = engine;
   }
 

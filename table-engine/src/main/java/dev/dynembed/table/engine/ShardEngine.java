@@ -40,12 +40,13 @@ import java.util.concurrent.ConcurrentHashMap;
  * <h2>The engine and its helpers (docs/design/0000, 0008, 0012, 0016, 0021)</h2>
  *
  * The engine owns the state and the rules that bind it (locks, ownership, the log); each verb
- * family lives in a helper of the same package that reaches the state through the engine's
- * package-private methods: {@link ShardCommands} (reads and writes as the data plane and the
- * gRPC service send them: checked whole, logged, applied, answered), {@link ShardCheckpoints}
- * (save, restore), {@link ShardEvictions} (TTL, LFU/LRU caps, the rebuild that retires a store),
- * {@link ShardIndexes} (the approximate top-k indexes, rebuilt off the callers' threads) and
- * {@link SlotMoves} (live resharding: export, import, commit).
+ * family lives in a helper of the same package that holds only the narrow view of the engine
+ * its nested {@code Engine} interface lists (over {@link ShardTables}; answered by a private
+ * adapter, so that the rules stay off the engine's public surface): {@link ShardCommands} (reads
+ * and writes as the data plane and the gRPC service send them: checked whole, logged, applied,
+ * answered), {@link ShardCheckpoints} (save, restore), {@link ShardEvictions} (TTL, LFU/LRU caps,
+ * the rebuild that retires a store), {@link ShardIndexes} (the approximate top-k indexes, rebuilt
+ * off the callers' threads) and {@link SlotMoves} (live resharding: export, import, commit).
  *
  * <h2>Locks, in the order they are taken</h2>
  *
@@ -82,10 +83,11 @@ public final class ShardEngine {
   /** Held by create, drop, restore and a snapshot's start: the catalogue and the log agree. */
   private final Object catalogue = new Object();
   private final CallLedger ledger = new CallLedger();
-  private final ShardCommands commands = new ShardCommands(this);
-  private final ShardCheckpoints checkpoints = new ShardCheckpoints(this);
-  private final ShardEvictions evictions = new ShardEvictions(this);
-  private final ShardIndexes indexes = new ShardIndexes(this);
+  private final Helpers helpers = new Helpers();
+  private final ShardCommands commands = new ShardCommands(helpers);
+  private final ShardCheckpoints checkpoints = new ShardCheckpoints(helpers);
+  private final ShardEvictions evictions = new ShardEvictions(helpers);
+  private final ShardIndexes indexes = new ShardIndexes(helpers);
   private volatile ShardJournal journal;
   private volatile boolean ready = true;
   private volatile String refusal;
@@ -265,15 +267,11 @@ public final class ShardEngine {
 
   // ---------------------------------------------------------------- slot map
 
-  private final SlotMoves moves = new SlotMoves(this);
+  private final SlotMoves moves = new SlotMoves(helpers);
 
   /** This shard's side of slot moves. */
   public SlotMoves moves() {
     return moves;
-  }
-
-  ShardEvictions evictions() {
-    return evictions;
   }
 
   /** Whether keys are checked against the slot map (not while the log replays). */
@@ -871,10 +869,6 @@ public final class ShardEngine {
     return ledger;
   }
 
-  Path dataDir() {
-    return dataDir;
-  }
-
   private final List<Path> reserved = new java.util.concurrent.CopyOnWriteArrayList<>();
 
   /**
@@ -888,11 +882,6 @@ public final class ShardEngine {
   /** Directories no checkpoint may be inside ({@link #reserveDirectory}). */
   List<Path> reservedDirectories() {
     return reserved;
-  }
-
-  /** Whether checkpoint directories must stay inside the data directory. */
-  boolean confined() {
-    return confined;
   }
 
   /**
@@ -1063,6 +1052,173 @@ public final class ShardEngine {
     ShardJournal s = journal;
     if (s != null) {
       s.awaitDurable(s.lastLsn());
+    }
+  }
+
+  // ---------------------------------------------------------------- the helpers' views
+
+  /**
+   * The engine as its helpers see it: each holds this adapter through its own narrow {@code
+   * Engine} interface (what it may use), and the rules stay package-private on the engine.
+   */
+  private final class Helpers implements ShardCommands.Engine, ShardCheckpoints.Engine,
+      ShardEvictions.Engine, ShardIndexes.Engine, SlotMoves.Engine {
+    @Override
+    public int shardIndex() {
+      return shardIndex;
+    }
+
+    @Override
+    public int numShards() {
+      return numShards;
+    }
+
+    @Override
+    public TableStore get(String name) {
+      return ShardEngine.this.get(name);
+    }
+
+    @Override
+    public TableStore lookup(String name) {
+      return ShardEngine.this.lookup(name);
+    }
+
+    @Override
+    public List<TableStore> tables() {
+      return ShardEngine.this.tables();
+    }
+
+    @Override
+    public Object catalogue() {
+      return catalogue;
+    }
+
+    @Override
+    public void put(String name, TableStore t) {
+      ShardEngine.this.put(name, t);
+    }
+
+    @Override
+    public void swap(String name, TableStore fresh, LogRecord record) {
+      ShardEngine.this.swap(name, fresh, record);
+    }
+
+    @Override
+    public TableStore lockLive(String name) {
+      return ShardEngine.this.lockLive(name);
+    }
+
+    @Override
+    public java.util.TreeMap<String, TableStore> lockLive(java.util.Collection<String> names,
+        boolean skipDropped) {
+      return ShardEngine.this.lockLive(names, skipDropped);
+    }
+
+    @Override
+    public void checkReady() {
+      ShardEngine.this.checkReady();
+    }
+
+    @Override
+    public void checkRoutedAt(long routedAt) {
+      ShardEngine.this.checkRoutedAt(routedAt);
+    }
+
+    @Override
+    public void checkBudget(long need, List<TableStore> stores) {
+      ShardEngine.this.checkBudget(need, stores);
+    }
+
+    @Override
+    public void afterInsert(TableStore t) {
+      ShardEngine.this.afterInsert(t);
+    }
+
+    @Override
+    public long memoryBudget() {
+      return memoryBudget;
+    }
+
+    @Override
+    public long bytesInUse() {
+      return ShardEngine.this.bytesInUse();
+    }
+
+    @Override
+    public dev.dynembed.table.common.SlotMap slotMap() {
+      return ownership.map();
+    }
+
+    @Override
+    public dev.dynembed.table.common.SlotMap installSlotMap(
+        dev.dynembed.table.common.SlotMap m) {
+      return ShardEngine.this.installSlotMap(m);
+    }
+
+    @Override
+    public CallLedger ledger() {
+      return ledger;
+    }
+
+    @Override
+    public ShardJournal journal() {
+      return journal;
+    }
+
+    @Override
+    public long log(LogRecord r) {
+      return ShardEngine.this.log(r);
+    }
+
+    @Override
+    public long log(LogRecord r, long reservation) {
+      return ShardEngine.this.log(r, reservation);
+    }
+
+    @Override
+    public long reserveLog(long bytes) {
+      return ShardEngine.this.reserveLog(bytes);
+    }
+
+    @Override
+    public void releaseLog(long reservation) {
+      ShardEngine.this.releaseLog(reservation);
+    }
+
+    @Override
+    public void awaitDurable(long lsn) {
+      ShardEngine.this.awaitDurable(lsn);
+    }
+
+    @Override
+    public void awaitAll() {
+      ShardEngine.this.awaitAll();
+    }
+
+    @Override
+    public java.nio.file.Path dataDir() {
+      return dataDir;
+    }
+
+    /** Whether checkpoint directories must stay inside the data directory. */
+    @Override
+    public boolean confined() {
+      return confined;
+    }
+
+    @Override
+    public List<java.nio.file.Path> reservedDirectories() {
+      return ShardEngine.this.reservedDirectories();
+    }
+
+    @Override
+    public RedisTier redisTier() {
+      return ShardEngine.this.redisTier();
+    }
+
+    @Override
+    public ShardEvictions evictions() {
+      return evictions;
     }
   }
 }

@@ -11,9 +11,27 @@ import java.util.concurrent.ConcurrentHashMap;
  * the calls through it.
  */
 final class ShardEvictions {
-  private final ShardEngine engine;
+  /** What evictions use of their engine: the catalogue they swap rebuilt stores into, the log. */
+  interface Engine extends ShardTables {
+    int numShards();
 
-  ShardEvictions(ShardEngine engine) {
+    /** The catalogue monitor, held while a rebuilt store is logged and swapped in. */
+    Object catalogue();
+
+    void put(String name, TableStore t);
+
+    long log(dev.dynembed.table.v1.LogRecord r);
+
+    ShardJournal journal();
+
+    void checkReady();
+
+    void awaitDurable(long lsn);
+  }
+
+  private final Engine engine;
+
+  ShardEvictions(Engine engine) {
     this.engine = engine;
   }
 

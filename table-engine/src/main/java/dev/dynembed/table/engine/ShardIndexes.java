@@ -38,11 +38,17 @@ final class ShardIndexes {
     }
   }
 
-  private final ShardEngine engine;
+  /** What the index builder uses of its engine. */
+  interface Engine extends ShardTables {
+    /** Refuses (RESOURCE_EXHAUSTED) {@code need} more bytes beyond the memory budget. */
+    void checkBudget(long need, java.util.List<TableStore> stores);
+  }
+
+  private final Engine engine;
   private final ConcurrentHashMap<String, Entry> entries = new ConcurrentHashMap<>();
   private volatile ExecutorService executor;
 
-  ShardIndexes(ShardEngine engine) {
+  ShardIndexes(Engine engine) {
     this.engine = engine;
   }
 

@@ -38,7 +38,27 @@ public final class SlotMoves {
 
   private static final java.util.logging.Logger LOG =
       java.util.logging.Logger.getLogger(SlotMoves.class.getName());
-  private final ShardEngine engine;
+  /** What slot moves use of their engine: the slot map, the live stores, evictions. */
+  interface Engine extends ShardTables {
+    void checkReady();
+
+    dev.dynembed.table.common.SlotMap slotMap();
+
+    dev.dynembed.table.common.SlotMap installSlotMap(dev.dynembed.table.common.SlotMap m);
+
+    List<TableStore> tables();
+
+    java.util.TreeMap<String, TableStore> lockLive(java.util.Collection<String> names,
+        boolean skipDropped);
+
+    ShardJournal journal();
+
+    RedisTier redisTier();
+
+    ShardEvictions evictions();
+  }
+
+  private final Engine engine;
   private final ConcurrentHashMap<String, Tracker> outgoing = new ConcurrentHashMap<>();
   private final Map<String, Staged> staging = new HashMap<>(); // guarded by this
   /** Staged stores already written by {@link #prepare}, merged in this order. */
@@ -58,7 +78,7 @@ public final class SlotMoves {
   private record Layer(String table, TableStore store, String sub,
       dev.dynembed.table.v1.CheckpointFile file) {}
 
-  SlotMoves(ShardEngine engine) {
+  SlotMoves(Engine engine) {
     this.engine = engine;
   }
 

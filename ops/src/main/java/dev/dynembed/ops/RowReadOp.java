@@ -1,0 +1,50 @@
+package dev.dynembed.ops;
+
+import java.util.Map;
+import org.nd4j.autodiff.samediff.SDVariable;
+import org.nd4j.autodiff.samediff.SameDiff;
+
+/**
+ * A table op that reads rows of keys: {@link DynamicEmbeddingLookup} (a row per key) and {@link
+ * DynamicEmbeddingBag} (rows pooled per example). Both carry the same attributes, saved with the
+ * graph under the same names: the table, its row width, whether the op trains (creates rows and
+ * sends gradients) and whether its reads count keys for admission and sampling.
+ */
+abstract class RowReadOp extends TableOp {
+  String table;
+  int dim;
+  boolean training;
+  boolean count = true;
+
+  RowReadOp() {}
+
+  RowReadOp(SameDiff sd, SDVariable[] args, String table, int dim, boolean training,
+      boolean count) {
+    super(sd, args);
+    this.table = table;
+    this.dim = dim;
+    this.training = training;
+    this.count = count;
+  }
+
+  /** Whether the op creates rows and sends gradients (false: an inference lookup). */
+  final boolean training() {
+    return training;
+  }
+
+  @Override
+  void properties(Map<String, Object> out) {
+    out.put("table", table);
+    out.put("dim", (long) dim);
+    out.put("training", training);
+    out.put("count", count);
+  }
+
+  @Override
+  void readProperties(Props in) {
+    table = in.string("table");
+    dim = in.integer("dim");
+    training = in.bool("training");
+    count = in.bool("count");
+  }
+}
