@@ -18,8 +18,19 @@ public final class LocalEtcd implements AutoCloseable {
   private final Process process;
   private final Path dir;
   private final int port;
+  private final String host;
 
+  /** An etcd on {@code 127.0.0.1}. */
   public LocalEtcd() {
+    this("127.0.0.1");
+  }
+
+  /**
+   * An etcd whose client and peer ports listen on {@code host}: an address of this machine (a
+   * network namespaces harness's bridge, so that processes inside the namespaces reach it).
+   */
+  public LocalEtcd(String host) {
+    this.host = host;
     String binary = System.getenv().getOrDefault("ETCD", "etcd");
     if (binary.equals("etcd")) {
       installIfMissing();
@@ -28,8 +39,8 @@ public final class LocalEtcd implements AutoCloseable {
       dir = Files.createTempDirectory("etcd");
       port = freePort();
       int peer = freePort();
-      String client = "http://127.0.0.1:" + port;
-      String peerUrl = "http://127.0.0.1:" + peer;
+      String client = "http://" + host + ":" + port;
+      String peerUrl = "http://" + host + ":" + peer;
       process = new ProcessBuilder(List.of(binary, "--name", "local", "--data-dir",
           dir.resolve("data").toString(), "--listen-client-urls", client,
           "--advertise-client-urls", client, "--listen-peer-urls", peerUrl,
@@ -42,7 +53,7 @@ public final class LocalEtcd implements AutoCloseable {
     }
     long deadline = System.nanoTime() + 20_000_000_000L;
     while (true) {
-      try (Socket s = new Socket("127.0.0.1", port)) {
+      try (Socket s = new Socket(host, port)) {
         return;
       } catch (IOException notYet) {
         if (!process.isAlive() || System.nanoTime() > deadline) {
@@ -66,9 +77,14 @@ public final class LocalEtcd implements AutoCloseable {
     }
   }
 
-  /** {@code 127.0.0.1:port}, as {@code --coordinator} takes it. */
+  /** {@code host:port}, as {@code --coordinator} takes it. */
   public String endpoint() {
-    return "127.0.0.1:" + port;
+    return host + ":" + port;
+  }
+
+  /** The client port. */
+  public int port() {
+    return port;
   }
 
   @Override

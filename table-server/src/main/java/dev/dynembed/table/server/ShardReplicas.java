@@ -116,6 +116,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   private final ExecutorService isr = Executors.newSingleThreadExecutor(r -> daemon(r, "isr"));
   private volatile boolean leading;
   private volatile long epoch;
+  /** Writes answered as primary, and when the last was (ms since the Unix epoch). */
+  private final java.util.concurrent.atomic.LongAdder answeredWrites =
+      new java.util.concurrent.atomic.LongAdder();
+  private volatile long lastAnswerMillis;
+  /** Calls refused since the lease last was valid (the first prints what was answered). */
+  private final AtomicLong lapses = new AtomicLong();
 
   // follower
   private final Object sessionLock = new Object();
@@ -197,11 +203,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       log.warning(name() + ": cannot delete " + followEpochFile() + ": " + io.getMessage());
     }
     s.replicateTo(this);
+    long from = System.currentTimeMillis(); // before any answer of this epoch
     leading = true;
     engine.refuse(null);
     System.out.printf("table-server shard %d leads its replicated group (epoch %d, replication"
-        + " %s, at least %d follower(s) in sync per answer)%n", engine.shardIndex(), e,
-        mode.name().toLowerCase(java.util.Locale.ROOT), mode == Mode.SYNC ? minInSync : 0);
+        + " %s, at least %d follower(s) in sync per answer) from %d%n", engine.shardIndex(), e,
+        mode.name().toLowerCase(java.util.Locale.ROOT), mode == Mode.SYNC ? minInSync : 0, from);
     System.out.flush();
   }
 
@@ -220,7 +227,11 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
   @Override
   public void deposed(String why) {
+    boolean led = leading;
     leading = false;
+    if (led) {
+      printAnswered("deposed");
+    }
     engine.refuse(name() + ": this process no longer leads (" + why + ")");
     synchronized (monitor) {
       monitor.notifyAll();
@@ -256,10 +267,15 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       throw unavailable("this process does not lead; resend to the primary");
     }
     if (g != null && !g.leaseValid()) {
+      if (lapses.getAndIncrement() == 0) {
+        printAnswered("lease lapsed");
+      }
       throw unavailable("the lease of this primary was not renewed in time (etcd unreachable,"
           + " or the process was paused): it answers nothing until etcd confirms it still leads");
     }
+    lapses.set(0);
     if (mode == Mode.ASYNC) {
+      answered();
       return;
     }
     long deadline = System.nanoTime() + timeout.toNanos() * 2;
@@ -280,6 +296,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           }
         }
         if (everyInSync && holding >= minInSync) {
+          answered();
           return;
         }
         if (System.nanoTime() > deadline) {
@@ -295,6 +312,24 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         }
       }
     }
+  }
+
+  /** A mutating call of this epoch may be answered: counted, with its time. */
+  private void answered() {
+    answeredWrites.increment();
+    lastAnswerMillis = System.currentTimeMillis();
+  }
+
+  /**
+   * Prints what this primary answered in its epoch: a partition test checks from the processes'
+   * logs that no primary answered after its successor began to lead (two primaries of one group
+   * never serve writes at once).
+   */
+  private void printAnswered(String why) {
+    System.out.printf("table-server shard %d epoch %d: answered %d writes as primary, the last"
+        + " at %d (%s)%n", engine.shardIndex(), epoch, answeredWrites.sum(), lastAnswerMillis,
+        why);
+    System.out.flush();
   }
 
   private TableException unavailable(String what) {

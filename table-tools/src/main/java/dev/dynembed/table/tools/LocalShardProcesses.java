@@ -82,7 +82,7 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public LocalShardProcesses(int n, int basePort, Path dataDir, String heap, String javaOpts,
       List<String> launcher, List<String> serverArgs) throws IOException {
-    this(n, 0, null, basePort, dataDir, heap, javaOpts, launcher, serverArgs, false);
+    this(n, 0, null, null, basePort, dataDir, heap, javaOpts, launcher, serverArgs, false);
   }
 
   /**
@@ -94,8 +94,8 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public static LocalShardProcesses inOneProcess(int n, Path dataDir, String heap,
       String javaOpts, List<String> launcher, List<String> serverArgs) throws IOException {
-    return new LocalShardProcesses(n, 0, null, 0, dataDir, heap, javaOpts, launcher, serverArgs,
-        true);
+    return new LocalShardProcesses(n, 0, null, null, 0, dataDir, heap, javaOpts, launcher,
+        serverArgs, true);
   }
 
   /**
@@ -109,11 +109,24 @@ public final class LocalShardProcesses implements AutoCloseable {
   public static LocalShardProcesses replicated(int n, int followers, String replication,
       Path dataDir, String heap, String javaOpts, List<String> launcher, List<String> serverArgs)
       throws IOException {
+    return replicated(n, followers, replication, "127.0.0.1", dataDir, heap, javaOpts, launcher,
+        serverArgs);
+  }
+
+  /**
+   * As above, with the etcd listening on {@code etcdHost} (a {@link NetworkNamespaces#bridged}
+   * harness's {@link NetworkNamespaces#HOST}, so that shards inside the namespaces reach it).
+   * In {@code launcher} and {@code serverArgs}, {@code {process}} stands for the process's number
+   * k (shard k / (1 + followers), member k % (1 + followers)): one namespace per process.
+   */
+  public static LocalShardProcesses replicated(int n, int followers, String replication,
+      String etcdHost, Path dataDir, String heap, String javaOpts, List<String> launcher,
+      List<String> serverArgs) throws IOException {
     if (followers < 0) {
       throw new IllegalArgumentException("followers must be >= 0 but was " + followers);
     }
-    LocalShardProcesses p = new LocalShardProcesses(n, followers, replication, 0, dataDir, heap,
-        javaOpts, launcher, serverArgs, false);
+    LocalShardProcesses p = new LocalShardProcesses(n, followers, replication, etcdHost, 0,
+        dataDir, heap, javaOpts, launcher, serverArgs, false);
     try {
       p.awaitGroups(java.time.Duration.ofSeconds(120));
     } catch (IOException | RuntimeException e) {
@@ -123,9 +136,9 @@ public final class LocalShardProcesses implements AutoCloseable {
     return p;
   }
 
-  private LocalShardProcesses(int n, int followers, String replication, int basePort,
-      Path dataDir, String heap, String javaOpts, List<String> launcher, List<String> serverArgs,
-      boolean oneProcess) throws IOException {
+  private LocalShardProcesses(int n, int followers, String replication, String etcdHost,
+      int basePort, Path dataDir, String heap, String javaOpts, List<String> launcher,
+      List<String> serverArgs, boolean oneProcess) throws IOException {
     this.dataDir = dataDir;
     this.oneProcess = oneProcess;
     this.numShards = n;
@@ -133,7 +146,7 @@ public final class LocalShardProcesses implements AutoCloseable {
     this.restartable = wal < 0 || wal + 1 >= serverArgs.size()
         || !serverArgs.get(wal + 1).equals("off");
     this.groupSize = replication == null ? 1 : 1 + followers;
-    this.etcd = replication == null ? null : new dev.dynembed.job.LocalEtcd();
+    this.etcd = replication == null ? null : new dev.dynembed.job.LocalEtcd(etcdHost);
     this.cluster = etcd == null ? null
         : "etcd://" + etcd.endpoint() + "/local-" + ProcessHandle.current().pid();
     java.nio.file.Files.createDirectories(dataDir); // the shards' logs go there
@@ -147,7 +160,7 @@ public final class LocalShardProcesses implements AutoCloseable {
       // the vector module: the shard's optimizer and top-k loops run on FloatKernels' SIMD path
       List<String> cmd = new ArrayList<>();
       for (String l : launcher) { // {shard}: e.g. ip netns exec ns{shard}, one namespace each
-        cmd.add(l.replace("{shard}", String.valueOf(i)));
+        cmd.add(placeholders(l, i, k));
       }
       // a shard that runs out of memory exits instead of limping on with half-applied state
       String h = oneProcess ? times(heap, n) : heap;
@@ -173,7 +186,7 @@ public final class LocalShardProcesses implements AutoCloseable {
           // shards die with this process, even when it is killed with SIGKILL
           "--exit-with", String.valueOf(ProcessHandle.current().pid())));
       for (String a : serverArgs) {
-        cmd.add(a.replace("{shard}", String.valueOf(i)));
+        cmd.add(placeholders(a, i, k));
       }
       if (etcd != null) {
         cmd.addAll(List.of("--cluster", cluster, "--replication", replication,
@@ -235,6 +248,11 @@ public final class LocalShardProcesses implements AutoCloseable {
     }
   }
 
+  /** {@code {shard}} replaced by shard i, {@code {process}} by process k. */
+  private static String placeholders(String arg, int i, int k) {
+    return arg.replace("{shard}", String.valueOf(i)).replace("{process}", String.valueOf(k));
+  }
+
   /** {@code heap} (a JVM size: digits and an optional k, m or g) times n. */
   static String times(String heap, int n) {
     Matcher m = Pattern.compile("(\\d+)([kKmMgG]?)").matcher(heap);
@@ -294,6 +312,14 @@ public final class LocalShardProcesses implements AutoCloseable {
         throw new IOException("interrupted", e);
       }
     }
+  }
+
+  /** The client port of replicated shards' etcd. */
+  public int etcdPort() {
+    if (etcd == null) {
+      throw new IllegalStateException("plain shards have no etcd");
+    }
+    return etcd.port();
   }
 
   /** The cluster map of replicated shards. */
