@@ -53,14 +53,8 @@ class NetworkFaultsTest {
             ClientOptions.builder().retryFor(Duration.ofSeconds(120))
                 .deadline(Duration.ofSeconds(3)).build())) {
       EmbeddingTable t = c.createTable(ExactOracle.config("faults", DIM).build());
-      // a probe without resends: a cut link must make its calls to that shard fail, so that a
-      // fault that does not bite (a harness gone wrong) fails the test instead of passing it
-      TableClient probeClient = TableClients.connect(procs.endpoints(), ClientOptions.builder()
-          .retryFor(Duration.ZERO).deadline(Duration.ofMillis(700)).build());
-      EmbeddingTable probe = probeClient.openTable("faults");
-      for (int i = 0; i < SHARDS; i++) {
-        probe.find(new String[] {probeKey(i)}); // answered while the links are whole
-      }
+      // a cut link must make the probe's calls to that shard fail
+      FaultProbe probe = new FaultProbe(procs.spec(), "faults", SHARDS);
       long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
       Map<Kind, Integer> injected = new EnumMap<>(Kind.class);
       ExecutorService pool = Executors.newSingleThreadExecutor();
@@ -81,7 +75,7 @@ class NetworkFaultsTest {
             case DOWN, BLACKHOLE, LOSSY, SLOW -> net.inject(shard, Fault.valueOf(kind.name()));
             case PAUSED_DURING_BLACKHOLE -> {
               net.inject(shard, Fault.BLACKHOLE);
-              signal("STOP", pid);
+              FaultProbe.signal("STOP", pid);
             }
             case KILLED_BEHIND_CUT -> {
               net.inject(shard, Fault.DOWN);
@@ -91,11 +85,11 @@ class NetworkFaultsTest {
           }
           Thread.sleep(held / 2);
           if (kind != Kind.LOSSY && kind != Kind.SLOW) {
-            assertProbeFails(probe, shard, kind);
+            probe.assertCut(shard, kind.name());
           }
           Thread.sleep(held - held / 2);
           if (kind == Kind.PAUSED_DURING_BLACKHOLE) {
-            signal("CONT", pid);
+            FaultProbe.signal("CONT", pid);
           }
           net.heal(shard);
           Thread.sleep(1500 + r.nextInt(1500)); // training goes on between faults
@@ -111,7 +105,7 @@ class NetworkFaultsTest {
         for (int i = 0; i < SHARDS; i++) {
           net.heal(i);
         }
-        probeClient.close();
+        probe.close();
       }
       for (Kind kind : Kind.values()) {
         assertTrue(injected.getOrDefault(kind, 0) > 0, "no " + kind + " fault: " + injected);
@@ -129,29 +123,6 @@ class NetworkFaultsTest {
     }
   }
 
-  /** A call to a key of {@code shard} fails while its link is cut (no resends, 0.7 s deadline). */
-  private static void assertProbeFails(EmbeddingTable probe, int shard, Kind kind) {
-    try {
-      probe.find(new String[] {probeKey(shard)});
-    } catch (RuntimeException e) {
-      return; // the fault bites
-    }
-    throw new AssertionError(kind + " on shard " + shard + ": a call to it was answered");
-  }
 
-  /** A key that shard {@code shard} owns. */
-  private static String probeKey(int shard) {
-    for (int i = 0; ; i++) {
-      if (dev.dynembed.table.common.KeyHashing.shardOf("probe" + i, SHARDS) == shard) {
-        return "probe" + i;
-      }
-    }
-  }
 
-  private static void signal(String sig, long pid) throws Exception {
-    Process p = new ProcessBuilder("kill", "-" + sig, String.valueOf(pid)).inheritIO().start();
-    if (!p.waitFor(10, TimeUnit.SECONDS) || p.exitValue() != 0) {
-      throw new AssertionError("kill -" + sig + " " + pid + " failed");
-    }
-  }
 }

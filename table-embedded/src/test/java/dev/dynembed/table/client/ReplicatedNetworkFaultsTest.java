@@ -72,13 +72,17 @@ class ReplicatedNetworkFaultsTest {
         TableClient c = TableClients.open(procs.spec(), ClientOptions.builder()
             .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(3)).build())) {
       EmbeddingTable t = c.createTable(ExactOracle.config("rfaults", DIM).build());
-      // a probe without resends: the trainers' cut from a primary must make its calls fail
-      TableClient probeClient = TableClients.open(procs.spec(), ClientOptions.builder()
-          .retryFor(Duration.ZERO).deadline(Duration.ofMillis(700)).build());
-      EmbeddingTable probe = probeClient.openTable("rfaults");
-      for (int i = 0; i < SHARDS; i++) {
-        probe.find(new String[] {probeKey(i)}); // answered while the network is whole
+      // rows nobody trains, so that a snapshot outweighs the seconds of log a process misses
+      // while a fault lasts: a deposed primary then rejoins from its own log (cut first)
+      for (int b = 0; b < 10; b++) {
+        String[] filler = new String[10_000];
+        for (int i = 0; i < filler.length; i++) {
+          filler[i] = "filler-" + b + "-" + i;
+        }
+        t.findOrInsert(filler, false);
       }
+      // the trainers' cut from a primary must make the probe's calls fail
+      FaultProbe probe = new FaultProbe(procs.spec(), "rfaults", SHARDS);
       long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
       Map<Kind, Integer> injected = new EnumMap<>(Kind.class);
       List<String> failovers = new ArrayList<>();
@@ -108,13 +112,13 @@ class ReplicatedNetworkFaultsTest {
               }
               case PRIMARY_CUT_AND_PAUSED -> {
                 net.inject(primary, Fault.BLACKHOLE);
-                signal("STOP", pid);
+                FaultProbe.signal("STOP", pid);
               }
               default -> throw new AssertionError(kind);
             }
             Thread.sleep(2500);
             if (kind == Kind.TRAINERS_FROM_PRIMARY) { // the fault bites: the primary is cut off
-              assertProbeFails(probe, shard);
+              probe.assertCut(shard, kind.name());
             }
             Thread.sleep(2500 + r.nextInt(2000)); // past the 2 s lease: failovers happen
             if (kind == Kind.PRIMARY_FROM_FOLLOWER) { // it bites: writes wait, the follower lags
@@ -123,7 +127,7 @@ class ReplicatedNetworkFaultsTest {
             }
           } finally { // a failed check heals too: the trainers go on, the test reports it
             if (kind == Kind.PRIMARY_CUT_AND_PAUSED) {
-              signal("CONT", pid);
+              FaultProbe.signal("CONT", pid);
             }
             net.healAll();
           }
@@ -151,7 +155,7 @@ class ReplicatedNetworkFaultsTest {
       } finally {
         pool.shutdownNow();
         net.healAll();
-        probeClient.close();
+        probe.close();
       }
       for (Kind kind : Kind.values()) {
         assertTrue(injected.getOrDefault(kind, 0) > 0, "no " + kind + " fault: " + injected);
@@ -166,9 +170,14 @@ class ReplicatedNetworkFaultsTest {
         assertArrayEquals(oracle.counts, p.count(keys, false).frequencies());
       }
       int epochs = checkOnePrimaryAtATime(procs);
+      int[] rejoins = rejoinsAcrossFailovers(procs);
+      assertTrue(rejoins[0] + rejoins[1] > 0, "no member of a replaced epoch rejoined from its"
+          + " own log (cut or resumed): every failover cost a snapshot");
       System.out.printf("replicated network faults: %d s, %d steps, faults %s, %d epochs"
-          + " checked, %s: every row and count exact (%d rows of %d floats, %d counts)%n",
-          seconds, oracle.steps, injected, epochs, failovers, KEYS, DIM, KEYS);
+          + " checked, %d diverged tails cut, %d rejoins from the log across a failover, %d"
+          + " snapshots sent, %s: every row and count exact (%d rows of %d floats, %d counts)%n",
+          seconds, oracle.steps, injected, epochs, rejoins[0], rejoins[1], rejoins[2], failovers,
+          KEYS, DIM, KEYS);
     }
   }
 
@@ -231,25 +240,7 @@ class ReplicatedNetworkFaultsTest {
         .count();
   }
 
-  /** A call to a key of {@code shard} fails (no resends, 0.7 s deadline). */
-  private static void assertProbeFails(EmbeddingTable probe, int shard) {
-    try {
-      probe.find(new String[] {probeKey(shard)});
-    } catch (RuntimeException e) {
-      return; // the fault bites
-    }
-    throw new AssertionError("the trainers' cut from shard " + shard + "'s primary: a call to it"
-        + " was answered");
-  }
 
-  /** A key that shard {@code shard} owns. */
-  private static String probeKey(int shard) {
-    for (int i = 0; ; i++) {
-      if (dev.dynembed.table.common.KeyHashing.shardOf("probe" + i, SHARDS) == shard) {
-        return "probe" + i;
-      }
-    }
-  }
 
   /** Copies the processes' output to target/replicated-faults-logs for a failed run. */
   private void keepLogs() throws java.io.IOException {
@@ -263,14 +254,30 @@ class ReplicatedNetworkFaultsTest {
     }
   }
 
+  private static final Pattern CROSS_EPOCH = Pattern.compile(
+      "rejoins from its own log after record \\d+: .*its log followed epoch (\\d+), this is"
+          + " epoch (\\d+)\\)");
+
+  /**
+   * From every process's output: {diverged tails cut, rejoins from the log by a member of the
+   * epoch before (a deposed primary, or a follower of it), snapshots sent to followers}.
+   */
+  private static int[] rejoinsAcrossFailovers(LocalShardProcesses procs) throws Exception {
+    int[] n = new int[3];
+    for (int k = 0; k < SHARDS * 2; k++) {
+      String out = Files.readString(procs.logOfProcess(k), StandardCharsets.UTF_8);
+      n[0] += out.split("cut its log after record", -1).length - 1;
+      Matcher m = CROSS_EPOCH.matcher(out);
+      while (m.find()) {
+        n[1] += m.group(1).equals(m.group(2)) ? 0 : 1;
+      }
+      n[2] += out.split("gets the log from record", -1).length - 1;
+    }
+    return n;
+  }
+
   private static String tail(StringBuilder s) {
     return s.length() > 8000 ? s.substring(s.length() - 8000) : s.toString();
   }
 
-  private static void signal(String sig, long pid) throws Exception {
-    Process p = new ProcessBuilder("kill", "-" + sig, String.valueOf(pid)).inheritIO().start();
-    if (!p.waitFor(10, TimeUnit.SECONDS) || p.exitValue() != 0) {
-      throw new AssertionError("kill -" + sig + " " + pid + " failed");
-    }
-  }
 }

@@ -659,6 +659,55 @@ public final class ShardLog implements AutoCloseable {
     }
   }
 
+  /**
+   * Cuts a closed log after record {@code lsn}: the records after it go (a deposed primary's
+   * tail that its successor's log does not hold, docs/design/0023), and the next open appends
+   * {@code lsn + 1}. The later segments are deleted first and the one that holds {@code lsn}
+   * truncated last, so that a crash in between leaves a log that is whole, only longer (the cut
+   * is made again). Returns false, changing nothing, when the log does not hold record {@code
+   * lsn} whole.
+   */
+  static boolean cutAfter(Path dir, long lsn) throws IOException {
+    List<Long> starts = segmentStarts(dir);
+    int s = starts.size() - 1;
+    while (s >= 0 && starts.get(s) > lsn) {
+      s--;
+    }
+    if (lsn < 1 || s < 0) {
+      return false;
+    }
+    Path segment = dir.resolve(segmentName(starts.get(s)));
+    long end = -1;
+    try (FileChannel ch = FileChannel.open(segment, StandardOpenOption.READ)) {
+      ByteBuffer head = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+      CRC32C crc = new CRC32C();
+      long size = ch.size();
+      long pos = 0;
+      for (long at = starts.get(s); at <= lsn && pos + 8 <= size; at++) {
+        RecordAt r = recordAt(ch, pos, size, head, crc);
+        if (r.damage() != null || r.lsn() != at) {
+          return false;
+        }
+        pos += 8 + r.body().length;
+        if (at == lsn) {
+          end = pos;
+        }
+      }
+    }
+    if (end < 0) {
+      return false;
+    }
+    for (int i = starts.size() - 1; i > s; i--) {
+      Files.deleteIfExists(dir.resolve(segmentName(starts.get(i))));
+    }
+    Durable.fsyncDirectory(dir);
+    try (FileChannel ch = FileChannel.open(segment, StandardOpenOption.WRITE)) {
+      ch.truncate(end);
+      ch.force(true);
+    }
+    return true;
+  }
+
   /** Damage found where a record should start. */
   private enum Damage {
     PARTIAL_HEADER("a partial record header"),

@@ -537,6 +537,39 @@ public final class ShardState implements AutoCloseable, ShardJournal {
   }
 
   /**
+   * Cuts the log of shard {@code index} under {@code stateDir} after record {@code lsn}: a
+   * deposed primary's tail (or what a follower got from it) that the new primary's log does not
+   * hold, so that the process rejoins from its own log (docs/design/0023). The caller has closed
+   * the {@link ShardState} of that directory; {@link #recover} then replays up to {@code lsn}.
+   * The files of restores and slot imports logged after it go too.
+   *
+   * @return false, changing nothing, when it cannot: the current snapshot was taken after
+   *     {@code lsn} (it holds records to be cut) or the log does not hold record {@code lsn}
+   */
+  public static boolean cutLogAfter(Path stateDir, int index, long lsn) throws IOException {
+    Path root = root(stateDir, index);
+    SnapshotManifest m = readCurrent(root.resolve("snapshots"));
+    if (m != null && m.getStartLsn() > lsn + 1) {
+      return false;
+    }
+    Path walDir = root.resolve("wal");
+    if (!ShardLog.cutAfter(walDir, lsn)) {
+      return false;
+    }
+    try (Stream<Path> s = Files.list(walDir)) {
+      for (Path p : s.toList()) {
+        String n = p.getFileName().toString();
+        if (n.startsWith("restore-") && Long.parseLong(n.substring(8)) > lsn
+            || n.startsWith(SlotMoves.IMPORTED) && !n.equals(SlotMoves.PENDING)
+            && Long.parseLong(n.substring(SlotMoves.IMPORTED.length())) > lsn) {
+          Dirs.deleteTree(p);
+        }
+      }
+    }
+    return true;
+  }
+
+  /**
    * Replaces the state under {@code stateDir}'s directory of shard {@code index} by a snapshot
    * received from a primary (its files in {@code received}, which is moved): the log and older
    * snapshots are deleted, the received one becomes current. The caller has closed the {@link

@@ -100,6 +100,42 @@ class ShardLogTest {
     }
   }
 
+  /**
+   * A deposed primary's tail is cut (docs/design/0023): after record 250 of three segments, the
+   * third segment goes, the second ends at 250, the replay stops there and the next append is
+   * 251; a cut the log cannot make (a record it does not hold) changes nothing.
+   */
+  @Test
+  void aClosedLogIsCutAfterARecord_andGoesOnFromThere() throws Exception {
+    ShardLog log = new ShardLog(dir, ShardLog.Fsync.NO, 1, e -> { });
+    for (int i = 1; i <= 400; i++) {
+      log.append(record(i));
+      if (i == 200 || i == 300) {
+        log.rotate();
+      }
+    }
+    log.close();
+    assertEquals(List.of(1L, 201L, 301L), ShardLog.segmentStarts(dir));
+    assertTrue(!ShardLog.cutAfter(dir, 401), "no record 401: nothing cut");
+    assertTrue(!ShardLog.cutAfter(dir, 0));
+    assertEquals(401, ShardLog.replay(dir, 1, (lsn, payload) -> { }));
+    assertTrue(ShardLog.cutAfter(dir, 250));
+    assertEquals(List.of(1L, 201L), ShardLog.segmentStarts(dir));
+    List<Long> lsns = new ArrayList<>();
+    assertEquals(251, ShardLog.replay(dir, 1, (lsn, payload) -> {
+      assertEquals(record((int) lsn), LogRecord.parseFrom(payload));
+      lsns.add(lsn);
+    }));
+    assertEquals(250, lsns.size());
+    ShardLog again = new ShardLog(dir, ShardLog.Fsync.NO, 251, e -> { });
+    assertEquals(251, again.append(record(251)));
+    again.close();
+    assertEquals(252, ShardLog.replay(dir, 1, (lsn, payload) -> { }));
+    assertTrue(ShardLog.cutAfter(dir, 200), "at a segment's last record: the later ones go");
+    assertEquals(List.of(1L), ShardLog.segmentStarts(dir));
+    assertEquals(201, ShardLog.replay(dir, 1, (lsn, payload) -> { }));
+  }
+
   private static LogRecord record(int i) {
     return LogRecord.newBuilder().setWrite(WriteRequest.newBuilder()
         .addItems(ApplyGradientsRequest.newBuilder().setTable("t")

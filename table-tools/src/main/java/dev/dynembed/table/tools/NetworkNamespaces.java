@@ -5,6 +5,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Network namespaces joined to this one by veth pairs, and faults on their links (issue 50's
@@ -82,6 +84,7 @@ public final class NetworkNamespaces implements AutoCloseable {
     this.bridged = bridged;
     this.tag = "dyn" + (ProcessHandle.current().pid() % 100_000);
     this.sudo = !"root".equals(System.getProperty("user.name"));
+    removeStale();
     try {
       if (bridged) {
         run("ip", "link", "add", bridge(), "type", "bridge");
@@ -112,6 +115,49 @@ public final class NetworkNamespaces implements AutoCloseable {
 
   private String bridge() {
     return tag + "br";
+  }
+
+  /**
+   * Removes the links and namespaces a harness left when its process died before closing it (a
+   * test killed at its timeout): their tag names a process that no longer runs. A stale bridge
+   * would keep {@link #HOST} and route this harness's addresses to namespaces nobody serves.
+   */
+  private void removeStale() throws IOException {
+    Pattern name = Pattern.compile("dyn(\\d+)(br|h\\d+|n\\d+)\\b");
+    java.util.Set<String> stale = new java.util.TreeSet<>();
+    String links = output("ip", "-o", "link", "show");
+    String namespaces = output("ip", "netns", "list");
+    for (String text : List.of(links, namespaces)) {
+      Matcher m = name.matcher(text);
+      while (m.find()) {
+        long owner = Long.parseLong(m.group(1));
+        boolean alive = ProcessHandle.allProcesses().anyMatch(p -> p.pid() % 100_000 == owner);
+        if (!alive) {
+          stale.add(m.group());
+        }
+      }
+    }
+    for (String s : stale) {
+      if (s.matches("dyn\\d+n\\d+")) {
+        quietly("ip", "netns", "del", s);
+      } else {
+        quietly("ip", "link", "del", s);
+      }
+    }
+  }
+
+  /** A command's output (empty when it fails). */
+  private String output(String... cmd) throws IOException {
+    List<String> c = new ArrayList<>(sudo ? List.of("sudo", "-n") : List.of());
+    c.addAll(Arrays.asList(cmd));
+    Process p = new ProcessBuilder(c).redirectErrorStream(true).start();
+    try {
+      String out = new String(p.getInputStream().readAllBytes());
+      return p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0 ? out : "";
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted: " + String.join(" ", cmd), e);
+    }
   }
 
   /** The name of namespace i. */

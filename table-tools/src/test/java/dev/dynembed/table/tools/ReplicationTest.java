@@ -2,6 +2,7 @@ package dev.dynembed.table.tools;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -52,7 +53,20 @@ class ReplicationTest {
   private int generation;
 
   @AfterEach
-  void stop() {
+  void stop(org.junit.jupiter.api.TestInfo test) throws IOException {
+    stop();
+    // the processes' output outlives the temporary directory (target/replication-logs/TEST)
+    Path to = Path.of("target", "replication-logs", test.getTestMethod().orElseThrow().getName());
+    Files.createDirectories(to);
+    try (Stream<Path> files = Files.list(dir)) {
+      for (Path f : files.filter(f -> f.toString().endsWith(".log")).toList()) {
+        Files.copy(f, to.resolve(f.getFileName()),
+            java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+      }
+    }
+  }
+
+  private void stop() {
     closing = true;
     for (Process p : running.values()) {
       p.destroyForcibly();
@@ -71,7 +85,7 @@ class ReplicationTest {
 
   private synchronized void launch(String name) throws IOException {
     List<String> cmd = new ArrayList<>(List.of(
-        Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m",
+        Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m", "-Xlog:gc", // pauses, in the logs
         "-XX:+UseSerialGC", "--add-modules", "jdk.incubator.vector", "-cp",
         System.getProperty("java.class.path"), "dev.dynembed.table.server.TableServerMain",
         "--port", "0", "--no-snapshot-on-exit", "--data-dir", dir.toString(),
@@ -314,6 +328,10 @@ class ReplicationTest {
         oracle.run(t, 2, end);
         killer.get();
         pool.shutdown();
+        awaitRedundant(cluster, 1, 90);
+        // and still in sync a replication timeout (2 s) after the last write: it holds every
+        // record (one it owed would have dropped it), so the kill below leaves a leader
+        Thread.sleep(2500);
         ClusterStatus after = awaitRedundant(cluster, 1, 90);
         assertEquals(primary, primaryOf(after, 0), "the primary changed: " + after.format());
         String[] logs = {Files.readString(dir.resolve(primary + ".log")),
@@ -330,6 +348,91 @@ class ReplicationTest {
             + " row and count exact after it took over%n", name, oracle.steps);
         return logs;
       }
+    }
+  }
+
+  /**
+   * Issue 50, item 3: a follower whose state directory is on a full disk (a 6 MiB tmpfs; root)
+   * cannot install the primary's snapshot: each try fails on ENOSPC, drops what half arrived and
+   * connects again; it never counts as in sync, the primary keeps answering (no follower
+   * required per answer), and nothing it half wrote is ever loaded. Once the disk grows, the same
+   * process installs a snapshot, gets in sync, and leads with every row and count exact when the
+   * primary is killed with its disk.
+   */
+  @Test
+  @Tag("faults")
+  void aFollowerInstallOnAFullDisk_failsWithoutJoining_andJoinsOnceSpaceIsFreed()
+      throws Exception {
+    Path small = dir.resolve("small");
+    Files.createDirectories(small);
+    sh("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", small.toString());
+    try (LocalEtcd etcd = new LocalEtcd()) {
+      String cluster = "etcd://" + etcd.endpoint() + "/fulldisk";
+      List<String> a = args(cluster, 0, 1, "--replication", "sync", "--min-sync-replicas", "0");
+      start("0a", dir.resolve("0a"), a); // leads: the only process
+      awaitPrimary(cluster);
+      ExactOracle oracle = new ExactOracle(200, 4);
+      try (TableClient c = TableClients.open(cluster, ClientOptions.builder()
+          .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(10)).build())) {
+        EmbeddingTable t = c.createTable(ExactOracle.config("fulldisk", 4).build());
+        for (int b = 0; b < 30; b++) { // a snapshot of ~15 MiB: more than the small disk
+          String[] filler = new String[10_000];
+          for (int i = 0; i < filler.length; i++) {
+            filler[i] = "filler-" + b + "-" + i;
+          }
+          t.findOrInsert(filler, false);
+        }
+        start("0b", small.resolve("state"), a); // the follower, on the full disk
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(16);
+        Future<?> grow = pool.submit(() -> {
+          Thread.sleep(8000);
+          String log = Files.readString(dir.resolve("0b.log"));
+          assertTrue(log.contains("No space left on device"), "the install did not meet the full"
+              + " disk:\n" + log);
+          assertFalse(log.contains("loaded its snapshot"), log);
+          ClusterStatus st = ClusterStatus.read(ClusterAddress.parse(cluster));
+          assertTrue(st.groups().get(0).inSync().isEmpty(), "a follower that holds nothing is"
+              + " in sync: " + st.format());
+          sh("mount", "-o", "remount,size=256m", small.toString()); // space freed
+          return null;
+        });
+        oracle.run(t, 2, end); // the primary answers throughout
+        grow.get();
+        pool.shutdown();
+        ClusterStatus after = awaitRedundant(cluster, 1, 90);
+        assertEquals("0a", primaryOf(after, 0));
+        assertTrue(Files.readString(dir.resolve("0b.log")).contains("loaded its snapshot"));
+        killWithDisk("0a");
+        String[] keys = oracle.keys();
+        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+        assertEquals("0b", primaryOf(ClusterStatus.read(ClusterAddress.parse(cluster)), 0));
+        int tries = count(Files.readString(dir.resolve("0b.log")), "No space left on device");
+        System.out.printf("follower install on a full disk: %d failed tries, then joined once"
+            + " space was freed; %d steps, every row and count exact after it took over%n",
+            tries, oracle.steps);
+      }
+    } finally {
+      stop(); // the processes first: the disk is theirs
+      sh("umount", "-l", small.toString());
+    }
+  }
+
+  /** Waits until shard 0 has a primary. */
+  private void awaitPrimary(String cluster) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (ClusterStatus.read(ClusterAddress.parse(cluster)).shards().isEmpty()) {
+      assertTrue(System.nanoTime() < deadline, "no primary within 60 s:" + logs());
+      Thread.sleep(100);
+    }
+  }
+
+  private static void sh(String... cmd) throws Exception {
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes());
+    if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+      throw new AssertionError(String.join(" ", cmd) + " failed (needs root): " + out);
     }
   }
 
