@@ -148,16 +148,8 @@ public final class NetworkNamespaces implements AutoCloseable {
 
   /** A command's output (empty when it fails). */
   private String output(String... cmd) throws IOException {
-    List<String> c = new ArrayList<>(sudo ? List.of("sudo", "-n") : List.of());
-    c.addAll(Arrays.asList(cmd));
-    Process p = new ProcessBuilder(c).redirectErrorStream(true).start();
-    try {
-      String out = new String(p.getInputStream().readAllBytes());
-      return p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0 ? out : "";
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IOException("interrupted: " + String.join(" ", cmd), e);
-    }
+    Ran r = ran(cmd);
+    return r.ok() ? r.out() : "";
   }
 
   /** The name of namespace i. */
@@ -351,6 +343,14 @@ public final class NetworkNamespaces implements AutoCloseable {
 
   /** Runs a command; null when it succeeded, else its output. */
   private String exec(String... cmd) throws IOException {
+    Ran r = ran(cmd);
+    return r.ok() ? null : r.out().trim();
+  }
+
+  /** What a command said, and whether it succeeded within 30 s. */
+  private record Ran(boolean ok, String out) {}
+
+  private Ran ran(String... cmd) throws IOException {
     List<String> c = new ArrayList<>(sudo ? List.of("sudo", "-n") : List.of());
     c.addAll(Arrays.asList(cmd));
     Process p = new ProcessBuilder(c).redirectErrorStream(true).start();
@@ -358,9 +358,9 @@ public final class NetworkNamespaces implements AutoCloseable {
       String out = new String(p.getInputStream().readAllBytes());
       if (!p.waitFor(30, TimeUnit.SECONDS)) {
         p.destroyForcibly();
-        return "timed out";
+        return new Ran(false, "timed out");
       }
-      return p.exitValue() == 0 ? null : out.trim();
+      return new Ran(p.exitValue() == 0, out);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IOException("interrupted: " + String.join(" ", cmd), e);
