@@ -273,7 +273,9 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       throw unavailable("the lease of this primary was not renewed in time (etcd unreachable,"
           + " or the process was paused): it answers nothing until etcd confirms it still leads");
     }
-    lapses.set(0);
+    if (lapses.get() != 0) {
+      lapses.set(0); // valid again: a later lapse prints again
+    }
     if (mode == Mode.ASYNC) {
       answered();
       return;
