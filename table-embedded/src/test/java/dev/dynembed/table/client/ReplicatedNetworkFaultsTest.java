@@ -171,6 +171,7 @@ class ReplicatedNetworkFaultsTest {
       }
       int epochs = checkOnePrimaryAtATime(procs);
       int[] rejoins = rejoinsAcrossFailovers(procs);
+      keepLogs();
       assertTrue(rejoins[0] + rejoins[1] > 0, "no member of a replaced epoch rejoined from its"
           + " own log (cut or resumed): every failover cost a snapshot");
       System.out.printf("replicated network faults: %d s, %d steps, faults %s, %d epochs"
@@ -242,7 +243,7 @@ class ReplicatedNetworkFaultsTest {
 
 
 
-  /** Copies the processes' output to target/replicated-faults-logs for a failed run. */
+  /** Copies the processes' output to target/replicated-faults-logs (a failed run's, or the last). */
   private void keepLogs() throws java.io.IOException {
     Path to = Path.of("target", "replicated-faults-logs");
     Files.createDirectories(to);

@@ -116,6 +116,14 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   private final ExecutorService isr = Executors.newSingleThreadExecutor(r -> daemon(r, "isr"));
   private volatile boolean leading;
   private volatile long epoch;
+  /**
+   * As primary: the epoch whose stream this process's log was a prefix of when it began to lead
+   * (0: none known), and the first record of its own epoch. A member of that earlier epoch (its
+   * deposed primary, or a follower of it) shares this log up to {@code epochStart - 1}: it
+   * rejoins from its own log, cut there first if it runs past it.
+   */
+  private volatile long prevEpoch;
+  private volatile long epochStart;
   /** Writes answered as primary, and when the last was (ms since the Unix epoch). */
   private final java.util.concurrent.atomic.LongAdder answeredWrites =
       new java.util.concurrent.atomic.LongAdder();
@@ -195,12 +203,21 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       deposed("elected without a loaded state");
       return;
     }
-    // its log is this epoch's now, a prefix of no other primary's: as a follower again (after
-    // it is deposed) it loads a snapshot
+    // its log was a prefix of the epoch it followed up to here, and is this epoch's stream from
+    // here on: a member of the earlier epoch rejoins from its own log (cut here if it runs past)
+    prevEpoch = followEpoch();
+    epochStart = s.lastLsn() + 1;
     try {
-      Files.deleteIfExists(followEpochFile());
+      Durable.writeAtomically(followEpochFile(),
+          Long.toString(e).getBytes(java.nio.charset.StandardCharsets.UTF_8));
     } catch (IOException io) {
-      log.warning(name() + ": cannot delete " + followEpochFile() + ": " + io.getMessage());
+      prevEpoch = 0; // a member of the earlier epoch loads a snapshot
+      log.warning(name() + ": cannot write " + followEpochFile() + ": " + io.getMessage());
+      try {
+        Files.deleteIfExists(followEpochFile());
+      } catch (IOException ignored) {
+        // a deposed process's rejoin names an epoch that no longer matches: a snapshot
+      }
     }
     s.replicateTo(this);
     long from = System.currentTimeMillis(); // before any answer of this epoch
@@ -559,6 +576,16 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       try {
         ShardState s = state.get();
         long start; // the first record the queue must send: those before came another way
+        long cut = divergedAfter(s);
+        if (cut > 0) { // it cuts its log there and connects again
+          System.out.printf("table-server shard %d: follower %s runs past record %d, where"
+              + " epoch %d began, with records of epoch %d that this log does not hold: it cuts"
+              + " them and rejoins%n", engine.shardIndex(), member, cut, epoch, lastEpoch);
+          System.out.flush();
+          emit(ReplicationMessage.newBuilder().setCutAfter(cut).build());
+          fail("it cuts its log after record " + cut + " and connects again");
+          return;
+        }
         long resumeAfter = resumable(s);
         if (resumeAfter >= 0) {
           // every record up to here is whole in the log; those after it are queued
@@ -568,8 +595,8 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           catchUp = to;
           System.out.printf("table-server shard %d: follower %s rejoins from its own log after"
               + " record %d: records %d..%d from this log, no snapshot (in sync once it holds"
-              + " record %d)%n", engine.shardIndex(), member, resumeAfter, resumeAfter + 1, to,
-              to);
+              + " record %d; its log followed epoch %d, this is epoch %d)%n", engine.shardIndex(),
+              member, resumeAfter, resumeAfter + 1, to, to, lastEpoch, epoch);
           System.out.flush();
           maybeInSync();
           s.readLog(resumeAfter + 1, to, this::sendRecord);
@@ -636,23 +663,43 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
      * built costs to load.
      */
     private long resumable(ShardState s) throws IOException {
-      if (!rejoinFromLog || lastEpoch == 0 || lastEpoch != epoch || lastLsn > s.lastLsn()
+      boolean prefix = lastEpoch == epoch // it followed this epoch
+          || lastEpoch == prevEpoch && lastLsn < epochStart; // or the one before, no further
+      if (!rejoinFromLog || lastEpoch == 0 || !prefix || lastLsn > s.lastLsn()
           || lastLsn + 1 < s.snapshotStart()) {
         return -1;
       }
-      long logBytes = s.logBytesAfter(lastLsn);
+      return cheaperThanSnapshot(s, lastLsn) ? lastLsn : -1;
+    }
+
+    /** Whether the records after {@code lsn} are fewer bytes than a snapshot (said if not). */
+    private boolean cheaperThanSnapshot(ShardState s, long lsn) throws IOException {
+      long logBytes = s.logBytesAfter(lsn);
       // what a snapshot would hold now: the tables' memory (the last snapshot's size when larger,
       // as with rows in a disk tier; it may be old: the table grew since)
       long snapshotBytes = Math.max(s.lastSnapshotBytes(), engine.bytesInUse());
       if (logBytes > snapshotBytes) {
         System.out.printf("table-server shard %d: follower %s could rejoin from its log after"
             + " record %d, but the records it lacks (about %,d bytes of log) outweigh a"
-            + " snapshot (%,d bytes): it loads one%n", engine.shardIndex(), member, lastLsn,
+            + " snapshot (%,d bytes): it loads one%n", engine.shardIndex(), member, lsn,
             logBytes, snapshotBytes);
         System.out.flush();
-        return -1;
+        return false;
       }
-      return lastLsn;
+      return true;
+    }
+
+    /**
+     * Where the follower must cut its log to rejoin from it, or 0: it belongs to the epoch this
+     * primary followed before it led, and runs past that epoch's last record here (records of
+     * the deposed primary that never reached this process: a sync primary answered none of
+     * them), while this log still holds every record after the cut. Raft's and Kafka's followers
+     * truncate a diverged tail the same way, by the leader's epoch history.
+     */
+    private long divergedAfter(ShardState s) throws IOException {
+      long cut = epochStart - 1;
+      return rejoinFromLog && prevEpoch != 0 && lastEpoch == prevEpoch && lastLsn > cut
+          && cut >= 1 && cut + 1 >= s.snapshotStart() && cheaperThanSnapshot(s, cut) ? cut : 0;
     }
 
     /** One record, after the files it names (a restored table's, a slot import's). */
@@ -741,6 +788,11 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     FileChannel file;
     String fileName;
     boolean loaded;
+    /**
+     * The stream's number (apply thread): an ended stream's late callbacks (the error that
+     * follows a cancel) are ignored, so that one failure reconnects once.
+     */
+    long generation;
 
     FollowSession(ClusterMember primary, long epoch) {
       this.primary = primary;
@@ -790,6 +842,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         failed(e);
         return;
       }
+      long gen = ++generation;
       ShardReplicationGrpc.newStub(channel).follow(new ClientResponseObserver<FollowerMessage,
           ReplicationMessage>() {
         @Override
@@ -799,7 +852,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
         @Override
         public void onNext(ReplicationMessage m) {
-          if (stopped) {
+          if (stopped || gen != generation) {
             return;
           }
           try {
@@ -812,12 +865,16 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
         @Override
         public void onError(Throwable t) {
-          failed(t);
+          if (gen == generation) {
+            failed(t);
+          }
         }
 
         @Override
         public void onCompleted() {
-          failed(new IOException("the primary ended the stream"));
+          if (gen == generation) {
+            failed(new IOException("the primary ended the stream"));
+          }
         }
       });
       ShardState s = state.get();
@@ -883,12 +940,38 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
                 + (s == null ? "nothing" : String.valueOf(s.lastLsn())));
           }
           Dirs.deleteTree(incoming); // no snapshot comes
+          if (followEpoch() != epoch) { // the epoch before: a prefix of this one's stream now
+            Durable.writeAtomically(followEpochFile(),
+                Long.toString(epoch).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+          }
           loaded = true;
           System.out.printf("table-server shard %d follows %s (epoch %d): rejoined from its own"
               + " log after record %d (no snapshot)%n", engine.shardIndex(), primary.endpoint(),
               epoch, s.lastLsn());
           System.out.flush();
           ack(s.lastLsn());
+        }
+        case CUT_AFTER -> {
+          long cut = m.getCutAfter();
+          ShardState old = state.getAndSet(null);
+          if (old != null) {
+            old.close(false);
+          }
+          engine.clearForResync();
+          boolean done = ShardState.cutLogAfter(stateDir, engine.shardIndex(), cut);
+          if (!done) { // its snapshot is later than the cut: it loads the primary's
+            Files.deleteIfExists(followEpochFile());
+          }
+          ShardState fresh = reopen.open(); // replays up to the cut
+          state.set(fresh);
+          System.out.printf("table-server shard %d follows %s (epoch %d): %s%n",
+              engine.shardIndex(), primary.endpoint(), epoch, done
+                  ? "cut its log after record " + cut + " (the records after it were a deposed"
+                  + " primary's), now at record " + fresh.lastLsn() + "; connecting again"
+                  : "could not cut its log after record " + cut + " (its snapshot is later):"
+                  + " it loads a snapshot");
+          System.out.flush();
+          throw new IOException("the log was cut after record " + cut + ": rejoining");
         }
         case RESTORE_FILE -> {
           if (!loaded) {
@@ -953,6 +1036,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
     /** The stream ended: drop what half arrived and connect again (a full load) in a second. */
     private void failed(Throwable t) {
+      generation++; // this stream's later callbacks are ignored
       if (stopped) {
         return;
       }
