@@ -182,6 +182,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     return root().resolve("follow-epoch");
   }
 
+  /** Records, atomically and durably, that this process's log is a prefix of epoch {@code e}'s. */
+  private void writeFollowEpoch(long e) throws IOException {
+    Durable.writeAtomically(followEpochFile(),
+        Long.toString(e).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+  }
+
   private long followEpoch() {
     try {
       return Long.parseLong(Files.readString(followEpochFile()).strip());
@@ -208,8 +214,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     prevEpoch = followEpoch();
     epochStart = s.lastLsn() + 1;
     try {
-      Durable.writeAtomically(followEpochFile(),
-          Long.toString(e).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+      writeFollowEpoch(e);
     } catch (IOException io) {
       prevEpoch = 0; // a member of the earlier epoch loads a snapshot
       log.warning(name() + ": cannot write " + followEpochFile() + ": " + io.getMessage());
@@ -923,8 +928,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           ShardState fresh = reopen.open();
           state.set(fresh);
           // this log is now a prefix of this primary's: durable before the first ack
-          Durable.writeAtomically(followEpochFile(),
-              Long.toString(epoch).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+          writeFollowEpoch(epoch);
           loaded = true;
           System.out.printf("table-server shard %d follows %s (epoch %d): loaded its snapshot"
               + " at record %d (%d tables)%n", engine.shardIndex(), primary.endpoint(), epoch,
@@ -941,8 +945,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           }
           Dirs.deleteTree(incoming); // no snapshot comes
           if (followEpoch() != epoch) { // the epoch before: a prefix of this one's stream now
-            Durable.writeAtomically(followEpochFile(),
-                Long.toString(epoch).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            writeFollowEpoch(epoch);
           }
           loaded = true;
           System.out.printf("table-server shard %d follows %s (epoch %d): rejoined from its own"
