@@ -202,14 +202,34 @@ class ReplicationTest {
   @Test
   void primariesKilledWithTheirDisks_loseNothingAcknowledged_withSyncReplication()
       throws Exception {
-    long seconds = Long.getLong("replication.seconds", 25);
+    killPrimariesWhileTrainersWrite("replicated", Long.getLong("replication.seconds", 25),
+        ClientOptions.RowCaching.OFF);
+  }
+
+  /**
+   * The same with the trainers' row cache on (issue 55: "caches work over replicated shards";
+   * docs/design/0022-row-cache.md): a flush is an ordinary write with a call id, so it rides
+   * through a failover like any other, and once the client flushed every row and count is exact
+   * on the new primaries and, after they too are killed with their disks, on their followers.
+   */
+  @Test
+  void primariesKilledWithTheirDisks_withARowCache_loseNothingAcknowledged() throws Exception {
+    killPrimariesWhileTrainersWrite("cached", Long.getLong("replication.seconds", 20),
+        new ClientOptions.RowCaching(8L << 20, 4));
+  }
+
+  private void killPrimariesWhileTrainersWrite(String table, long seconds,
+      ClientOptions.RowCaching caching) throws Exception {
     try (LocalEtcd etcd = new LocalEtcd()) {
       String cluster = "etcd://" + etcd.endpoint() + "/chaos";
       startSyncGroups(cluster);
       ExactOracle oracle = new ExactOracle(300, 4);
       try (TableClient c = TableClients.open(cluster, ClientOptions.builder()
-          .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(10)).build())) {
-        EmbeddingTable t = c.createTable(ExactOracle.config("replicated", 4).build());
+          .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(10)).rowCache(caching)
+          .build());
+          TableClient plain = TableClients.open(cluster, ClientOptions.builder()
+              .retryFor(Duration.ofSeconds(120)).deadline(Duration.ofSeconds(10)).build())) {
+        EmbeddingTable t = c.createTable(ExactOracle.config(table, 4).build());
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         ExecutorService pool = Executors.newSingleThreadExecutor();
         Future<Integer> killer = pool.submit(() -> {
@@ -233,18 +253,21 @@ class ReplicationTest {
         assertTrue(kills >= 3, "only " + kills + " primaries killed");
         assertTrue(oracle.steps > 50, "only " + oracle.steps + " steps");
         String[] keys = oracle.keys();
-        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
-        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+        t.flush(); // a cache's gradients and counts reach the shards (nothing without one)
+        EmbeddingTable p = plain.openTable(table); // the shards' rows, never a cached copy
+        assertArrayEquals(oracle.rows, p.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, p.count(keys, false).frequencies());
         ClusterStatus st = awaitRedundant(cluster, 2, 90);
-        System.out.printf("replication chaos: %d primaries killed with their state directories"
-            + " in %d s, %d steps of 2 trainers, every row and count exact%n%s", kills, seconds,
-            oracle.steps, st.format());
+        System.out.printf("replication chaos%s: %d primaries killed with their state directories"
+            + " in %d s, %d steps of 2 trainers, every row and count exact%n%s",
+            caching.on() ? " with a row cache (" + TableClients.traffic(t) + ")" : "", kills,
+            seconds, oracle.steps, st.format());
         // the followers hold it too: kill both primaries' processes and disks once more
         for (int s = 0; s < 2; s++) {
           killWithDisk(primaryOf(st, s));
         }
-        assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
-        assertArrayEquals(oracle.counts, t.count(keys, false).frequencies());
+        assertArrayEquals(oracle.rows, p.find(keys).rows(), 0f);
+        assertArrayEquals(oracle.counts, p.count(keys, false).frequencies());
       }
     }
   }
