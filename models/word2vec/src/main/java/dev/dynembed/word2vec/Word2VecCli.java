@@ -389,6 +389,15 @@ public final class Word2VecCli {
             r.aheadReads(), r.aheadReads() + r.ownReads());
       }
       o.printf(Locale.ROOT, "words/s          %,.0f%n", r.words() / r.seconds());
+      if (r.words() > 0) { // rows the tables' optimizer updated (a step's distinct rows, summed)
+        long in = client.openTable(cfg.inTable()).describe().getCounters().getUpdates();
+        long out = client.openTable(cfg.outTable()).describe().getCounters().getUpdates();
+        o.printf(Locale.ROOT, "rows updated     %.3f per trained word (%.3f input + %.3f output"
+            + " rows)%s%n", (double) (in + out) / r.words(), (double) in / r.words(),
+            (double) out / r.words(), traffic == null || traffic.maxStaleness() == 0 ? ""
+                : String.format(Locale.ROOT, " on the shards, + %.3f in the row cache",
+                    (double) traffic.localUpdates() / r.words()));
+      }
       if (traffic != null && r.words() > 0) { // what crossed to and from the shards
         o.printf(Locale.ROOT, "rows crossing    %.3f read + %.3f written per trained word"
             + " (%.0f bytes)%n", (double) traffic.rowsRead() / r.words(),
