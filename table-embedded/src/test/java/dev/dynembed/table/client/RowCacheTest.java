@@ -2,6 +2,7 @@ package dev.dynembed.table.client;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -235,6 +236,40 @@ class RowCacheTest {
     }
   }
 
+  /**
+   * The doorkeeper: a key enters the cache at its second miss, so keys read once (a long tail)
+   * build no entry; their gradients go to the shards as without a cache, and the rows are the
+   * same. A find admits nothing.
+   */
+  @Test
+  void keysEnterTheCacheAtTheirSecondMiss() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));
+        TableClient trainer = TableClients.connect(cluster.endpoints, cached(8));
+        TableClient plain = cluster.client()) {
+      EmbeddingTable t = trainer.createTable(ExactOracle.config("t", 2).build());
+      String[] tail = new String[200];
+      for (int i = 0; i < tail.length; i++) {
+        tail[i] = "once" + i;
+      }
+      t.find("never");
+      t.find("never");
+      t.findOrInsert(tail, true);
+      t.applyGradients(tail, new float[tail.length * 2], 0f, 1);
+      assertEquals(0, TableClients.traffic(t).cachedRows(), "keys read once are not cached");
+      assertEquals(0, TableClients.traffic(t).localUpdates());
+      t.findOrInsert(new String[] {"hot", "hot"}, true);
+      t.findOrInsert(new String[] {"hot"}, true);
+      assertEquals(1, TableClients.traffic(t).cachedRows(), "cached at its second miss");
+      t.applyGradients(new String[] {"hot"}, new float[] {1, 1}, 0f, 2);
+      assertEquals(1, TableClients.traffic(t).localUpdates(), "its gradient applied here");
+      t.flush();
+      EmbeddingTable p = plain.openTable("t");
+      assertArrayEquals(new float[] {-1, -1}, p.find("hot").rows(), 0f);
+      assertArrayEquals(new long[] {3}, p.count(new String[] {"hot"}, false).frequencies());
+      assertFalse(p.find("never").found()[0], "a find creates nothing");
+    }
+  }
+
   @Test
   void anotherTrainersUpdates_areSeenWithinTheStalenessBound() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));
@@ -243,6 +278,7 @@ class RowCacheTest {
       EmbeddingTable r = reader.createTable(ExactOracle.config("t", 2).build());
       EmbeddingTable w = writer.openTable("t");
       r.findOrInsert("k");
+      r.findOrInsert("k"); // the doorkeeper admits a key at its second miss
       w.applyGradients(new String[] {"k"}, new float[] {1, 1}, 0f, 1);
       int steps = 0;
       while (r.findOrInsert(new String[] {"k"}, false)[0] != -1f) {

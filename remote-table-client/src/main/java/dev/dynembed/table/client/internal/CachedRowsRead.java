@@ -25,6 +25,10 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
   private final dev.dynembed.table.common.BatchDedup dedup;
   /** Per distinct key, reads with state: a stale cached copy answers, the read only refreshes. */
   private final boolean[] copied;
+  /** Per distinct key read from a shard: whether it may enter the cache (the doorkeeper's say). */
+  private final boolean[] admit;
+  /** A find whose misses are all stale cached keys: read with state, entries refreshed. */
+  private final boolean refresh;
 
   CachedRowsRead(ShardedTable table, RowCache cache, String[] keys, PackedKeys packed,
       Shard.InsertMode mode) {
@@ -78,14 +82,32 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     this.missAt = java.util.Arrays.copyOf(miss, m);
     if (m == 0) {
       this.misses = null;
+      this.admit = null;
+      this.refresh = false;
       return;
+    }
+    this.admit = new boolean[u];
+    boolean allHeld = true;
+    for (int j = 0; j < m; j++) { // a stale entry is cached already; a new key must pass
+      int d = dedup.uniqueOf(missAt[j]);
+      if (dedup.firstPosition(d) == missAt[j]) {
+        boolean held = copied != null && copied[d] || cache.holds(keys[missAt[j]]);
+        allHeld &= held;
+        admit[d] = held || mode != null && cache.secondSighting(packed.hash(missAt[j]));
+      }
     }
     PackedKeys.Builder b = new PackedKeys.Builder(m);
     for (int j = 0; j < m; j++) {
       b.add(packed, missAt[j]); // duplicates kept: the shard counts each occurrence
     }
-    Shard.InsertMode fetch = mode == null ? null
-        : new Shard.InsertMode(mode.count(), true, false, true);
+    // a find whose misses are all keys this process caches (stale) reads them with state and
+    // refreshes their entries, so that it returns the rows with this process's unsent updates on
+    // them (a trainer reads its own writes); they exist on the shards, so nothing is created. A
+    // find that also misses uncached keys stays a find (it must not create them): its stale
+    // cached keys get the shards' rows (docs/design/0022-row-cache.md, "Not done")
+    this.refresh = mode == null && allHeld;
+    Shard.InsertMode fetch = mode != null ? new Shard.InsertMode(mode.count(), true, false, true)
+        : refresh ? new Shard.InsertMode(false, true, false, true) : null;
     this.misses = table.rowsRead(b.build(), fetch);
   }
 
@@ -144,7 +166,7 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
           continue;
         }
         admitted[d] = true;
-        if (mode != null && found[i]) { // a read with state is replayed by its op (0007)
+        if (found[i] && admit[d] && (mode != null || refresh)) { // replayed by its op (0007)
           cache.admit(keys[i], r.rows(), j * dim, r.slots(), j * sf, r.updateCounts()[j],
               readAt, readSeq, counts == null ? rows : null, i * dim);
         }
