@@ -267,6 +267,16 @@ class RowCacheTest {
       assertArrayEquals(new float[] {-1, -1}, p.find("hot").rows(), 0f);
       assertArrayEquals(new long[] {3}, p.count(new String[] {"hot"}, false).frequencies());
       assertFalse(p.find("never").found()[0], "a find creates nothing");
+      // an Adagrad table: keys kept out are read without their slots (as without a cache), a
+      // key that enters with them
+      EmbeddingTable a = trainer.createTable(adagrad("a", 4));
+      long before = TableClients.traffic(a).valuesRead();
+      a.findOrInsert(tail, true);
+      assertEquals(before + tail.length * 4, TableClients.traffic(a).valuesRead(),
+          "first-seen keys come without slots");
+      a.findOrInsert(new String[] {"once0"}, true);
+      assertEquals(before + tail.length * 4 + 4 + 4, TableClients.traffic(a).valuesRead(),
+          "a key that enters the cache comes with its Adagrad slots");
     }
   }
 

@@ -6,9 +6,10 @@ import dev.dynembed.table.common.PackedKeys;
 /**
  * A find or findOrInsert through a {@link RowCache}: keys whose cached row is fresh enough are
  * answered from the cache when the read is made (a copy, so that a read planned ahead of a step
- * sees the rows as they were then); the others are read from their shards as a {@link RowsRead}
- * of those keys only (findOrInsert with their optimizer state, to be cached) and stitched back
- * in request order.
+ * sees the rows as they were then); the others are read from their shards as {@link RowsRead}s
+ * of those keys only, sent in its place ({@link #parts}): the keys that enter the cache (or
+ * refresh their entry) with their optimizer state, the keys the doorkeeper keeps out without it
+ * (as without a cache); the replies are stitched back in request order.
  */
 final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
   private final RowCache cache;
@@ -19,7 +20,9 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
   private final float[] slots;
   private final long[] counts;
   private final int[] missAt; // request position of each key read from a shard
-  private final RowsRead misses; // null: every key was served here
+  private final RowsRead misses; // with state (or a find); null: none
+  private final RowsRead plain; // findOrInsert without state, nothing admitted; null: none
+  private final int[] partAt; // per miss j: its index in misses (>= 0) or in plain (-1 - index)
   private final long readAt;
   private final long readSeq;
   private final dev.dynembed.table.common.BatchDedup dedup;
@@ -82,6 +85,8 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     this.missAt = java.util.Arrays.copyOf(miss, m);
     if (m == 0) {
       this.misses = null;
+      this.plain = null;
+      this.partAt = null;
       this.admit = null;
       this.refresh = false;
       return;
@@ -96,10 +101,24 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
         admit[d] = held || mode != null && cache.secondSighting(packed.hash(missAt[j]));
       }
     }
+    // a findOrInsert without state reads the keys the doorkeeper keeps out without their slots
+    // (half the bytes), as it would without a cache; the rest come with their state
     PackedKeys.Builder b = new PackedKeys.Builder(m);
-    for (int j = 0; j < m; j++) {
-      b.add(packed, missAt[j]); // duplicates kept: the shard counts each occurrence
+    PackedKeys.Builder bp = new PackedKeys.Builder(0);
+    this.partAt = new int[m];
+    int inMisses = 0;
+    int inPlain = 0;
+    for (int j = 0; j < m; j++) { // duplicates kept: the shard counts each occurrence
+      if (mode != null && counts == null && !admit[dedup.uniqueOf(missAt[j])]) {
+        bp.add(packed, missAt[j]);
+        partAt[j] = -1 - inPlain++;
+      } else {
+        b.add(packed, missAt[j]);
+        partAt[j] = inMisses++;
+      }
     }
+    this.plain = inPlain == 0 ? null
+        : table.rowsRead(bp.build(), new Shard.InsertMode(mode.count(), true, false, false));
     // a find whose misses are all keys this process caches (stale) reads them with state and
     // refreshes their entries, so that it returns the rows with this process's unsent updates on
     // them (a trainer reads its own writes); they exist on the shards, so nothing is created. A
@@ -108,7 +127,7 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     this.refresh = mode == null && allHeld;
     Shard.InsertMode fetch = mode != null ? new Shard.InsertMode(mode.count(), true, false, true)
         : refresh ? new Shard.InsertMode(false, true, false, true) : null;
-    this.misses = table.rowsRead(b.build(), fetch);
+    this.misses = inMisses == 0 ? null : table.rowsRead(b.build(), fetch);
   }
 
   /** Gives position i (a duplicate of distinct key d) what d's first position holds. */
@@ -130,19 +149,35 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
 
   @Override
   Shard.Read request(int shard) {
-    return misses == null ? null : misses.request(shard);
+    return null; // its parts are sent instead
   }
 
   @Override
+  java.util.List<RowsRead> parts() {
+    return misses == null ? plain == null ? java.util.List.of() : java.util.List.of(plain)
+        : plain == null ? java.util.List.of(misses) : java.util.List.of(misses, plain);
+  }
+
+  /** Called once the parts completed ({@code replies} is null). */
+  @Override
   RowsRead.Result merge(Object[] replies) {
-    if (misses != null) {
-      RowsRead.Result r = misses.merge(replies);
+    if (missAt.length > 0) {
+      RowsRead.Result stated = misses == null ? null : misses.result.join();
+      RowsRead.Result unstated = plain == null ? null : plain.result.join();
       int dim = cache.dim();
       int sf = cache.slotFloats();
       boolean[] admitted = new boolean[dedup.uniqueCount()];
-      for (int j = 0; j < missAt.length; j++) {
-        int i = missAt[j];
+      for (int jj = 0; jj < missAt.length; jj++) {
+        int i = missAt[jj];
         int d = dedup.uniqueOf(i);
+        if (partAt[jj] < 0) { // kept out by the doorkeeper: the shard's row, as without a cache
+          int j = -1 - partAt[jj];
+          System.arraycopy(unstated.rows(), j * dim, rows, i * dim, dim);
+          found[i] = unstated.found()[j];
+          continue;
+        }
+        int j = partAt[jj];
+        RowsRead.Result r = stated;
         if (copied != null && copied[d]) { // answered by the stale copy: only refresh the entry
           found[i] = true;
           if (dedup.firstPosition(d) == i) {

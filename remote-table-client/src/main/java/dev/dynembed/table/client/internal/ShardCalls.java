@@ -40,6 +40,14 @@ final class ShardCalls {
 
     /** The result from each shard's reply (null for a shard that got no request). */
     abstract T merge(Object[] replies);
+
+    /**
+     * The reads this item is made of, sent in its place, or null when it is sent as it is; a
+     * composite's {@link #merge} is then called with no replies once every part completed.
+     */
+    List<? extends ReadItem<?>> parts() {
+      return null;
+    }
   }
 
   /** One table's gradients, split over shards. */
@@ -60,7 +68,18 @@ final class ShardCalls {
   }
 
   /** Sends the items' parts, one read call per shard, and completes each item's result. */
-  static CompletableFuture<Void> read(SlotRouter router, List<? extends ReadItem<?>> items) {
+  static CompletableFuture<Void> read(SlotRouter router, List<? extends ReadItem<?>> given) {
+    List<ReadItem<?>> items = new ArrayList<>(given.size());
+    List<ReadItem<?>> composites = new ArrayList<>(0);
+    for (ReadItem<?> it : given) {
+      List<? extends ReadItem<?>> parts = it.parts();
+      if (parts == null) {
+        items.add(it);
+      } else {
+        items.addAll(parts);
+        composites.add(it);
+      }
+    }
     int n = router.shards().size();
     long epoch = Long.MAX_VALUE; // the oldest routing: a shard at a newer map re-routes them all
     for (ReadItem<?> it : items) {
@@ -85,8 +104,25 @@ final class ShardCalls {
       for (ReadItem<?> it : items) {
         complete(it, replies, failure);
       }
+      for (ReadItem<?> it : composites) {
+        completeComposite(it);
+      }
       return null;
     });
+  }
+
+  private static <T> void completeComposite(ReadItem<T> it) {
+    for (ReadItem<?> p : it.parts()) {
+      if (p.result.isCompletedExceptionally()) {
+        p.result.whenComplete((v, e) -> it.result.completeExceptionally(Futures.unwrap(e)));
+        return;
+      }
+    }
+    try {
+      it.result.complete(it.merge(null));
+    } catch (RuntimeException e) {
+      it.result.completeExceptionally(Futures.unwrap(e));
+    }
   }
 
   private static <T> void complete(ReadItem<T> it, List<List<Object>> replies,
