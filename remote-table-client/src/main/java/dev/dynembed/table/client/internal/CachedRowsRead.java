@@ -59,13 +59,16 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
       occ[dedup.uniqueOf(i)]++;
     }
     boolean[] hit = new boolean[u];
+    boolean[] held = new boolean[u]; // a miss of a cached (stale) key: refreshed, not admitted
     this.copied = counts == null ? null : new boolean[u];
     RowCache.ReadStats stats = new RowCache.ReadStats();
     for (int d = 0; d < u; d++) {
       int i = dedup.firstPosition(d);
       long before = stats.staleCopies;
+      long staleBefore = stats.staleMisses;
       hit[d] = cache.serve(keys[i], readAt, count ? occ[d] : 0, rows, i * dim, slots, i * sf,
           counts, i, stats);
+      held[d] = stats.staleMisses > staleBefore;
       if (copied != null) {
         copied[d] = stats.staleCopies > before; // answered from the cache, refreshed below
       }
@@ -96,9 +99,8 @@ final class CachedRowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
     for (int j = 0; j < m; j++) { // a stale entry is cached already; a new key must pass
       int d = dedup.uniqueOf(missAt[j]);
       if (dedup.firstPosition(d) == missAt[j]) {
-        boolean held = copied != null && copied[d] || cache.holds(keys[missAt[j]]);
-        allHeld &= held;
-        admit[d] = held || mode != null && cache.secondSighting(packed.hash(missAt[j]));
+        allHeld &= held[d];
+        admit[d] = held[d] || mode != null && cache.secondSighting(packed.hash(missAt[j]));
       }
     }
     // a findOrInsert without state reads the keys the doorkeeper keeps out without their slots

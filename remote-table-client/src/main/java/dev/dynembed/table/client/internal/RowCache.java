@@ -170,11 +170,6 @@ final class RowCache {
     return false;
   }
 
-  /** Whether the key has an entry (stale or not), without touching the policy. */
-  boolean holds(String key) {
-    return entries.policy().getIfPresentQuietly(key) != null;
-  }
-
   /** Steps of the cache's clock so far. */
   long now() {
     return clock.get();
@@ -210,6 +205,9 @@ final class RowCache {
     long age = e == null ? 0 : now - e.fetchedAt;
     if (e == null || e.evicted || age > maxStaleness) {
       stats.misses++;
+      if (e != null && !e.evicted) {
+        stats.staleMisses++;
+      }
       if (e != null && !e.evicted && counts != null) {
         copyWithState(e, rows, rowOff, slots, slotOff, counts, at);
         stats.staleCopies++;
@@ -257,6 +255,8 @@ final class RowCache {
   /** A read's hits and misses, added to the cache's counters once ({@link #count}). */
   static final class ReadStats {
     long staleCopies;
+    /** Misses of keys the cache holds (older than the bound): refreshed, never new entries. */
+    long staleMisses;
     long hits;
     long misses;
     long ageSum;
