@@ -274,6 +274,11 @@ public final class RedisShard implements Shard {
       List<float[]> grads = new ArrayList<>(items.size());
       for (Write w : items) {
         RedisTable t = table(w.table());
+        if (w.assign() != null) {
+          throw TableException.invalid("table '%s': the Redis backend does not assign rows (no"
+              + " import into it; import into a table shard, whose Redis tier keeps them);"
+              + " nothing was applied", t.name());
+        }
         float[] g = w.gradients();
         if (w.bags() != null) {
           w.bags().requireKeys(w.keys().size());

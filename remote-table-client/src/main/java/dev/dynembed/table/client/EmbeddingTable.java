@@ -73,6 +73,25 @@ public interface EmbeddingTable {
   int applyGradients(String[] keys, float[] gradients, float learningRate, long step);
 
   /**
+   * Sets these keys' rows (an import of vectors trained elsewhere, {@code VectorImport}): each
+   * key is created if missing, whatever its admission count; its optimizer slots start as a new
+   * row's and its update count at 0; its last-update step is {@code step}. Checked whole first
+   * (width, values finite and within the rows' range, keys distinct): a bad batch changes
+   * nothing. Logged, replicated and de-duplicated on resends as gradients are; assigning the same
+   * rows twice leaves what assigning them once does. A trainer's row cache drops these keys
+   * (after sending what it held for them).
+   *
+   * @param values FLOAT [n, dim], row-major
+   * @param frequencies each key's new frequency (sampling, subsampling and eviction read it), or
+   *     null to leave counts (0 for a key the call creates)
+   * @return keys assigned
+   */
+  default int assign(String[] keys, float[] values, long[] frequencies, long step) {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") does not assign rows");
+  }
+
+  /**
    * A pooled lookup: one vector per bag, {@code scale_b * sum_e weight_e * row(keys[e])} over the
    * bag's entries ({@link KeyBags}). Tables over shards pool on the shards, so that bags x dim
    * values per shard cross the wire instead of a row per key (docs/design/0011-pooled-lookups.md);

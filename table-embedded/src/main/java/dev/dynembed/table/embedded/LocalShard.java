@@ -202,6 +202,9 @@ final class LocalShard implements Shard {
 
     @Override
     public TableStore.CheckedGradients check(TableStore t, Write w) {
+      if (w.assign() != null) {
+        return t.checkAssign(w.keys(), w.gradients(), w.assign().frequencies());
+      }
       return w.bags() != null
           ? PooledRows.checkGradients(t, w.keys(), w.bags(), w.gradients(), w.learningRate())
           : t.checkGradients(w.keys(), w.gradients(), w.learningRate());
@@ -221,13 +224,7 @@ final class LocalShard implements Shard {
     public WriteRequest logged(CallId id, List<Write> items) {
       WriteRequest.Builder b = WriteRequest.newBuilder().setCallId(id);
       for (Write w : items) {
-        ApplyGradientsRequest.Builder a = ApplyGradientsRequest.newBuilder().setTable(w.table())
-            .setKeys(w.keys().toProto()).setGradients(Rows.encode(w.gradients()))
-            .setLearningRate(w.learningRate()).setStep(w.step());
-        if (w.bags() != null) {
-          a.setPool(w.bags().toProto());
-        }
-        b.addItems(a);
+        b.addItems(w.toProto());
       }
       return b.build();
     }

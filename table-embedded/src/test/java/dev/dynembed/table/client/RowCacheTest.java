@@ -280,6 +280,33 @@ class RowCacheTest {
     }
   }
 
+  /**
+   * An assign through a caching trainer: what the cache held for the keys is sent first, then
+   * dropped, so the trainer and the shards both see the assigned rows; the next gradient starts
+   * from them (SGD rate 1: exact).
+   */
+  @Test
+  void anAssign_dropsTheCachedRows_afterSendingWhatTheyHeld() throws Exception {
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));
+        TableClient trainer = TableClients.connect(cluster.endpoints, cached(64));
+        TableClient plain = cluster.client()) {
+      EmbeddingTable t = trainer.createTable(ExactOracle.config("t", 2).build());
+      String[] keys = {"hot", "warm"};
+      for (int s = 0; s < 3; s++) { // cached from the second read on
+        t.findOrInsert(keys, true);
+        t.applyGradients(keys, new float[] {1, 1, 1, 1}, 0f, s);
+      }
+      assertTrue(TableClients.traffic(t).cachedRows() > 0);
+      assertEquals(2, t.assign(keys, new float[] {5, 6, 7, 8}, null, 3));
+      assertArrayEquals(new float[] {5, 6, 7, 8}, t.findOrInsert(keys, true), 0f);
+      t.applyGradients(keys, new float[] {1, 1, 1, 1}, 0f, 4);
+      t.flush();
+      assertArrayEquals(new float[] {4, 5, 6, 7}, plain.openTable("t").find(keys).rows(), 0f);
+      assertArrayEquals(new long[] {4, 4},
+          plain.openTable("t").count(keys, false).frequencies(), "counts kept, none lost");
+    }
+  }
+
   @Test
   void anotherTrainersUpdates_areSeenWithinTheStalenessBound() throws Exception {
     try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"));

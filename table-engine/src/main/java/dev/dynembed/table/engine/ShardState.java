@@ -893,6 +893,20 @@ public final class ShardState implements AutoCloseable, ShardJournal {
   /** Checks one item of a write (plain or pooled) whole; also how a logged write is replayed. */
   public static TableStore.CheckedGradients checkWrite(TableStore t, ApplyGradientsRequest req) {
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    if (!req.getAssignValues().isEmpty()) {
+      if (req.hasPool() || !req.getGradients().isEmpty()) {
+        throw TableException.invalid("table '%s': an assign carries rows only (no gradients, no"
+            + " bags); nothing was applied", t.name());
+      }
+      Rows.floatCount(req.getAssignValues(), "assign_values");
+      return t.checkAssign(keys, Rows.decode(req.getAssignValues()),
+          req.getAssignFrequenciesCount() == 0 ? null
+              : req.getAssignFrequenciesList().stream().mapToLong(Long::longValue).toArray());
+    }
+    if (req.getAssignFrequenciesCount() > 0) {
+      throw TableException.invalid("table '%s': assign_frequencies without assign_values;"
+          + " nothing was applied", t.name());
+    }
     Rows.floatCount(req.getGradients(), "gradients");
     if (req.hasPool()) {
       return PooledRows.checkGradients(t, keys, KeyBags.fromProto(req.getPool(), keys.size()),

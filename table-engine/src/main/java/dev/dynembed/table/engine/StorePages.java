@@ -232,15 +232,40 @@ abstract class StorePages {
     final BatchDedup dedup;
     final float[] summed; // one row per distinct key
     final float lr;
+    /** An assign (import): {@code summed} holds the keys' new rows, not gradients. */
+    final boolean assign;
+    /** With assign: each key's new frequency, or null to leave counts. */
+    final long[] frequencies;
 
     private CheckedGradients(TableStore table, PackedKeys keys, BatchDedup dedup, float[] summed,
         float lr) {
+      this(table, keys, dedup, summed, lr, false, null);
+    }
+
+    private CheckedGradients(TableStore table, PackedKeys keys, BatchDedup dedup, float[] summed,
+        float lr, boolean assign, long[] frequencies) {
       this.table = table;
       this.keys = keys;
       this.dedup = dedup;
       this.summed = summed;
       this.lr = lr;
+      this.assign = assign;
+      this.frequencies = frequencies;
     }
+  }
+
+  /**
+   * Checks rows to assign whole ({@link GradientChecks#checkAssign}: width, range, distinct
+   * keys, one frequency per key), changing nothing; applied by {@link TableStore#apply} like a
+   * gradient batch, so that an assign is logged, replicated and de-duplicated as writes are.
+   *
+   * @param frequencies each key's new frequency, or null to leave counts
+   */
+  public CheckedGradients checkAssign(PackedKeys keys, float[] values, long[] frequencies) {
+    checkKeys(keys, "keys");
+    GradientChecks.checkAssign(name(), keys, dim, maxKeyBytes, values, frequencies);
+    return new CheckedGradients((TableStore) this, keys, BatchDedup.of(keys), values, 0f, true,
+        frequencies);
   }
 
   /**

@@ -373,6 +373,9 @@ public final class TableStore extends StoreIndex {
       throw new IllegalArgumentException("gradients checked by table '" + c.table.name()
           + "' cannot be applied to another store");
     }
+    if (c.assign) {
+      return assign(c, step);
+    }
     BatchDedup dedup = c.dedup;
     PackedKeys keys = c.keys;
     float[] g = c.summed;
@@ -409,6 +412,58 @@ public final class TableStore extends StoreIndex {
   }
 
 
+
+  /**
+   * Sets the checked rows (an import): each key created if missing, whatever the admission
+   * count (a pending count of it is dropped: the key has a row now), its row set, its optimizer
+   * slots set as a new row's, its update count reset and its step set; its frequency set when
+   * frequencies were given. Setting the same rows twice leaves what setting them once does.
+   *
+   * @return the number of keys assigned
+   */
+  private int assign(CheckedGradients c, long step) {
+    PackedKeys keys = c.keys;
+    ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
+    q.lock();
+    ColdRows cr = null;
+    try {
+      cr = prefetchCold(keys);
+      for (int i = 0; i < keys.size(); i++) { // distinct keys (checked)
+        int row = lookupOrInsert(keys, i);
+        if (minCount > 1 && sketch == null) {
+          pending.remove(keys.hash(i));
+        }
+        float[] page = rowPages[row >>> pageShift];
+        long[] meta = metaPages[row >>> pageShift];
+        int base = (row & pageMask) * rowFloats;
+        int m = (row & pageMask) * META;
+        synchronized (stripes[row & (STRIPES - 1)]) {
+          System.arraycopy(c.summed, i * dim, page, base, dim);
+          java.util.Arrays.fill(page, base + dim, base + rowFloats, 0f); // as a new row's
+          optimizer.initSlots(page, base + dim);
+          meta[m + M_UPDATES] = 0;
+          meta[m + M_STEP] = step;
+          if (c.frequencies != null) {
+            long old = meta[m + M_FREQ];
+            meta[m + M_FREQ] = c.frequencies[i];
+            totalFrequency.add(c.frequencies[i] - old);
+          }
+        }
+      }
+      updates.add(keys.size());
+      lastStep.accumulateAndGet(step, Math::max);
+      SlotMoves.Tracker mt = moveTracker;
+      if (mt != null) {
+        mt.touched(keys);
+      }
+      return keys.size();
+    } finally {
+      if (cr != null) {
+        cr.endPrefetch();
+      }
+      q.unlock();
+    }
+  }
 
   /**
    * Applies one row's gradient (at {@code g[gOff]}) with the optimizer. An update of unit step

@@ -71,4 +71,54 @@ public final class GradientChecks {
       }
     }
   }
+
+  /**
+   * Refuses (INVALID_ARGUMENT) rows to assign ({@code EmbeddingTable.assign}: an import) whose
+   * width is not keys x dim, with a value that is not finite or beyond &plusmn;{@link
+   * Limits#MAX_ROW_VALUE}, with a key of 0 or more than {@code maxKeyBytes} bytes, with a key twice
+   * (which of two values would win is not for the table to guess), or with frequencies that are
+   * not one per key ({@code frequencies} may be null: counts unchanged).
+   */
+  public static void checkAssign(String table, PackedKeys keys, int dim, int maxKeyBytes,
+      float[] values, long[] frequencies) {
+    int n = keys.size();
+    if ((long) n * dim != values.length) {
+      throw TableException.invalid(
+          "table '%s' expects rows of %d keys x dim %d = %d floats but the request had %d"
+              + " floats; nothing was assigned", table, n, dim, (long) n * dim, values.length);
+    }
+    if (frequencies != null && frequencies.length != n) {
+      throw TableException.invalid("table '%s': %d frequencies for %d keys; nothing was assigned",
+          table, frequencies.length, n);
+    }
+    for (int i = 0; i < n; i++) {
+      int len = keys.length(i);
+      if (len == 0 || len > maxKeyBytes) {
+        throw TableException.invalid("table '%s': key %d is %d bytes long; keys must be 1..%d"
+            + " bytes (the table's max_key_bytes); nothing was assigned", table, i, len,
+            maxKeyBytes);
+      }
+      if (frequencies != null && frequencies[i] < 0) {
+        throw TableException.invalid("table '%s': frequency %d of key '%s' is negative; nothing"
+            + " was assigned", table, frequencies[i], keys.key(i));
+      }
+    }
+    for (int k = 0; k < values.length; k++) {
+      if (!(Math.abs(values[k]) <= Limits.MAX_ROW_VALUE)) {
+        throw TableException.invalid("table '%s': value of key %d ('%s') column %d is %s; rows"
+            + " hold finite values within +-%s; nothing was assigned", table, k / dim,
+            keys.key(k / dim), k % dim, values[k], Limits.MAX_ROW_VALUE);
+      }
+    }
+    BatchDedup dedup = BatchDedup.of(keys);
+    if (!dedup.allDistinct()) {
+      for (int i = 0; i < n; i++) {
+        int first = dedup.firstPosition(dedup.uniqueOf(i));
+        if (first != i) {
+          throw TableException.invalid("table '%s': key '%s' is given twice (keys %d and %d) in"
+              + " one assign; nothing was assigned", table, keys.key(i), first, i);
+        }
+      }
+    }
+  }
 }

@@ -468,14 +468,7 @@ public final class GrpcShard implements Shard {
     CallId id = nextCallId();
     WriteRequest.Builder b = WriteRequest.newBuilder().setCallId(id).setMapEpoch(mapEpoch);
     for (Write w : items) {
-      ApplyGradientsRequest.Builder item = ApplyGradientsRequest.newBuilder()
-          .setTable(w.table()).setKeys(w.keys().toProto())
-          .setGradients(Rows.encode(w.gradients())).setLearningRate(w.learningRate())
-          .setStep(w.step());
-      if (w.bags() != null) {
-        item.setPool(w.bags().toProto());
-      }
-      b.addItems(item);
+      b.addItems(w.toProto());
     }
     WriteRequest req = b.build();
     Supplier<ListenableFuture<WriteResponse>> send = dataPlane == null ? () -> data().write(req)

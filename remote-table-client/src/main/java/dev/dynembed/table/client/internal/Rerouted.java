@@ -371,6 +371,16 @@ final class Rerouted {
       return out;
     }
     int dim = w.gradients().length / Math.max(1, ks.owner.length);
+    if (w.assign() != null) { // distinct keys: "summed" rows are the rows
+      for (int o = 0; o < n; o++) {
+        if (ks.keys[o].size() > 0) {
+          out[o] = Shard.Write.assign(w.table(), ks.keys[o],
+              ks.route.gradients(o, w.gradients(), dim),
+              ks.route.perKey(o, w.assign().frequencies()), w.step());
+        }
+      }
+      return out;
+    }
     for (int o = 0; o < n; o++) {
       if (ks.keys[o].size() > 0) {
         out[o] = new Shard.Write(w.table(), ks.keys[o], ks.route.gradients(o, w.gradients(), dim),

@@ -83,6 +83,19 @@ final class Routing {
     return occ;
   }
 
+  /** Per-key values of distinct keys (an assign's frequencies) in this shard's key order. */
+  long[] perKey(int shard, long[] values) {
+    if (values == null) {
+      return null;
+    }
+    int[] us = shardUniques[shard];
+    long[] out = new long[us.length];
+    for (int j = 0; j < us.length; j++) {
+      out[j] = values[dedup.firstPosition(us[j])];
+    }
+    return out;
+  }
+
   /** Gradients summed per distinct key, laid out in this shard's key order. */
   float[] gradients(int shard, float[] gradients, int dim) {
     float[] out = new float[shardUniques[shard].length * dim];

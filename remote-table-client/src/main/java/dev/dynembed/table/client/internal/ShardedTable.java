@@ -375,6 +375,21 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   @Override
+  public int assign(String[] keys, float[] values, long[] frequencies, long step) {
+    PackedKeys packed = pack(keys, "assign");
+    if (packed.size() == 0) {
+      return 0;
+    }
+    AssignWrite w = new AssignWrite(config, packed, values, frequencies, step, router.map(), n(),
+        direct, traffic);
+    if (cache != null) {
+      cache.invalidate(keys); // after sending what it held for them
+    }
+    ShardCalls.write(router, List.of(w));
+    return Futures.await(w.result);
+  }
+
+  @Override
   public float[] pooled(String[] keys, KeyBags bags, boolean insert, boolean count) {
     if (cache != null) { // rows from the cache, pooled here: as a batch of reads does it
       ReadBatch b = new ReadBatch();

@@ -155,11 +155,53 @@ public interface Shard extends AutoCloseable {
    * {@code bags}, one gradient row per bag, spread over the bags' keys by the shard.
    */
   record Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step,
-      KeyBags bags) {
+      KeyBags bags, Assign assign) {
     public Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {
-      this(table, keys, gradients, learningRate, step, null);
+      this(table, keys, gradients, learningRate, step, null, null);
+    }
+
+    public Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step,
+        KeyBags bags) {
+      this(table, keys, gradients, learningRate, step, bags, null);
+    }
+
+    /**
+     * An assign ({@code EmbeddingTable.assign}): {@code values} are the distinct keys' new rows.
+     *
+     * @param frequencies each key's new frequency, or null to leave counts
+     */
+    public static Write assign(String table, PackedKeys keys, float[] values, long[] frequencies,
+        long step) {
+      return new Write(table, keys, values, 0f, step, null, new Assign(frequencies));
+    }
+
+    /** This item as the shards' protocol carries it (and as a shard logs it). */
+    public dev.dynembed.table.v1.ApplyGradientsRequest toProto() {
+      dev.dynembed.table.v1.ApplyGradientsRequest.Builder item =
+          dev.dynembed.table.v1.ApplyGradientsRequest.newBuilder().setTable(table)
+              .setKeys(keys.toProto()).setLearningRate(learningRate).setStep(step);
+      if (assign != null) {
+        item.setAssignValues(dev.dynembed.table.common.Rows.encode(gradients));
+        long[] f = assign.frequencies();
+        for (int i = 0; f != null && i < f.length; i++) {
+          item.addAssignFrequencies(f[i]);
+        }
+        return item.build();
+      }
+      item.setGradients(dev.dynembed.table.common.Rows.encode(gradients));
+      if (bags != null) {
+        item.setPool(bags.toProto());
+      }
+      return item.build();
     }
   }
+
+  /**
+   * Marks a {@link Write} as an assign: its gradients are the keys' new rows.
+   *
+   * @param frequencies each key's new frequency, or null to leave counts
+   */
+  record Assign(long[] frequencies) {}
 
   /**
    * Runs the reads in order; the reply list answers them in order ({@link RowsReply} or {@link

@@ -5,6 +5,7 @@ import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.FindResult;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.client.VectorImport;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.InitializerConfig;
@@ -26,7 +27,7 @@ import dev.dynembed.table.tools.DevCertificates;
     description = "Operate embedding tables on running table-server shards.",
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
         TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
-        TableCli.Evict.class, TableCli.Export.class, TableCli.Ingest.class, TableCli.Sample.class,
+        TableCli.Evict.class, TableCli.Export.class, TableCli.Import.class, TableCli.Ingest.class, TableCli.Sample.class,
         TableCli.Index.class, TableCli.Cluster.class, TableCli.DevCerts.class,
         TableCli.Reshard.class, TableCli.SlotMapShow.class})
 public final class TableCli {
@@ -54,7 +55,7 @@ public final class TableCli {
       try (TableClient c = common.connect()) {
         run(c);
         return 0;
-      } catch (TableException | IllegalArgumentException
+      } catch (TableException | IllegalArgumentException | java.io.UncheckedIOException
           | dev.dynembed.table.cluster.ClusterException e) {
         System.err.println("table-cli: " + e.getMessage());
         return 1;
@@ -337,6 +338,49 @@ public final class TableCli {
           : t.evict(ttlSteps, nowStep, maxKeys, policy);
       System.out.printf("evicted %d rows of table '%s'; %d left%n", n, table,
           t.describe().getCounters().getKeys());
+    }
+  }
+
+  @Command(name = "import", description = "Set rows of a table from vectors trained elsewhere"
+      + " (word2vec text or binary, GloVe, fastText .vec): the file is checked whole first, so a"
+      + " bad file changes nothing; then its rows are assigned in batches over the shards. Keys"
+      + " get rows whatever the table's admission; their optimizer slots start afresh.")
+  static final class Import extends Base {
+    @Option(names = "--table", required = true, description = "the table's name (its dim must"
+        + " be the file's)")
+    String table;
+    @Option(names = "--format", required = true, description = "word2vec-text, word2vec-binary,"
+        + " glove or fasttext (a .vec file)")
+    String format;
+    @CommandLine.Parameters(index = "0", paramLabel = "FILE", description = "the vectors")
+    Path file;
+    @Option(names = "--frequency", defaultValue = "-1", description = "set every imported key's"
+        + " frequency to this (sampling and subsampling weigh keys by it); default: counts stay"
+        + " as they are (0 for a new key) and training counts them")
+    long frequency;
+    @Option(names = "--step", defaultValue = "0", description = "the last-update step recorded"
+        + " for the imported keys (TTL eviction reads it)")
+    long step;
+    @Option(names = "--batch", defaultValue = "4096", description = "rows per assign call")
+    int batch;
+    @Option(names = "--check-only", description = "check the file against the table and stop")
+    boolean checkOnly;
+
+    @Override
+    void run(TableClient c) {
+      EmbeddingTable t = c.openTable(table);
+      VectorImport.Format f = VectorImport.Format.parse(format);
+      if (checkOnly) {
+        long rows = VectorImport.check(file, f, t.dim(), t.config().getMaxKeyBytes());
+        System.out.printf("%s: %,d rows of dim %d, no errors%n", file, rows, t.dim());
+        return;
+      }
+      VectorImport.Result r = VectorImport.run(t, file, f,
+          new VectorImport.Options(step, frequency, batch));
+      System.out.printf("imported %,d rows of dim %d into table '%s' in %.1f s (check %.1f s,"
+          + " import %.1f s; %,.0f rows/s)%n", r.rows(), r.dim(), table,
+          (r.checkNanos() + r.importNanos()) / 1e9, r.checkNanos() / 1e9, r.importNanos() / 1e9,
+          r.rowsPerSecond());
     }
   }
 
