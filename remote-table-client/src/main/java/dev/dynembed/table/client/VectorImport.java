@@ -2,7 +2,6 @@ package dev.dynembed.table.client;
 
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.Limits;
-import java.io.BufferedInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -31,7 +30,7 @@ import java.util.concurrent.Future;
  * file is read twice, never held in memory; the first pass checks it whole (every value, the
  * width, the header's count, keys twice in the file) so that <em>a bad file changes nothing</em>,
  * the second sends its rows in batches through {@link EmbeddingTable#assign} (over shards, each
- * batch split over them and sent in parallel, a batch parsed while the one before is sent).
+ * batch split over them and sent in parallel; two batches in flight while the next is parsed).
  * Memory: 16 bytes per distinct key for the duplicate check, plus the batches in flight.
  *
  * <p>A failure in the second pass (a shard down past the client's retries) leaves the batches
@@ -40,6 +39,9 @@ import java.util.concurrent.Future;
  */
 public final class VectorImport {
   private VectorImport() {}
+
+  /** Batches sent at once (each split over the shards and sent to them in parallel). */
+  private static final int SENDERS = 2;
 
   /** The file formats, by their command-line names. */
   public enum Format {
@@ -145,7 +147,9 @@ public final class VectorImport {
     int batch = (int) Math.min(Math.min(options.batchRows(), Limits.MAX_BATCH_KEYS),
         Math.max(1, (Limits.MAX_BATCH_FLOATS / 4) / dim));
     long sent = 0;
-    ExecutorService sender = Executors.newSingleThreadExecutor(r -> {
+    // batches hold distinct keys (checked), so their order does not matter: SENDERS of them in
+    // flight while the next is parsed
+    ExecutorService sender = Executors.newFixedThreadPool(SENDERS, r -> {
       Thread t = new Thread(r, "vector-import");
       t.setDaemon(true);
       return t;
@@ -173,7 +177,7 @@ public final class VectorImport {
         }
         long[] freq = f;
         inFlight.add(sender.submit(() -> table.assign(k, v, freq, options.step())));
-        while (inFlight.size() > 1) { // one sent while the next is parsed
+        while (inFlight.size() > SENDERS) {
           sent += await(inFlight.poll(), sent, file);
         }
       }
@@ -349,7 +353,7 @@ public final class VectorImport {
       this.values = new float[dim];
       this.channel = FileChannel.open(file, StandardOpenOption.READ);
       channel.position(start);
-      this.in = new BufferedInputStream(Channels.newInputStream(channel), 1 << 16);
+      this.in = Channels.newInputStream(channel);
       this.offset = start;
     }
 
@@ -375,16 +379,37 @@ public final class VectorImport {
     /** What is at fault, where. */
     abstract BadFileException bad(String format, Object... args);
 
-    int read() throws IOException {
-      int b = in.read();
-      if (b >= 0) {
-        offset++;
-      }
-      return b;
+    /** Read ahead of the entries: buf[pos, limit). */
+    private final byte[] buf = new byte[1 << 16];
+    private int pos;
+    private int limit;
+
+    private boolean fill() throws IOException {
+      int n = in.read(buf, 0, buf.length);
+      pos = 0;
+      limit = Math.max(n, 0);
+      return n > 0;
     }
 
-    int readFully(byte[] buf, int n) throws IOException {
-      int got = in.readNBytes(buf, 0, n);
+    int read() throws IOException {
+      if (pos == limit && !fill()) {
+        return -1;
+      }
+      offset++;
+      return buf[pos++] & 0xFF;
+    }
+
+    int readFully(byte[] out, int n) throws IOException {
+      int got = 0;
+      while (got < n) {
+        if (pos == limit && !fill()) {
+          break;
+        }
+        int k = Math.min(n - got, limit - pos);
+        System.arraycopy(buf, pos, out, got, k);
+        pos += k;
+        got += k;
+      }
       offset += got;
       return got;
     }
@@ -395,19 +420,33 @@ public final class VectorImport {
 
     boolean readLine() throws IOException {
       lineLength = 0;
-      int b = read();
-      if (b < 0) {
+      if (pos == limit && !fill()) {
         return false;
       }
-      while (b >= 0 && b != '\n') {
-        if (lineLength == line.length) {
-          if (line.length >= 1 << 28) {
-            throw bad("a line longer than %d bytes", line.length);
-          }
-          line = Arrays.copyOf(line, line.length * 2);
+      while (true) {
+        int end = pos;
+        while (end < limit && buf[end] != '\n') {
+          end++;
         }
-        line[lineLength++] = (byte) b;
-        b = read();
+        int k = end - pos;
+        if (lineLength + k > line.length) {
+          if (lineLength + k > 1 << 28) {
+            throw bad("a line longer than %d bytes", 1 << 28);
+          }
+          line = Arrays.copyOf(line, Math.max(line.length * 2, lineLength + k));
+        }
+        System.arraycopy(buf, pos, line, lineLength, k);
+        lineLength += k;
+        offset += k;
+        pos = end;
+        if (end < limit) { // the newline
+          pos++;
+          offset++;
+          break;
+        }
+        if (!fill()) {
+          break; // the last line has no newline
+        }
       }
       if (lineLength > 0 && line[lineLength - 1] == '\r') {
         lineLength--;
@@ -544,17 +583,24 @@ public final class VectorImport {
       checkKey();
       for (int j = 0; j < dim; j++) {
         int f = keyFields + j;
-        String s = new String(line, starts[f], ends[f] - starts[f], StandardCharsets.ISO_8859_1);
-        float v;
-        try {
-          v = Float.parseFloat(s);
-        } catch (NumberFormatException e) {
+        float v = parseFloat(line, starts[f], ends[f]);
+        if (Float.isNaN(v) && !isNaNText(line, starts[f], ends[f])) {
+          String s = new String(line, starts[f], ends[f] - starts[f], StandardCharsets.UTF_8);
           throw bad("value %d of key '%s' is not a number: '%s'", j + 1, abbreviate(key),
               abbreviate(s));
         }
         checkValue(j, v);
       }
       return true;
+    }
+
+    private static boolean isNaNText(byte[] b, int from, int to) {
+      String s = new String(b, from, to - from, StandardCharsets.ISO_8859_1);
+      try {
+        return Float.isNaN(Float.parseFloat(s));
+      } catch (NumberFormatException e) {
+        return false;
+      }
     }
 
     /** Splits the line at spaces and tabs; returns the field count. */
@@ -587,6 +633,100 @@ public final class VectorImport {
     BadFileException bad(String format, Object... args) {
       return new BadFileException(file + " line " + entry + ": " + String.format(format, args),
           entry);
+    }
+  }
+
+  private static final float[] POW10 = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f,
+      1e9f, 1e10f};
+
+  /**
+   * The float a decimal field denotes, as {@link Float#parseFloat} gives it; NaN for text that is
+   * not a number. Plain decimals of at most 7 significant digits and a small exponent (what
+   * word2vec's {@code %lf} and GloVe write) take Clinger's fast path: the digits as an exact
+   * float, times or divided by an exact power of ten, one rounding, so the result is the
+   * correctly rounded one; anything else goes to {@link Float#parseFloat}.
+   */
+  static float parseFloat(byte[] b, int from, int to) {
+    int i = from;
+    boolean negative = false;
+    if (i < to && (b[i] == '-' || b[i] == '+')) {
+      negative = b[i] == '-';
+      i++;
+    }
+    long digits = 0;
+    int significant = 0;
+    int scale = 0; // digits after the point
+    boolean any = false;
+    boolean point = false;
+    for (; i < to; i++) {
+      int c = b[i];
+      if (c >= '0' && c <= '9') {
+        any = true;
+        if (digits == 0 && c == '0') {
+          if (point) {
+            scale++;
+          }
+          continue; // leading zeros are not significant
+        }
+        if (++significant > 7) {
+          return slow(b, from, to);
+        }
+        digits = digits * 10 + (c - '0');
+        if (point) {
+          scale++;
+        }
+      } else if (c == '.' && !point) {
+        point = true;
+      } else {
+        break;
+      }
+    }
+    int exp = 0;
+    if (i < to) { // an exponent, or not a plain decimal
+      if ((b[i] != 'e' && b[i] != 'E') || !any) {
+        return slow(b, from, to);
+      }
+      i++;
+      boolean expNegative = false;
+      if (i < to && (b[i] == '-' || b[i] == '+')) {
+        expNegative = b[i] == '-';
+        i++;
+      }
+      if (i == to || to - i > 3) {
+        return slow(b, from, to);
+      }
+      for (; i < to; i++) {
+        if (b[i] < '0' || b[i] > '9') {
+          return slow(b, from, to);
+        }
+        exp = exp * 10 + (b[i] - '0');
+      }
+      if (expNegative) {
+        exp = -exp;
+      }
+    }
+    if (!any) {
+      return slow(b, from, to);
+    }
+    int e = exp - scale;
+    float v;
+    if (digits == 0) {
+      v = 0f;
+    } else if (e >= 0 && e <= 10) {
+      v = (float) digits * POW10[e];
+    } else if (e < 0 && e >= -10) {
+      v = (float) digits / POW10[-e];
+    } else {
+      return slow(b, from, to);
+    }
+    return negative ? -v : v;
+  }
+
+  private static float slow(byte[] b, int from, int to) {
+    try {
+      return Float.parseFloat(new String(b, from, to - from, StandardCharsets.ISO_8859_1));
+    } catch (NumberFormatException e) {
+      return Float.NaN;
     }
   }
 
