@@ -21,6 +21,14 @@ final class TrainingState {
   final AtomicLong pairs = new AtomicLong();
   final AtomicLong skippedLong = new AtomicLong();
   double elapsed;
+  /**
+   * Continual training (--init-from): the model started from, the work (bytes x epochs) it and
+   * the models it came from were trained on, and the part of the learning-rate schedule taken as
+   * done (0: the rate starts at alpha).
+   */
+  String initFrom;
+  double priorWork;
+  double scheduleOffset;
   final List<double[]> curve = new ArrayList<>();
   /** The checkpoint's extras a resumed job hands to every worker (null: a fresh start). */
   Map<String, String> job;
@@ -92,6 +100,11 @@ final class TrainingState {
     m.put("pairs", String.valueOf(pairs.get()));
     m.put("skipped_long_words", String.valueOf(skippedLong.get()));
     m.put("elapsed_seconds", String.valueOf(elapsed));
+    if (initFrom != null) {
+      m.put("init_from", initFrom);
+      m.put("init_prior_work", String.valueOf(priorWork));
+      m.put("init_schedule_offset", String.valueOf(scheduleOffset));
+    }
     return m;
   }
 
@@ -103,6 +116,9 @@ final class TrainingState {
     pairs.set(Long.parseLong(m.get("pairs")));
     skippedLong.set(Long.parseLong(m.get("skipped_long_words")));
     elapsed = Double.parseDouble(m.get("elapsed_seconds"));
+    initFrom = m.get("init_from");
+    priorWork = Double.parseDouble(m.getOrDefault("init_prior_work", "0"));
+    scheduleOffset = Double.parseDouble(m.getOrDefault("init_schedule_offset", "0"));
     String c = m.getOrDefault("loss_curve", "");
     for (String p : c.isEmpty() ? new String[0] : c.split(";")) {
       String[] xy = p.split(":");

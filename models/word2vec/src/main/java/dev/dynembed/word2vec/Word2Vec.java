@@ -84,13 +84,40 @@ public final class Word2Vec {
    *     interrupted run would (0 = run to the end)
    */
   public record TrainOptions(Path modelDir, long checkpointEverySeconds, boolean resume,
-      boolean overwrite, int checkpointEveryRounds, int stopAfterRounds) {
+      boolean overwrite, int checkpointEveryRounds, int stopAfterRounds, Path initFrom,
+      boolean continueSchedule) {
     public TrainOptions {
       if (checkpointEverySeconds < 0 || checkpointEveryRounds < 0 || stopAfterRounds < 0) {
         throw new CorpusException("checkpoint intervals (--checkpoint-every,"
             + " --checkpoint-every-rounds) and --stop-after-rounds must be >= 0 but were "
             + checkpointEverySeconds + ", " + checkpointEveryRounds + ", " + stopAfterRounds);
       }
+      if (initFrom != null && resume) {
+        throw new CorpusException("--init-from starts a new run from a model; --resume continues"
+            + " an interrupted run: give one of them");
+      }
+      if (continueSchedule && initFrom == null) {
+        throw new CorpusException("--init-schedule continue needs --init-from");
+      }
+    }
+
+    public TrainOptions(Path modelDir, long checkpointEverySeconds, boolean resume,
+        boolean overwrite, int checkpointEveryRounds, int stopAfterRounds) {
+      this(modelDir, checkpointEverySeconds, resume, overwrite, checkpointEveryRounds,
+          stopAfterRounds, null, false);
+    }
+
+    /**
+     * Continual training: this run starts from the model in {@code from} (its tables, rows,
+     * slots and counts) instead of empty tables, and trains on its own files.
+     *
+     * @param continueSchedule the learning rate goes on from where a single run over the model's
+     *     corpus and these files would be (the old run's share of the work done); false: it
+     *     starts again from alpha, as in a new run
+     */
+    public TrainOptions initFrom(Path from, boolean continueSchedule) {
+      return new TrainOptions(modelDir, checkpointEverySeconds, resume, overwrite,
+          checkpointEveryRounds, stopAfterRounds, from, continueSchedule);
     }
 
     public TrainOptions(Path modelDir, long checkpointEverySeconds, boolean resume,
@@ -421,7 +448,7 @@ public final class Word2Vec {
     }
 
     private double alpha() {
-      return cfg.alpha() * Math.max(1e-4, 1 - done());
+      return cfg.alpha() * Math.max(1e-4, (1 - st.scheduleOffset) * (1 - done()));
     }
 
     private Status status(boolean finished) {
@@ -700,6 +727,8 @@ public final class Word2Vec {
       st.load(extra);
       st.job = new LinkedHashMap<>(extra);
       st.job.remove("loss_curve");
+    } else if (opt.initFrom() != null) {
+      initFrom(opt, ckpt, st, corpus);
     } else {
       if (Files.exists(ckpt) && !opt.overwrite()) {
         throw new CorpusException(opt.modelDir() + " already holds a model; resume (--resume)"
@@ -714,6 +743,72 @@ public final class Word2Vec {
       }
     }
     return st;
+  }
+
+  /**
+   * Continual training's start (docs/design/0025-vectors-in.md): the model's tables restored into
+   * this run's (rows, optimizer slots, counts, so that subsampling and negatives start from what
+   * the model counted), its position and counters not (this run reads its own files from their
+   * start). Refused by name when the model's tables cannot be this run's: another dim, optimizer
+   * or table name.
+   */
+  private void initFrom(TrainOptions opt, Path ckpt, TrainingState st, String corpus) {
+    Path src = opt.initFrom().toAbsolutePath().normalize().resolve(CHECKPOINT);
+    if (!Trainer.hasCheckpoint(src)) {
+      throw new CorpusException("--init-from: " + opt.initFrom() + " holds no word2vec model (no"
+          + " checkpoint under " + src + ")");
+    }
+    boolean inPlace = src.equals(ckpt.toAbsolutePath().normalize());
+    if (Files.exists(ckpt) && !inPlace && !opt.overwrite()) {
+      throw new CorpusException(opt.modelDir() + " already holds a model; overwrite"
+          + " (--overwrite) it with the continued one, or write it to another --model");
+    }
+    Map<String, String> extra = Trainer.readExtras(src);
+    Word2VecConfig saved = Word2VecConfig.fromMap(extra);
+    if (saved.dim() != cfg.dim()) {
+      throw new CorpusException("--init-from: " + opt.initFrom() + " was trained at dim "
+          + saved.dim() + " but this run asks for dim " + cfg.dim() + "; continue at --dim "
+          + saved.dim());
+    }
+    if (saved.optimizer() != cfg.optimizer()) {
+      throw new CorpusException("--init-from: " + opt.initFrom() + " was trained with the "
+          + saved.optimizer().name().toLowerCase(java.util.Locale.ROOT) + " optimizer but this"
+          + " run asks for " + cfg.optimizer().name().toLowerCase(java.util.Locale.ROOT)
+          + " (its optimizer slots would not fit); continue with --optimizer "
+          + saved.optimizer().name().toLowerCase(java.util.Locale.ROOT));
+    }
+    if (!saved.name().equals(cfg.name())) {
+      throw new CorpusException("--init-from: " + opt.initFrom() + " holds tables named '"
+          + saved.name() + "' but this run's are '" + cfg.name() + "'; continue with --name "
+          + saved.name());
+    }
+    executor.trainer(0).restore(src);
+    // the work (bytes x epochs) the model holds: its own run's and that of the models it was
+    // itself continued from
+    st.priorWork = Double.parseDouble(extra.getOrDefault("init_prior_work", "0"))
+        + saved.epochs() * (double) corpusBytes(extra.get("corpus"));
+    if (opt.continueSchedule()) {
+      // the rate goes on from where one run over all of it would be when the model's corpus
+      // was done
+      double mine = (double) cfg.epochs() * corpusBytes(corpus);
+      st.scheduleOffset = st.priorWork / (st.priorWork + mine);
+    }
+    st.initFrom = opt.initFrom().toAbsolutePath().normalize().toString();
+  }
+
+  /** The bytes of a corpus by its fingerprint ({@link #fingerprint}: path#size, ...). */
+  static long corpusBytes(String fingerprint) {
+    long sum = 0;
+    if (fingerprint == null || fingerprint.isEmpty()) {
+      return 0;
+    }
+    for (String f : fingerprint.split(",")) {
+      int h = f.lastIndexOf('#');
+      if (h > 0) {
+        sum += Long.parseLong(f.substring(h + 1));
+      }
+    }
+    return sum;
   }
 
   /** @param counters each worker's counters at this cut, by index (empty for a lone trainer) */

@@ -175,6 +175,15 @@ public final class Word2VecCli {
     int stopAfterRounds;
     @Option(names = "--resume", description = "continue the model's interrupted training") boolean resume;
     @Option(names = "--overwrite", description = "replace an existing model") boolean overwrite;
+    @Option(names = "--init-from", paramLabel = "MODEL", description = "continual training:"
+        + " start from this model's tables (rows, optimizer state, word counts) and train on"
+        + " these files, new words getting rows; same --dim, --optimizer and --name. MODEL may"
+        + " be --model itself (continued in place)")
+    Path initFrom;
+    @Option(names = "--init-schedule", defaultValue = "restart", description = "with"
+        + " --init-from: restart (the learning rate starts again from --alpha) or continue (it"
+        + " goes on from where one run over the model's corpus and these files would be)")
+    String initSchedule;
     @Option(names = "--show", split = ",", description = "words whose nearest neighbours to print at the end")
     List<String> show = List.of();
 
@@ -201,6 +210,11 @@ public final class Word2VecCli {
       ClientOptions.Builder clientOptions = clientOptions();
       TextSplits.plan(input, 1); // check the files before starting anything
       jobOpts.check();
+      if (jobOpts.enabled() && initFrom != null) {
+        throw new CorpusException("--init-from is for a single trainer; a job's workers would"
+            + " each need the model's schedule (start the job from a model by restoring it into"
+            + " the shards with table-cli restore, then train)");
+      }
       if (jobOpts.enabled() && table == null) {
         throw new CorpusException("--coordinator needs --endpoints: a job's workers share running"
             + " shards (an in-process table or --shards would be this worker's alone)");
@@ -351,8 +365,18 @@ public final class Word2VecCli {
         Path modelDir) {
       Progress progress = new Progress(System.err, System.console() != null);
       try {
-        Word2Vec.Result r = w2v.train(input, new Word2Vec.TrainOptions(modelDir, checkpointEvery,
-            resume, overwrite, checkpointEveryRounds, stopAfterRounds), progress::update, job);
+        if (!List.of("restart", "continue").contains(initSchedule)) {
+          throw new CorpusException("--init-schedule must be restart or continue but was '"
+              + initSchedule + "'");
+        }
+        Word2Vec.TrainOptions options = new Word2Vec.TrainOptions(modelDir, checkpointEvery,
+            resume, overwrite, checkpointEveryRounds, stopAfterRounds);
+        if (initFrom != null) {
+          options = options.initFrom(initFrom, initSchedule.equals("continue"));
+        } else if (!initSchedule.equals("restart")) {
+          throw new CorpusException("--init-schedule needs --init-from");
+        }
+        Word2Vec.Result r = w2v.train(input, options, progress::update, job);
         if (job != null) {
           job.finish();
         }

@@ -310,6 +310,92 @@ class Word2VecTest {
     assertEquals(ModelDir.extras(a).get("words"), ModelDir.extras(b).get("words"));
   }
 
+  /**
+   * Continual training (--init-from): a model trained on the topics corpus goes on with a second
+   * corpus of the same topics and four new words. The new words get rows and land in their
+   * topics, the old words' counts are the sum of both corpora's (the model's tables were
+   * restored, not started empty), the schedule offset is the old run's share of the work, and a
+   * run of another dim, optimizer or table name is refused by name.
+   */
+  @Test
+  void initFrom_continuesAModel_newWordsGetRows_countsCarryOver(@TempDir Path dir)
+      throws Exception {
+    Path a = dir.resolve("a");
+    String[] old = {"cat", "iron", "the", "亜鉛"};
+    long[] before;
+    try (TableClient c = TableClients.inProcess(a)) {
+      Word2Vec w = new Word2Vec(config(1), c, 2);
+      w.train(List.of(corpus), new Word2Vec.TrainOptions(a, 0, false, false), s -> {});
+      before = w.outputTable().count(old, false).frequencies();
+    }
+    String[] animals = java.util.stream.Stream.concat(java.util.Arrays.stream(ANIMALS),
+        java.util.stream.Stream.of("llama", "yak")).toArray(String[]::new);
+    String[] metals = java.util.stream.Stream.concat(java.util.Arrays.stream(METALS),
+        java.util.stream.Stream.of("zinc", "cobalt")).toArray(String[]::new);
+    Random r = new Random(12);
+    StringBuilder b = new StringBuilder();
+    for (int s = 0; s < 3000; s++) {
+      String[] topic = r.nextBoolean() ? animals : metals;
+      for (int i = 0; i < 10; i++) {
+        b.append(r.nextInt(3) == 0 ? FUNCTION[r.nextInt(FUNCTION.length)]
+            : topic[r.nextInt(topic.length)]).append(' ');
+      }
+      b.append('\n');
+    }
+    Path day2 = dir.resolve("day2.txt");
+    Files.writeString(day2, b.toString());
+    java.util.Map<String, Long> counted = new java.util.HashMap<>();
+    for (String w : b.toString().trim().split("\\s+")) {
+      counted.merge(w, 1L, Long::sum);
+    }
+    Path m = dir.resolve("b");
+    try (TableClient c = TableClients.inProcess(m)) {
+      Word2Vec w = new Word2Vec(config(2), c, 2);
+      Word2Vec.Result res = w.train(List.of(day2),
+          new Word2Vec.TrainOptions(m, 0, false, false).initFrom(a, true), s -> {});
+      long[] after = w.outputTable().count(old, false).frequencies();
+      for (int i = 0; i < old.length; i++) {
+        assertEquals(before[i] + counted.get(old[i]), after[i], old[i] + ": counts carry over");
+      }
+      for (boolean f : w.inputTable().find("llama", "yak", "zinc", "cobalt").found()) {
+        assertTrue(f, "new words get rows");
+      }
+      assertEquals(ANIMALS.length + METALS.length + FUNCTION.length + 4, res.vocabulary());
+    }
+    try (Queries q = new Queries(m)) {
+      assertTopicsSeparate(q);
+      for (String w : new String[] {"llama", "zinc"}) {
+        List<String> near = q.nearest(w, 3).stream().map(Queries.Hit::word).toList();
+        assertTrue(List.of(w.equals("llama") ? animals : metals).containsAll(near),
+            "nearest to the new word " + w + ": " + near);
+      }
+    }
+    java.util.Map<String, String> extras = ModelDir.extras(m);
+    assertEquals(a.toAbsolutePath().normalize().toString(), extras.get("init_from"));
+    double oldWork = 1.0 * Files.size(corpus);
+    assertEquals(oldWork / (oldWork + 2.0 * Files.size(day2)),
+        Double.parseDouble(extras.get("init_schedule_offset")), 1e-12);
+    // refused by name: another dim, optimizer, table name; with --resume
+    String[][] cases = {
+        {"16", "ADAGRAD", "t", "trained with the sgd optimizer but this run asks for adagrad"},
+        {"8", "SGD", "t", "was trained at dim 16 but this run asks for dim 8"},
+        {"16", "SGD", "u", "holds tables named 't' but this run's are 'u'"}};
+    for (String[] k : cases) {
+      Word2VecConfig cfg = new Word2VecConfig(Integer.parseInt(k[0]), 3, 5, 0, 5, 1, 0.025f,
+          Word2VecConfig.Optimizer.valueOf(k[1]), 64, 3, k[2], 64);
+      Path x = dir.resolve("x" + k[0] + k[1] + k[2]);
+      try (TableClient c = TableClients.inProcess(x)) {
+        CorpusException e = assertThrows(CorpusException.class, () -> new Word2Vec(cfg, c, 1)
+            .train(List.of(day2), new Word2Vec.TrainOptions(x, 0, false, false)
+                .initFrom(a, false), s -> {}));
+        assertTrue(e.getMessage().contains(k[3]), e.getMessage());
+      }
+    }
+    CorpusException e = assertThrows(CorpusException.class,
+        () -> new Word2Vec.TrainOptions(m, 0, true, false).initFrom(a, false));
+    assertTrue(e.getMessage().contains("give one of them"), e.getMessage());
+  }
+
   @Test
   void badInput_getsClearMessages_andNeverDamagesAModel(@TempDir Path dir) throws Exception {
     Path model = dir.resolve("m");
