@@ -746,7 +746,7 @@ public final class Word2Vec {
   }
 
   /**
-   * Continual training's start (docs/design/0025-vectors-in.md): the model's tables restored into
+   * Continual training's start (docs/design/0024-vectors-in.md): the model's tables restored into
    * this run's (rows, optimizer slots, counts, so that subsampling and negatives start from what
    * the model counted), its position and counters not (this run reads its own files from their
    * start). Refused by name when the model's tables cannot be this run's: another dim, optimizer

@@ -25,7 +25,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 /**
- * Imports vectors trained elsewhere into a table (docs/design/0025-vectors-in.md): word2vec's text
+ * Imports vectors trained elsewhere into a table (docs/design/0024-vectors-in.md): word2vec's text
  * and binary formats, GloVe's text format, fastText's {@code .vec} text format. Streaming: the
  * file is read twice, never held in memory; the first pass checks it whole (every value, the
  * width, the header's count, keys twice in the file) so that <em>a bad file changes nothing</em>,
@@ -455,7 +455,11 @@ public final class VectorImport {
     }
 
     String decode(byte[] bytes, int off, int len, String what) {
-      try {
+      String fast = new String(bytes, off, len, StandardCharsets.UTF_8);
+      if (fast.indexOf('\uFFFD') < 0) {
+        return fast; // no replacement character: the bytes were valid UTF-8
+      }
+      try { // a replacement: malformed input, or a U+FFFD the file holds
         CharBuffer c = utf8.reset().decode(ByteBuffer.wrap(bytes, off, len));
         return c.toString();
       } catch (CharacterCodingException e) {

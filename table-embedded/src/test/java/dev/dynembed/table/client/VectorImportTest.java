@@ -265,6 +265,40 @@ class VectorImportTest {
     }
   }
 
+  /**
+   * The text formats' number parser (a fast path for plain decimals) gives what {@link
+   * Float#parseFloat} gives, bit for bit, on what word2vec's C tool, GloVe, fastText and this
+   * project's export write, and on edge cases; text that is not a number is NaN.
+   */
+  @org.junit.jupiter.api.Test
+  void numbers_parseAsFloatParseFloatDoes() {
+    Random r = new Random(3);
+    List<String> cases = new ArrayList<>(List.of("0", "-0", "-0.0", "+1.5", "1.", ".5", "-.5",
+        "0.000000", "16777217", "9999999", "0.1", "1e-05", "-1.2345E+2", "3.4028235e38",
+        "1.4e-45", "7.006492e-46", "0.30000001", "123456.789", "1e10", "1e-10", "9999999e10",
+        "9999999e-10", "0.00000000000000000001"));
+    for (int i = 0; i < 20000; i++) {
+      float f = Float.intBitsToFloat(r.nextInt());
+      if (Float.isFinite(f)) {
+        cases.add(Float.toString(f)); // this project's export
+      }
+      double d = r.nextGaussian() * Math.pow(10, r.nextInt(9) - 5);
+      cases.add(String.format(java.util.Locale.ROOT, "%.6f", d)); // the C tool's %lf
+      cases.add(String.format(java.util.Locale.ROOT, "%.5f", d));
+      cases.add(String.format(java.util.Locale.ROOT, "%." + r.nextInt(9) + "e", d));
+      cases.add(String.format(java.util.Locale.ROOT, "%.4g", d)); // fastText
+    }
+    for (String c : cases) {
+      byte[] b = c.getBytes(StandardCharsets.US_ASCII);
+      assertEquals(Float.floatToIntBits(Float.parseFloat(c)),
+          Float.floatToIntBits(VectorImport.parseFloat(b, 0, b.length)), c);
+    }
+    for (String bad : new String[] {"", "-", ".", "1e", "1e+", "0.5x", "--1", "1..2", "e5"}) {
+      byte[] b = bad.getBytes(StandardCharsets.US_ASCII);
+      assertTrue(Float.isNaN(VectorImport.parseFloat(b, 0, b.length)), "'" + bad + "'");
+    }
+  }
+
   @ParameterizedTest(name = "{0} shards (0 = in-process)")
   @ValueSource(ints = {0, 2})
   void assign_checksTheBatchWhole(int shards) throws Exception {
