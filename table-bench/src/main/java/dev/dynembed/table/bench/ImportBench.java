@@ -59,8 +59,9 @@ public final class ImportBench implements Callable<Integer> {
         + " word2vec writes them), Adagrad tables, %,d rows per call; JDK %s, %d cores%n", rows,
         dim, batch,
         System.getProperty("java.version"), Runtime.getRuntime().availableProcessors());
-    System.out.println("| format | file | table | check rows/s | import rows/s | overall |");
-    System.out.println("|---|---:|---|---:|---:|---:|");
+    System.out.println("| format | file | table | check rows/s | import rows/s | overall |"
+        + " shards' CPU s (import) |");
+    System.out.println("|---|---:|---|---:|---:|---:|---:|");
     Path work = Files.createTempDirectory("import-bench");
     try {
       for (String name : formats) {
@@ -70,21 +71,24 @@ public final class ImportBench implements Callable<Integer> {
         for (int n : shards) {
           Path dir = Files.createTempDirectory(work, "shards");
           VectorImport.Result r;
+          double[] cpu = {Double.NaN};
           if (n == 0) {
             try (TableClient c = TableClients.inProcess()) {
-              r = run(c, file, format);
+              r = run(c, file, format, null, cpu);
             }
           } else {
             try (LocalShardProcesses p = new LocalShardProcesses(n, basePort, dir, "4g", shardJavaOpts,
                 List.of(), shardArgs.stream().filter(a -> !a.isEmpty()).toList());
                 TableClient c = TableClients.connect(p.endpoints())) {
-              r = run(c, file, format);
+              r = run(c, file, format, p, cpu);
             }
           }
-          System.out.printf(Locale.ROOT, "| %s | %,d MB | %s | %,.0f | %,.0f | %,.0f |%n", name,
-              Files.size(file) >> 20, n == 0 ? "in process" : n + " shard processes",
+          System.out.printf(Locale.ROOT, "| %s | %,d MB | %s | %,.0f | %,.0f | %,.0f | %s |%n",
+              name, Files.size(file) >> 20, n == 0 ? "in process" : n + " shard processes",
               r.rows() / (r.checkNanos() / 1e9), r.rows() / (r.importNanos() / 1e9),
-              r.rowsPerSecond());
+              r.rowsPerSecond(), Double.isNaN(cpu[0]) ? "-"
+                  : String.format(Locale.ROOT, "%.1f of %.1f wall", cpu[0],
+                      r.importNanos() / 1e9));
         }
         Files.delete(file);
       }
@@ -96,10 +100,17 @@ public final class ImportBench implements Callable<Integer> {
     return 0;
   }
 
-  private VectorImport.Result run(TableClient c, Path file, VectorImport.Format format) {
+  /** Imports; {@code cpu[0]}: the shards' CPU seconds over the whole run (check pass idle). */
+  private VectorImport.Result run(TableClient c, Path file, VectorImport.Format format,
+      LocalShardProcesses p, double[] cpu) throws IOException {
     EmbeddingTable t = c.createTable(TableConfigs.builder("imported", dim)
         .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f)).build());
-    VectorImport.Result r = VectorImport.run(t, file, format, new VectorImport.Options(0, -1, batch));
+    double before = p == null ? 0 : p.cpuSeconds();
+    VectorImport.Result r = VectorImport.run(t, file, format,
+        new VectorImport.Options(0, -1, batch));
+    if (p != null) {
+      cpu[0] = p.cpuSeconds() - before;
+    }
     if (t.describe().getCounters().getKeys() != rows) {
       throw new IllegalStateException("imported " + t.describe().getCounters().getKeys()
           + " rows, expected " + rows);
