@@ -381,6 +381,26 @@ public final class Trainer {
   }
 
   /**
+   * A warm start (continual training, docs/design/0024-vectors-in.md): the dense variables' values
+   * and every table (rows, optimizer slots, counts) of the checkpoint in {@code dir}, as {@link
+   * #restore} brings them back, while this trainer's step count and its dense updater's state stay
+   * a new run's. The graph must have the checkpoint's dense variables and tables (names, shapes,
+   * dims); refused with a message naming what differs otherwise.
+   *
+   * @return the extra entries given to {@link #save(Path, Map)}
+   */
+  public Map<String, String> initFrom(Path dir) {
+    Path src = latest(dir);
+    Properties m = TrainingCheckpoint.readManifest(src);
+    flush();
+    planned = null;
+    plannedFeeds = null;
+    plannedReadsDone = null;
+    TrainingCheckpoint.read(src, m, sd, dense, Map.of(), tables); // no updater state
+    return TrainingCheckpoint.extras(m);
+  }
+
+  /**
    * The extra entries given to {@link #save(Path, Map)} of the checkpoint in {@code dir}, without
    * restoring anything (to check a checkpoint before restoring it).
    */

@@ -136,6 +136,44 @@ class TrainerTest {
     }
   }
 
+  /**
+   * A warm start: a new trainer (its own graph and tables) starts from a checkpoint's dense values
+   * and tables, with step 0 and a fresh Adam state; its first step equals the step of a trainer
+   * restored from that checkpoint whose Adam state is reset, bit for bit.
+   */
+  @Test
+  void initFrom_takesTheModel_butNotItsStepOrUpdaterState() {
+    try (TableClient tables = TableClients.inProcess(dir.resolve("a"));
+        TableClient other = TableClients.inProcess(dir.resolve("b"))) {
+      Model m = new Model(tables, "w_");
+      Random data = new Random(5);
+      for (int i = 0; i < 6; i++) {
+        m.trainer.step(m.batch(data), 0f);
+      }
+      m.trainer.save(dir.resolve("ckpt"));
+      float[] saved = m.state();
+      Model fresh = new Model(other, "w_");
+      assertTrue(!java.util.Arrays.equals(saved, fresh.state()));
+      fresh.trainer.initFrom(dir.resolve("ckpt"));
+      assertEquals(0, fresh.trainer.step(), "a new run's step count");
+      assertArrayEquals(saved, fresh.state(), "the model's dense values and table rows");
+      // the next step from a fresh Adam: as a model built anew (fresh updater) restored there
+      Map<String, INDArray> next = m.batch(data);
+      double warm = fresh.trainer.step(next, 0f);
+      try (TableClient third = TableClients.inProcess(dir.resolve("c"))) {
+        Model again = new Model(third, "w_");
+        again.trainer.initFrom(dir.resolve("ckpt"));
+        assertEquals(warm, again.trainer.step(next, 0f));
+        assertArrayEquals(fresh.state(), again.state());
+      }
+      m.trainer.restore(dir.resolve("ckpt"));
+      assertEquals(6, m.trainer.step(), "restore, by contrast, brings the step back");
+      m.trainer.step(next, 0f); // and Adam's moments: its dense step differs
+      assertTrue(!java.util.Arrays.equals(fresh.state(), m.state()),
+          "a restored Adam state moves w otherwise than a fresh one");
+    }
+  }
+
   @Test
   void training_manySteps_lossFalls() {
     try (TableClient tables = TableClients.inProcess(dir)) {
