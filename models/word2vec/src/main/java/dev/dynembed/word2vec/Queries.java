@@ -38,15 +38,31 @@ public final class Queries implements AutoCloseable {
    *     exploring this many candidates per query
    */
   public Queries(Path modelDir, int searchBreadth) {
+    this(modelDir, searchBreadth, null);
+  }
+
+  /**
+   * @param endpoints null: the model's checkpoint restored into an in-process table; else the
+   *     shards (or serving replicas, {@code table-server --serve-from}) that hold the model's
+   *     tables now, asked directly: the answers follow a training that goes on (the model
+   *     directory gives the settings only)
+   */
+  public Queries(Path modelDir, int searchBreadth, String endpoints) {
     if (searchBreadth < 0 || searchBreadth > 100_000) {
       throw new CorpusException("--search-breadth must be in [0, 100000] (0: exact) but was "
           + searchBreadth);
     }
     this.cfg = ModelDir.config(modelDir);
-    this.client = TableClients.inProcess(modelDir);
-    this.in = client.createTable(Word2Vec.inConfig(cfg));
     this.searchBreadth = searchBreadth;
-    in.restore(ModelDir.tables(modelDir));
+    if (endpoints == null) {
+      this.client = TableClients.inProcess(modelDir);
+      this.in = client.createTable(Word2Vec.inConfig(cfg));
+      in.restore(ModelDir.tables(modelDir));
+    } else {
+      this.client = TableClients.open(endpoints, dev.dynembed.table.client.ClientOptions
+          .builder().build());
+      this.in = client.openTable(cfg.inTable());
+    }
     if (searchBreadth > 0) {
       in.buildIndex(dev.dynembed.table.v1.Metric.COSINE, false, 0, 0, true);
     }

@@ -490,13 +490,17 @@ public final class Word2VecCli {
     @Option(names = "--search-breadth", defaultValue = "0", description = "0: exact (a scan of"
         + " every word); N > 0: an approximate index (HNSW) is built when the model loads and"
         + " each query explores N candidates (default ${DEFAULT-VALUE})") int searchBreadth;
+    @Option(names = "--endpoints", description = "ask these shards (or serving replicas:"
+        + " table-server --serve-from) for the model's rows instead of loading its checkpoint:"
+        + " answers that follow a running training; --model gives the settings")
+    String endpoints;
     @Parameters(arity = "1..*", paramLabel = "WORD", description = "words to find the"
         + " neighbours of, each on its own") List<String> words;
 
     @Override
     public Integer call() {
       List<String> errors = new java.util.ArrayList<>();
-      try (Queries q = new Queries(model, searchBreadth)) {
+      try (Queries q = new Queries(model, searchBreadth, endpoints)) {
         for (String w : words) {
           try {
             List<Queries.Hit> hits = q.nearest(w, k);

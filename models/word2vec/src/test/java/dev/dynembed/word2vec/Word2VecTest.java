@@ -96,6 +96,10 @@ class Word2VecTest {
       for (var srv : servers) {
         assertTrue(srv.engine().get("t_in").size() > 0, "every shard holds words");
       }
+      // queries straight to the shards (as to serving replicas): the same model
+      try (Queries q = new Queries(model, 0, String.join(",", endpoints))) {
+        assertTopicsSeparate(q);
+      }
     } finally {
       servers.forEach(dev.dynembed.table.server.TableServer::close);
     }

@@ -19,4 +19,13 @@ public interface ReplicationHook {
    * resends; the call ledger answers a resend of an applied call once it is replicated).
    */
   void awaitReplicated(long lsn);
+
+  /**
+   * Whether {@link #awaitReplicated} may hold an answer back (a replicated group's primary);
+   * false for a shard whose only followers are serving replicas, whose calls then run as an
+   * unreplicated shard's do.
+   */
+  default boolean mayHoldAnswers() {
+    return true;
+  }
 }

@@ -44,6 +44,9 @@ public final class ShardCommands {
   interface Engine extends ShardTables {
     void checkReady();
 
+    /** Refuses a change when the shard is read-only (a serving replica). */
+    default void checkWritable(String call) {}
+
     void checkRoutedAt(long routedAt);
 
     void checkBudget(long need, List<TableStore> stores);
@@ -309,6 +312,9 @@ public final class ShardCommands {
         }
       }
     }
+    if (!names.isEmpty()) {
+      engine.checkWritable("a read that counts keys or creates rows (findOrInsert)");
+    }
     if (names.isEmpty()) {
       // reads of in-memory tables take no lock; a disk tier's promotions move rows between the
       // tiers, which an eviction's rebuild or a checkpoint cut must not see half done
@@ -426,6 +432,7 @@ public final class ShardCommands {
    */
   public <W> int[] write(CallId id, long mapEpoch, List<W> items, WriteItems<W> codec) {
     engine.checkReady();
+    engine.checkWritable("a write (gradients or assigned rows)");
     checkItems(items.size(), "write");
     CallLedger ledger = engine.ledger();
     if (ledger.applied(id)) { // a resend: answered as the first time, whatever changed since

@@ -949,6 +949,32 @@ public final class ShardEngine {
     this.refusal = reason;
   }
 
+  private volatile String readOnly;
+
+  /**
+   * Makes this shard read-only with {@code reason} (null: writable again): every call that could
+   * change a table (writes, inserting or counting reads, creates, drops, restores, evictions,
+   * slot moves) is refused with FAILED_PRECONDITION and the reason; finds, samples, top-k,
+   * scans, describes and checkpoints are answered. A serving replica's role
+   * (docs/design/0024-vectors-in.md): its tables change only by its training shard's log.
+   */
+  public void setReadOnly(String reason) {
+    this.readOnly = reason;
+  }
+
+  /** Why this shard takes no changes, or null when it does. */
+  public String readOnly() {
+    return readOnly;
+  }
+
+  /** Refuses {@code call} with FAILED_PRECONDITION when this shard is read-only. */
+  public void checkWritable(String call) {
+    String r = readOnly;
+    if (r != null) {
+      throw TableException.precondition("%s: %s is refused (%s)", "shard " + shardIndex, call, r);
+    }
+  }
+
   /** Why calls are refused now (UNAVAILABLE's description), or null when they are taken. */
   public String notReadyMessage() {
     String r = refusal;
@@ -1066,6 +1092,11 @@ public final class ShardEngine {
     @Override
     public int shardIndex() {
       return shardIndex;
+    }
+
+    @Override
+    public void checkWritable(String call) {
+      ShardEngine.this.checkWritable(call);
     }
 
     @Override

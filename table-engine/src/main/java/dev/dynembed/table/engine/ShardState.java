@@ -397,6 +397,11 @@ public final class ShardState implements AutoCloseable, ShardJournal {
     return replication != null;
   }
 
+  /** Whether {@code hook} is the one shipping this shard's records. */
+  public boolean replicatingTo(ReplicationHook hook) {
+    return replication == hook;
+  }
+
   /**
    * Makes this shard a primary whose records {@code hook} ships to followers (null: none). Every
    * record appended from now on is handed to it in LSN order, and every mutating call waits for
@@ -669,7 +674,8 @@ public final class ShardState implements AutoCloseable, ShardJournal {
   /** Whether a mutating call may wait before it answers: for the disk, or for followers. */
   @Override
   public boolean waitsForDisk() {
-    return wal.policy() == ShardLog.Fsync.ALWAYS || replication != null;
+    ReplicationHook r = replication;
+    return wal.policy() == ShardLog.Fsync.ALWAYS || r != null && r.mayHoldAnswers();
   }
 
   /**

@@ -83,6 +83,16 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
   enum Mode { SYNC, ASYNC }
 
+  /** How often a serving replica hears where its training shard's log is. */
+  static final long HEARTBEAT_MILLIS = 200;
+
+  /** CRC32C of a record's serialized form: how a serving replica's last record is recognised. */
+  static int recordCrc(LogRecord r) {
+    java.util.zip.CRC32C c = new java.util.zip.CRC32C();
+    c.update(r.toByteArray());
+    return (int) c.getValue();
+  }
+
   /**
    * How a follower reaches its primary: TLS (the CA of the peers' certificates, and this
    * process's certificate as its client certificate) and a bearer token, each null for none.
@@ -134,6 +144,15 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   // follower
   private final Object sessionLock = new Object();
   private FollowSession session; // under sessionLock
+
+  /**
+   * A shard outside any replicated group whose log serving replicas follow (docs/design/
+   * 0024-vectors-in.md): it leads "epoch 0" for them alone, ships its records once the first
+   * serving replica connects, and never waits for one.
+   */
+  private volatile boolean source;
+  /** A serving replica: reads answered only while it lags by at most this (0: no bound). */
+  private volatile long maxLagMillis;
 
   ShardReplicas(ShardEngine engine, AtomicReference<ShardState> state, StateOpener reopen,
       Path stateDir, String member, Peers peers, Mode mode, int minInSync, Duration timeout,
@@ -262,6 +281,41 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         + " follower%n", engine.shardIndex(), why);
     System.err.flush();
     exit.run();
+  }
+
+  /**
+   * Lets serving replicas (--serve-from) follow this shard, which is in no replicated group: its
+   * records are shipped to them from the first one's connection on, and no call waits for them.
+   */
+  void serveAsSource() {
+    epoch = 0;
+    source = true;
+    leading = true;
+  }
+
+  /**
+   * Makes this process a serving replica of the shard at {@code endpoint} (docs/design/
+   * 0024-vectors-in.md): read-only, its tables loaded from that shard's snapshot and kept up to
+   * date from its log; reads are refused while it lags by more than {@code maxLagMillis} (0: never
+   * refused for lag) and until its first load.
+   */
+  void serve(String endpoint, long maxLagMillis) {
+    this.maxLagMillis = maxLagMillis;
+    engine.setReadOnly("this process is a serving replica of shard " + engine.shardIndex()
+        + " at " + endpoint + ": it takes no changes; send them to the training shard");
+    engine.refuse(name() + ": this serving replica has not loaded its training shard's tables"
+        + " yet; resend later");
+    ClusterMember primary = ClusterMember.of(engine.shardIndex(), engine.numShards(), endpoint,
+        0, "training-shard");
+    synchronized (sessionLock) {
+      session = new FollowSession(primary, 0, true);
+      session.start();
+    }
+  }
+
+  @Override
+  public boolean mayHoldAnswers() {
+    return !source; // a source's serving replicas never hold an answer back
   }
 
   private void stopFollowing() {
@@ -446,11 +500,17 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         if (m.hasFollow()) {
           FollowRequest r = m.getFollow();
           String refusal = !leading ? "this process does not lead"
-              : r.getEpoch() != epoch ? "the follower read epoch " + r.getEpoch()
-                  + " but this primary leads epoch " + epoch
+              : source && !r.getServing() ? "this shard is in no replicated group: only"
+                  + " serving replicas (--serve-from) follow it"
+              : !r.getServing() && r.getEpoch() != epoch ? "the follower read epoch "
+                  + r.getEpoch() + " but this primary leads epoch " + epoch
               : r.getShardIndex() != engine.shardIndex() || r.getNumShards() != engine.numShards()
                   ? "the follower is shard " + r.getShardIndex() + " of " + r.getNumShards()
                   : null;
+          ShardState st = state.get();
+          if (refusal == null && st == null) {
+            refusal = "this shard has not recovered its tables yet";
+          }
           if (refusal != null) {
             call.onError(Status.FAILED_PRECONDITION.withDescription(name() + ": " + refusal)
                 .asRuntimeException());
@@ -464,6 +524,11 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
             }
           }
           followers.put(f.id, f);
+          if (f.serving && !st.replicatingTo(ShardReplicas.this)) {
+            // a source ships its records from now on: before the snapshot the follower starts
+            // from is cut, so that every record after it is queued
+            st.replicateTo(ShardReplicas.this);
+          }
           f.start();
         } else if (f != null) {
           f.ack(m.getAckedLsn());
@@ -509,6 +574,9 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     /** Where the follower's own log ends: the last record, and the epoch it is a prefix of. */
     final long lastLsn;
     final long lastEpoch;
+    /** A serving replica: never in sync, never waited for, sent heartbeats. */
+    final boolean serving;
+    final int lastCrc;
 
     Follower(long id, FollowRequest request, ServerCallStreamObserver<ReplicationMessage> out,
         Object ready) {
@@ -516,6 +584,8 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       this.member = request.getMember();
       this.lastLsn = request.getLastLsn();
       this.lastEpoch = request.getLastEpoch();
+      this.serving = request.getServing();
+      this.lastCrc = request.getLastCrc();
       this.out = out;
       this.ready = ready;
     }
@@ -552,6 +622,9 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     }
 
     private synchronized void maybeInSync() {
+      if (serving) {
+        return; // never counted in sync: no call waits for it
+      }
       if (!inSync && acked >= catchUp && !closed) {
         catchUp = Long.MAX_VALUE; // asked once
         updateInSync(this);
@@ -581,7 +654,10 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       try {
         ShardState s = state.get();
         long start; // the first record the queue must send: those before came another way
-        long cut = divergedAfter(s);
+        if (serving) {
+          emit(ReplicationMessage.newBuilder().setStreamEpoch(epoch).build());
+        }
+        long cut = serving ? 0 : divergedAfter(s);
         if (cut > 0) { // it cuts its log there and connects again
           System.out.printf("table-server shard %d: follower %s runs past record %d, where"
               + " epoch %d began, with records of epoch %d that this log does not hold: it cuts"
@@ -591,7 +667,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           fail("it cuts its log after record " + cut + " and connects again");
           return;
         }
-        long resumeAfter = resumable(s);
+        long resumeAfter = serving ? servingResumable(s) : resumable(s);
         if (resumeAfter >= 0) {
           // every record up to here is whole in the log; those after it are queued
           long to = s.lastLsn();
@@ -620,12 +696,19 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           emit(ReplicationMessage.newBuilder().setSnapshotDone(start).build());
           sent = start - 1;
           catchUp = s.lastLsn();
-          log.info(String.format("%s: follower %s gets the log from record %d (in sync once it"
-              + " holds record %d)", name(), member, start, catchUp));
+          log.info(String.format(serving ? "%s: serving replica %s gets the log from record %d"
+              : "%s: follower %s gets the log from record %d (in sync once it holds record %d)",
+              name(), member, start, catchUp));
           maybeInSync();
         }
+        long beatAt = 0;
         while (!closed) {
-          Pending p = queue.poll(200, TimeUnit.MILLISECONDS);
+          Pending p = queue.poll(serving ? HEARTBEAT_MILLIS / 2 : 200, TimeUnit.MILLISECONDS);
+          if (serving && System.nanoTime() - beatAt > HEARTBEAT_MILLIS * 1_000_000L) {
+            // where this log is now: the replica is as fresh as that once it applied it
+            beatAt = System.nanoTime();
+            emit(ReplicationMessage.newBuilder().setHeartbeatLsn(s.lastLsn()).build());
+          }
           if (p == null) {
             continue;
           }
@@ -672,6 +755,29 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           || lastEpoch == prevEpoch && lastLsn < epochStart; // or the one before, no further
       if (!rejoinFromLog || lastEpoch == 0 || !prefix || lastLsn > s.lastLsn()
           || lastLsn + 1 < s.snapshotStart()) {
+        return -1;
+      }
+      return cheaperThanSnapshot(s, lastLsn) ? lastLsn : -1;
+    }
+
+    /**
+     * A serving replica's last record if it rejoins from its own log, else -1: whatever epoch it
+     * followed, when this log holds a record at its last LSN with the same CRC32C (then the
+     * replica's log is a prefix of this one: logs only ever lose a tail, and a different record
+     * at that LSN would be another history), and the records after it, fewer bytes than a
+     * snapshot.
+     */
+    private long servingResumable(ShardState s) throws IOException {
+      if (!rejoinFromLog || lastLsn < 1 || lastLsn > s.lastLsn() || lastLsn < s.snapshotStart()) {
+        return -1;
+      }
+      int[] crc = {0};
+      boolean[] found = {false};
+      s.readLog(lastLsn, lastLsn, (lsn, r) -> {
+        crc[0] = recordCrc(r);
+        found[0] = true;
+      });
+      if (!found[0] || crc[0] != lastCrc) {
         return -1;
       }
       return cheaperThanSnapshot(s, lastLsn) ? lastLsn : -1;
@@ -784,8 +890,21 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   /** This process's stream from its primary; it reconnects (and reloads) until stopped. */
   private final class FollowSession {
     final ClusterMember primary;
-    final long epoch;
+    /** The stream's epoch: the group's, or for a serving replica what the primary says. */
+    volatile long epoch;
+    final boolean serving;
     final ExecutorService apply;
+    /** A serving replica: the CRC32C of the last record applied, and its LSN (0: none yet). */
+    int appliedCrc;
+    long appliedCrcLsn;
+    /**
+     * A serving replica's freshness: heartbeats not reached yet (primary LSN, when heard), and
+     * when it last held every record its primary had when it told (0: never).
+     */
+    final java.util.ArrayDeque<long[]> beats = new java.util.ArrayDeque<>();
+    volatile long freshAtNanos;
+    /** A serving replica swapping in a snapshot: its reads stay refused meanwhile. */
+    volatile boolean reloading;
     volatile boolean stopped;
     volatile ManagedChannel channel;
     volatile ClientCallStreamObserver<FollowerMessage> requests;
@@ -800,8 +919,18 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     long generation;
 
     FollowSession(ClusterMember primary, long epoch) {
+      this(primary, epoch, false);
+    }
+
+    FollowSession(ClusterMember primary, long epoch, boolean serving) {
       this.primary = primary;
       this.epoch = epoch;
+      this.serving = serving;
+      if (serving) {
+        Thread w = new Thread(this::watchFreshness, "serving-lag-" + engine.shardIndex());
+        w.setDaemon(true);
+        w.start();
+      }
       this.apply = Executors.newSingleThreadExecutor(r -> daemon(r, "follow-" + primary.member()));
     }
 
@@ -883,11 +1012,21 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         }
       });
       ShardState s = state.get();
-      requests.onNext(FollowerMessage.newBuilder().setFollow(FollowRequest.newBuilder()
-          .setMember(member).setShardIndex(engine.shardIndex())
-          .setNumShards(engine.numShards()).setEpoch(epoch)
-          .setLastLsn(s == null ? 0 : s.lastLsn()).setLastEpoch(s == null ? 0 : followEpoch()))
-          .build());
+      FollowRequest.Builder fr = FollowRequest.newBuilder()
+          .setMember(member != null ? member : "serving-" + ProcessHandle.current().pid())
+          .setShardIndex(engine.shardIndex()).setNumShards(engine.numShards()).setEpoch(epoch)
+          .setLastLsn(s == null ? 0 : s.lastLsn()).setLastEpoch(s == null ? 0 : followEpoch());
+      if (serving) {
+        fr.setServing(true);
+        long last = s == null ? 0 : s.lastLsn();
+        Integer crc = last == 0 ? null : lastRecordCrc(s, last);
+        if (crc == null) {
+          fr.setLastLsn(0); // its last record is not known: a snapshot
+        } else {
+          fr.setLastCrc(crc);
+        }
+      }
+      requests.onNext(FollowerMessage.newBuilder().setFollow(fr).build());
     }
 
     private ManagedChannel channel(String endpoint) throws IOException {
@@ -913,12 +1052,83 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           .flowControlWindow(Limits.FLOW_CONTROL_WINDOW).executor(apply).build();
     }
 
+    /** The CRC32C of this replica's record {@code lsn}, or null when it is not known. */
+    private Integer lastRecordCrc(ShardState s, long lsn) {
+      if (appliedCrcLsn == lsn) {
+        return appliedCrc;
+      }
+      try {
+        if (lsn < s.snapshotStart()) {
+          return null; // a snapshot holds it, the log no longer does
+        }
+        Integer[] crc = {null};
+        s.readLog(lsn, lsn, (l, r) -> crc[0] = recordCrc(r));
+        return crc[0];
+      } catch (IOException e) {
+        return null;
+      }
+    }
+
+    /** A serving replica's reads: refused until loaded and while it lags past the bound. */
+    private void watchFreshness() {
+      while (!stopped) {
+        try {
+          Thread.sleep(HEARTBEAT_MILLIS / 4);
+        } catch (InterruptedException e) {
+          return;
+        }
+        long fresh = freshAtNanos;
+        long bound = maxLagMillis;
+        if (fresh == 0 || reloading) {
+          continue; // not loaded yet (refused since serve()), or loading again
+        }
+        long lag = (System.nanoTime() - fresh) / 1_000_000;
+        String why = engine.notReadyMessage();
+        if (bound > 0 && lag > bound) {
+          engine.refuse(name() + ": this serving replica lags " + lag + " ms behind its"
+              + " training shard at " + primary.endpoint() + " (bound --max-lag-ms " + bound
+              + "); resend later, or to another replica");
+        } else if (why != null && why.contains("serving replica")) {
+          engine.refuse(null);
+        }
+      }
+    }
+
+    /** This replica's freshness after applying up to {@code applied}. */
+    private void reached(long applied) {
+      long[] b;
+      long heard = 0;
+      while ((b = beats.peekFirst()) != null && b[0] <= applied) {
+        heard = b[1];
+        beats.pollFirst();
+      }
+      if (heard != 0) {
+        freshAtNanos = heard;
+      }
+    }
+
     private void handle(ReplicationMessage m) throws IOException {
       switch (m.getMsgCase()) {
+        case STREAM_EPOCH -> epoch = m.getStreamEpoch();
+        case HEARTBEAT_LSN -> {
+          ShardState s = state.get();
+          long now = System.nanoTime();
+          if (loaded && s != null && s.lastLsn() >= m.getHeartbeatLsn()) {
+            beats.clear();
+            freshAtNanos = now; // it holds everything its primary had when it told
+          } else {
+            beats.addLast(new long[] {m.getHeartbeatLsn(), now});
+          }
+        }
         case SNAPSHOT_FILE -> write(incoming, m.getSnapshotFile());
         case SNAPSHOT_DONE -> {
           closeFile();
           long start = m.getSnapshotDone();
+          if (serving) { // its tables are swapped: reads wait (UNAVAILABLE) rather than miss
+            reloading = true;
+            engine.refuse(name() + ": this serving replica is loading its training shard's"
+                + " snapshot; resend later");
+          }
           ShardState old = state.getAndSet(null);
           if (old != null) {
             old.close(false);
@@ -930,6 +1140,10 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           // this log is now a prefix of this primary's: durable before the first ack
           writeFollowEpoch(epoch);
           loaded = true;
+          if (serving) {
+            reloading = false;
+            reached(fresh.lastLsn());
+          }
           System.out.printf("table-server shard %d follows %s (epoch %d): loaded its snapshot"
               + " at record %d (%d tables)%n", engine.shardIndex(), primary.endpoint(), epoch,
               start, engine.tables().size());
@@ -948,6 +1162,9 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
             writeFollowEpoch(epoch);
           }
           loaded = true;
+          if (serving) {
+            reached(s.lastLsn());
+          }
           System.out.printf("table-server shard %d follows %s (epoch %d): rejoined from its own"
               + " log after record %d (no snapshot)%n", engine.shardIndex(), primary.endpoint(),
               epoch, s.lastLsn());
@@ -995,6 +1212,11 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           ShardState s = state.get();
           s.applyReplicated(r.getLsn(), r.getRecord());
           s.awaitDurable(r.getLsn()); // as durable as this process's --fsync promises
+          if (serving) {
+            appliedCrc = recordCrc(r.getRecord());
+            appliedCrcLsn = r.getLsn();
+            reached(r.getLsn());
+          }
           ack(r.getLsn());
         }
         default -> throw new IOException("unknown replication message " + m.getMsgCase());
@@ -1040,6 +1262,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     /** The stream ended: drop what half arrived and connect again (a full load) in a second. */
     private void failed(Throwable t) {
       generation++; // this stream's later callbacks are ignored
+      beats.clear(); // heard on that stream
       if (stopped) {
         return;
       }

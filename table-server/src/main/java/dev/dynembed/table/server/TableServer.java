@@ -126,8 +126,8 @@ public final class TableServer implements AutoCloseable {
     }
     Server built = (credentials == null ? NettyServerBuilder.forAddress(address)
             : NettyServerBuilder.forAddress(address, credentials))
-        .addService(ServerInterceptors.intercept(service,
-            interceptors.toArray(new ServerInterceptor[0])))
+        .addService(ServerInterceptors.intercept(ServerInterceptors.intercept(service,
+            new ReadOnlyRole(engine)), interceptors.toArray(new ServerInterceptor[0])))
         .addService(health.getHealthService())
         .addServices(more.stream().map(m -> ServerInterceptors.intercept(m,
             interceptors.toArray(new ServerInterceptor[0]))).toList())
@@ -210,6 +210,35 @@ public final class TableServer implements AutoCloseable {
 
   private static final java.util.Set<String> MUTATING = java.util.Set.of("CreateTable",
       "DropTable", "FindOrInsert", "ApplyGradients", "Read", "Write");
+
+  /**
+   * A read-only shard (a serving replica, {@link ShardEngine#setReadOnly}) refuses the calls that
+   * change tables by name, before they run; reads that count or create rows, and writes, are
+   * refused by the command path (the data plane's too).
+   */
+  private static final class ReadOnlyRole implements io.grpc.ServerInterceptor {
+    private static final java.util.Set<String> CHANGING = java.util.Set.of("CreateTable",
+        "DropTable", "FindOrInsert", "ApplyGradients", "Write", "Restore", "Evict", "SetSlotMap",
+        "ExportSlots", "ImportSlots", "CommitSlots", "DropUnowned");
+    private final ShardEngine engine;
+
+    ReadOnlyRole(ShardEngine engine) {
+      this.engine = engine;
+    }
+
+    @Override
+    public <ReqT, RespT> ServerCall.Listener<ReqT> interceptCall(ServerCall<ReqT, RespT> call,
+        Metadata headers, io.grpc.ServerCallHandler<ReqT, RespT> next) {
+      String why = engine.readOnly();
+      String method = call.getMethodDescriptor().getBareMethodName();
+      if (why != null && CHANGING.contains(method)) {
+        call.close(io.grpc.Status.FAILED_PRECONDITION.withDescription("shard "
+            + engine.shardIndex() + ": " + method + " is refused (" + why + ")"), new Metadata());
+        return new ServerCall.Listener<>() {};
+      }
+      return next.startCall(call, headers);
+    }
+  }
 
   /** Reports SERVING from now on (a shard that recovered its tables). */
   public void markServing() {

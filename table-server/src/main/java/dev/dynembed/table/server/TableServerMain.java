@@ -188,6 +188,20 @@ public final class TableServerMain implements Callable<Integer> {
       + " snapshot (always a snapshot, as before rejoins from the log); default ${DEFAULT-VALUE}")
   String followerRejoin;
 
+  @Option(names = "--serve-from", paramLabel = "HOST:PORT", description = "run as a serving"
+      + " replica of the training shard at HOST:PORT (same --shard-index and --num-shards):"
+      + " read-only (writes, inserting reads and admin calls refused by name), its tables loaded"
+      + " from that shard's snapshot and kept up to date from its write-ahead log, with no effect"
+      + " on the training shard's answers; reconnects when the shard restarts"
+      + " (docs/design/0024-vectors-in.md). Needs --wal on (the replica's own copy)")
+  String serveFrom;
+
+  @Option(names = "--max-lag-ms", defaultValue = "5000", description = "with --serve-from:"
+      + " refuse reads (UNAVAILABLE, resend) while this replica may lack writes its training"
+      + " shard answered more than this long ago (0: serve however stale); default"
+      + " ${DEFAULT-VALUE}")
+  long maxLagMs;
+
   @Option(names = "--peer-tls-ca", description = "with --replication and TLS: the PEM CA that"
       + " signs the other processes' certificates (default --tls-client-ca); a follower presents"
       + " --tls-cert as its client certificate, whose CN the primary must list in"
@@ -368,6 +382,23 @@ public final class TableServerMain implements Callable<Integer> {
   }
 
   private void checkReplication() throws UsageError {
+    if (serveFrom != null) {
+      String refusal = replication != null ? "--serve-from and --replication do not go together:"
+          + " a serving replica is in no group"
+          : cluster != null ? "--serve-from with --cluster is not built yet: give the training"
+              + " shard's HOST:PORT"
+          : !wal.equals("on") ? "--serve-from keeps a copy of the training shard's log: it needs"
+              + " --wal on"
+          : redisTier != null || coldDir != null ? "--serve-from with a storage tier is not"
+              + " built yet"
+          : maxLagMs < 0 ? "--max-lag-ms must be >= 0"
+          : !serveFrom.matches("[^:/\\s]+:\\d{1,5}") ? "--serve-from takes HOST:PORT; got '"
+              + serveFrom + "'"
+          : null;
+      if (refusal != null) {
+        throw new UsageError(refusal);
+      }
+    }
     if (replication == null) {
       if (minSyncReplicas != null) {
         throw usage("--min-sync-replicas is for --replication sync");
@@ -419,9 +450,11 @@ public final class TableServerMain implements Callable<Integer> {
       System.err.println("table-server: write-ahead log failed, exiting: " + e);
       Runtime.getRuntime().halt(70);
     };
-    String member = replicationMode == null ? null : memberId(ShardState.root(states, shardIndex));
-    ShardReplicas replicas = replicationMode == null ? null
-        : newReplicas(engine, state, onLogFailure, member);
+    String member = replicationMode == null && serveFrom == null ? null
+        : memberId(ShardState.root(states, shardIndex));
+    // every shard with a log can have serving replicas: unreplicated ones as their source
+    ShardReplicas replicas = replicationMode != null || serveFrom != null || wal.equals("on")
+        ? newReplicas(engine, state, onLogFailure, member) : null;
     try {
       Path root = ShardState.root(states, shardIndex);
       Files.createDirectories(root);
@@ -439,7 +472,7 @@ public final class TableServerMain implements Callable<Integer> {
         tls == null ? null : tls.credentials(), dataPort,
         replicas == null ? java.util.List.of() : java.util.List.of(replicas), limits);
     if (metrics != null) {
-      if (replicas != null) {
+      if (replicas != null && (replicationMode != null || serveFrom != null)) {
         metrics.replication(replicas);
       }
       metrics.serve(host, metricsPort, server::serving);
@@ -452,10 +485,19 @@ public final class TableServerMain implements Callable<Integer> {
     }
     printListening(server, tls, metrics);
     recover(engine, state, onLogFailure);
-    if (replicas != null) {
+    if (serveFrom != null) {
+      replicas.serve(serveFrom, maxLagMs);
+      System.out.printf("table-server shard %d is a serving replica of %s (reads refused while"
+          + " it may lag by more than %d ms)%n", shardIndex, serveFrom, maxLagMs);
+    } else if (replicationMode != null) {
       joinGroup(engine, server, state, replicas, member, registration);
-    } else if (clusterAddress != null) {
-      register(engine, server, registration);
+    } else {
+      if (replicas != null) {
+        replicas.serveAsSource();
+      }
+      if (clusterAddress != null) {
+        register(engine, server, registration);
+      }
     }
     System.out.flush();
     server.markServing();
@@ -505,9 +547,12 @@ public final class TableServerMain implements Callable<Integer> {
       throw usage("--peer-token-file: cannot read %s", peerTokenFile);
     }
     ShardReplicas.cleanUp(ShardState.root(states, shardIndex));
-    engine.refuse("shard " + shardIndex + ": joining its replicated group; resend later");
+    if (replicationMode != null) {
+      engine.refuse("shard " + shardIndex + ": joining its replicated group; resend later");
+    }
     return new ShardReplicas(engine, state, () -> ShardState.recover(engine, states,
-        policy, snapshotEveryMb << 20, onLogFailure), states, member, peers, replicationMode,
+        policy, snapshotEveryMb << 20, onLogFailure), states, member, peers,
+        replicationMode != null ? replicationMode : ShardReplicas.Mode.ASYNC,
         minSyncReplicas != null ? minSyncReplicas
             : replicationMode == ShardReplicas.Mode.SYNC ? 1 : 0,
         java.time.Duration.ofMillis(replicationTimeoutMs), followerRejoin.equals("log"), () -> {

@@ -250,7 +250,31 @@ public final class LocalShardProcesses implements AutoCloseable {
 
   /** {@code {shard}} replaced by shard i, {@code {process}} by process k. */
   private static String placeholders(String arg, int i, int k) {
-    return arg.replace("{shard}", String.valueOf(i)).replace("{process}", String.valueOf(k));
+    Matcher m = SHARD_OF.matcher(arg);
+    StringBuilder b = new StringBuilder();
+    while (m.find()) { // {shard-of:A,B,C}: shard i's element
+      m.appendReplacement(b, Matcher.quoteReplacement(m.group(1).split(",")[i]));
+    }
+    m.appendTail(b);
+    return b.toString().replace("{shard}", String.valueOf(i))
+        .replace("{process}", String.valueOf(k));
+  }
+
+  private static final Pattern SHARD_OF = Pattern.compile("\\{shard-of:([^}]*)\\}");
+
+  /**
+   * Serving replicas (docs/design/0024-vectors-in.md): one {@code table-server --serve-from}
+   * process per training shard, shard i following {@code training.get(i)}; restarted when they
+   * exit, as shards are.
+   *
+   * @param maxLagMs their --max-lag-ms
+   */
+  public static LocalShardProcesses servingReplicas(List<String> training, Path dataDir,
+      String heap, long maxLagMs) throws IOException {
+    return new LocalShardProcesses(training.size(), 0, dataDir, heap,
+        System.getProperty("dynembed.servingJavaOpts", ""), List.of(),
+        List.of("--serve-from", "{shard-of:" + String.join(",", training) + "}",
+            "--max-lag-ms", String.valueOf(maxLagMs)));
   }
 
   /** {@code heap} (a JVM size: digits and an optional k, m or g) times n. */

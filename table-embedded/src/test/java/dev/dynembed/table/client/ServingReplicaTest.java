@@ -1,0 +1,179 @@
+package dev.dynembed.table.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.tools.ExactOracle;
+import dev.dynembed.table.tools.LocalShardProcesses;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Serving replicas (docs/design/0024-vectors-in.md): two training shard processes take an exact
+ * oracle's trainers while a serving replica of each ({@code table-server --serve-from}) answers a
+ * reader. Checked: every answer the reader gets is fresh within the lag bound (a ticker's rows,
+ * one per shard, count the ticks acknowledged: an answer must hold every tick acknowledged more
+ * than the bound before the read began), writes and inserting reads on a replica are refused by
+ * name, a training shard killed with SIGKILL (and restarted) and a replica killed (and restarted)
+ * are ridden through, and at the end the replicas hold every row exactly as the training shards.
+ */
+@Tag("processes")
+class ServingReplicaTest {
+  @TempDir Path dir;
+
+  private static final int KEYS = 200;
+  private static final int DIM = 4;
+  private static final long BOUND_MS = 3000;
+
+  /** A key of each shard (of 2) for the ticker. */
+  private static String[] tickKeys() {
+    String[] t = new String[2];
+    for (int i = 0; t[0] == null || t[1] == null; i++) {
+      String k = "tick" + i;
+      int s = KeyHashing.shardOf(k, 2);
+      if (t[s] == null) {
+        t[s] = k;
+      }
+    }
+    return t;
+  }
+
+  @Test
+  void replicasFollowTraining_withinTheLagBound_refuseWrites_andRideThroughRestarts()
+      throws Exception {
+    ClientOptions patient = ClientOptions.builder().retryFor(Duration.ofSeconds(60))
+        .deadline(Duration.ofSeconds(10)).build();
+    try (LocalShardProcesses training = new LocalShardProcesses(2, 0, dir.resolve("t"), "256m",
+            "");
+        LocalShardProcesses serving = LocalShardProcesses.servingReplicas(training.endpoints(),
+            dir.resolve("s"), "256m", BOUND_MS);
+        TableClient trainer = TableClients.connect(training.endpoints(), patient);
+        TableClient reader = TableClients.connect(serving.endpoints(), patient)) {
+      EmbeddingTable t = trainer.createTable(ExactOracle.config("srv", DIM).build());
+      String[] ticks = tickKeys();
+      t.findOrInsert(ticks, true);
+      long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(16);
+      ExecutorService pool = Executors.newFixedThreadPool(3);
+      // the ticker: tick n acknowledged at acked[n] (nanoTime); its rows then hold n
+      List<Long> acked = java.util.Collections.synchronizedList(new ArrayList<>());
+      Future<?> ticker = pool.submit(() -> {
+        while (System.nanoTime() < end) {
+          t.applyGradients(ticks, new float[] {-1, 0, 0, 0, -1, 0, 0, 0}, 0f, 0);
+          acked.add(System.nanoTime());
+          Thread.sleep(20);
+        }
+        return null;
+      });
+      // the reader: (read began, tick values seen) for every answer
+      ConcurrentLinkedQueue<long[]> answers = new ConcurrentLinkedQueue<>();
+      AtomicLong refusedOnce = new AtomicLong();
+      Future<?> readerLoop = pool.submit(() -> {
+        EmbeddingTable r = null;
+        while (System.nanoTime() < end) {
+          long began = System.nanoTime();
+          try {
+            if (r == null) {
+              r = reader.openTable("srv");
+            }
+            float[] rows = r.find(ticks).rows();
+            answers.add(new long[] {began, (long) rows[0], (long) rows[DIM]});
+          } catch (TableException e) {
+            if (!e.getMessage().contains("serving replica")) {
+              throw e;
+            }
+            refusedOnce.incrementAndGet(); // lagging or loading past the client's retries
+          }
+          Thread.sleep(50);
+        }
+        return null;
+      });
+      Future<?> killer = pool.submit(() -> {
+        Thread.sleep(5000);
+        training.kill(0); // SIGKILL; restarted, it recovers from its log
+        Thread.sleep(5000);
+        serving.kill(1); // a replica: restarted, it rejoins
+        return null;
+      });
+      ExactOracle oracle = new ExactOracle(KEYS, DIM);
+      oracle.run(t, 2, end);
+      ticker.get();
+      readerLoop.get();
+      killer.get();
+      pool.shutdown();
+      assertTrue(training.restarts() >= 1 && serving.restarts() >= 1,
+          training.restarts() + " training and " + serving.restarts() + " replica restarts");
+
+      // every answer holds every tick acknowledged more than the bound before it was asked
+      long[] ackedAt = acked.stream().mapToLong(Long::longValue).toArray();
+      long bound = TimeUnit.MILLISECONDS.toNanos(BOUND_MS);
+      int checked = 0;
+      long worst = 0;
+      for (long[] a : answers) {
+        long due = 0; // ticks acknowledged before began - bound
+        while (due < ackedAt.length && ackedAt[(int) due] < a[0] - bound) {
+          due++;
+        }
+        assertTrue(a[1] >= due && a[2] >= due, "an answer asked at +" + (a[0] - ackedAt[0])
+            / 1_000_000 + " ms held ticks " + a[1] + "/" + a[2] + " but " + due + " were"
+            + " acknowledged more than " + BOUND_MS + " ms before");
+        checked++;
+        long seen = Math.min(a[1], a[2]); // the first tick it lacks, acknowledged when?
+        if (seen < ackedAt.length && ackedAt[(int) seen] < a[0]) {
+          worst = Math.max(worst, a[0] - ackedAt[(int) seen]);
+        }
+      }
+      assertTrue(checked > 50, "only " + checked + " answers");
+
+      // writes on a replica are refused by name
+      EmbeddingTable r = reader.openTable("srv");
+      for (Runnable write : List.<Runnable>of(
+          () -> r.applyGradients(new String[] {"key1"}, new float[DIM], 0f, 1),
+          () -> r.findOrInsert("key1"),
+          () -> r.assign(new String[] {"key1"}, new float[DIM], null, 1),
+          () -> reader.createTable(ExactOracle.config("other", DIM).build()))) {
+        TableException e = assertThrows(TableException.class, write::run);
+        assertTrue(e.getMessage().contains("serving replica"), e.getMessage());
+      }
+
+      // caught up: every row and count as the training shards hold them (and the oracle says)
+      String[] keys = oracle.keys();
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      float[] want = t.find(keys).rows();
+      assertArrayEquals(oracle.rows, want, 0f);
+      while (!java.util.Arrays.equals(want, r.find(keys).rows())
+          && System.nanoTime() < deadline) {
+        Thread.sleep(100);
+      }
+      assertArrayEquals(want, r.find(keys).rows(), 0f);
+      assertEquals(t.describe().getCounters().getTotalFrequency(),
+          r.describe().getCounters().getTotalFrequency(), "the counts too");
+      // top-k on the replicas: the training shards' answer (an exact scan of the same rows)
+      float[] q = {1, -1, 0.5f, 0};
+      TopKResult a = t.topK(q, 1, 5, TopKOptions.COSINE);
+      TopKResult b = r.topK(q, 1, 5, TopKOptions.COSINE);
+      assertArrayEquals(a.keys()[0], b.keys()[0]);
+      assertEquals(5, b.keys()[0].length);
+      System.out.printf("serving replicas: %d answers within the %d ms bound (the stalest lacked"
+          + " a tick acknowledged %d ms before it was asked; %d refused past the client's"
+          + " retries), %d trainer steps, %d ticks, training and replica restarts %d and %d;"
+          + " every row exact after%n", checked, BOUND_MS, worst / 1_000_000, refusedOnce.get(),
+          oracle.steps, ackedAt.length, training.restarts(), serving.restarts());
+      assertEquals(2, ticks.length);
+    }
+  }
+}
