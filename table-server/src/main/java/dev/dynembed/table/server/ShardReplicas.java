@@ -300,15 +300,25 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
    * refused for lag) and until its first load.
    */
   void serve(String endpoint, long maxLagMillis) {
+    serve(endpoint, () -> endpoint, maxLagMillis);
+  }
+
+  /**
+   * As {@link #serve(String, long)}, the training shard's address asked of {@code resolve} at
+   * every connection (the primary of a replicated group, from the cluster map: a replica follows
+   * a failover); {@code source} names it in messages.
+   */
+  void serve(String source, java.util.function.Supplier<String> resolve, long maxLagMillis) {
     this.maxLagMillis = maxLagMillis;
     engine.setReadOnly("this process is a serving replica of shard " + engine.shardIndex()
-        + " at " + endpoint + ": it takes no changes; send them to the training shard");
+        + " at " + source + ": it takes no changes; send them to the training shard");
     engine.refuse(name() + ": this serving replica has not loaded its training shard's tables"
         + " yet; resend later");
-    ClusterMember primary = ClusterMember.of(engine.shardIndex(), engine.numShards(), endpoint,
+    ClusterMember primary = ClusterMember.of(engine.shardIndex(), engine.numShards(), source,
         0, "training-shard");
     synchronized (sessionLock) {
       session = new FollowSession(primary, 0, true);
+      session.resolve = resolve;
       session.start();
     }
   }
@@ -905,6 +915,8 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     volatile long freshAtNanos;
     /** A serving replica swapping in a snapshot: its reads stay refused meanwhile. */
     volatile boolean reloading;
+    /** A serving replica: where its training shard is now, asked at each connection. */
+    java.util.function.Supplier<String> resolve;
     volatile boolean stopped;
     volatile ManagedChannel channel;
     volatile ClientCallStreamObserver<FollowerMessage> requests;
@@ -971,7 +983,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
         return;
       }
       try {
-        channel = channel(primary.endpoint());
+        channel = channel(resolve != null ? resolve.get() : primary.endpoint());
       } catch (IOException e) {
         failed(e);
         return;

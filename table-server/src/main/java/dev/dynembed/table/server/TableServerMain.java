@@ -188,8 +188,10 @@ public final class TableServerMain implements Callable<Integer> {
       + " snapshot (always a snapshot, as before rejoins from the log); default ${DEFAULT-VALUE}")
   String followerRejoin;
 
-  @Option(names = "--serve-from", paramLabel = "HOST:PORT", description = "run as a serving"
-      + " replica of the training shard at HOST:PORT (same --shard-index and --num-shards):"
+  @Option(names = "--serve-from", paramLabel = "HOST:PORT|etcd://HOST:PORT/CLUSTER",
+      description = "run as a serving replica of the training shard at HOST:PORT, or of shard"
+      + " --shard-index of a cluster in etcd (its primary, followed through failovers; same"
+      + " --shard-index and --num-shards):"
       + " read-only (writes, inserting reads and admin calls refused by name), its tables loaded"
       + " from that shard's snapshot and kept up to date from its write-ahead log, with no effect"
       + " on the training shard's answers; reconnects when the shard restarts"
@@ -385,15 +387,17 @@ public final class TableServerMain implements Callable<Integer> {
     if (serveFrom != null) {
       String refusal = replication != null ? "--serve-from and --replication do not go together:"
           + " a serving replica is in no group"
-          : cluster != null ? "--serve-from with --cluster is not built yet: give the training"
-              + " shard's HOST:PORT"
+          : cluster != null ? "--serve-from and --cluster do not go together: a serving replica"
+              + " registers nowhere (give --serve-from etcd://.../CLUSTER to follow a cluster's"
+              + " shard)"
           : !wal.equals("on") ? "--serve-from keeps a copy of the training shard's log: it needs"
               + " --wal on"
           : redisTier != null || coldDir != null ? "--serve-from with a storage tier is not"
               + " built yet"
           : maxLagMs < 0 ? "--max-lag-ms must be >= 0"
-          : !serveFrom.matches("[^:/\\s]+:\\d{1,5}") ? "--serve-from takes HOST:PORT; got '"
-              + serveFrom + "'"
+          : !serveFrom.startsWith("etcd://") && !serveFrom.matches("[^:/\\s]+:\\d{1,5}")
+              ? "--serve-from takes HOST:PORT or etcd://HOST:PORT/CLUSTER; got '" + serveFrom
+              + "'"
           : null;
       if (refusal != null) {
         throw new UsageError(refusal);
@@ -485,7 +489,26 @@ public final class TableServerMain implements Callable<Integer> {
     }
     printListening(server, tls, metrics);
     recover(engine, state, onLogFailure);
-    if (serveFrom != null) {
+    if (serveFrom != null && serveFrom.startsWith("etcd://")) {
+      // the shard's entry in the map: its primary, for a replicated group; read at every
+      // connection, so that the replica follows a failover or a restart elsewhere
+      dev.dynembed.table.cluster.ClusterMap map;
+      try {
+        map = dev.dynembed.table.cluster.ClusterMap.open(
+            dev.dynembed.table.cluster.ClusterAddress.parse(serveFrom),
+            java.time.Duration.ofSeconds(60));
+      } catch (dev.dynembed.table.cluster.ClusterException e) {
+        throw usage("--serve-from %s: %s", serveFrom, e.getMessage());
+      }
+      if (map.numShards() != numShards) {
+        throw usage("--serve-from %s: the cluster has %d shards but this replica was started"
+            + " with --num-shards %d", serveFrom, map.numShards(), numShards);
+      }
+      replicas.serve(serveFrom, () -> map.endpoint(shardIndex), maxLagMs);
+      System.out.printf("table-server shard %d is a serving replica of shard %d of %s (reads"
+          + " refused while it may lag by more than %d ms)%n", shardIndex, shardIndex, serveFrom,
+          maxLagMs);
+    } else if (serveFrom != null) {
       replicas.serve(serveFrom, maxLagMs);
       System.out.printf("table-server shard %d is a serving replica of %s (reads refused while"
           + " it may lag by more than %d ms)%n", shardIndex, serveFrom, maxLagMs);

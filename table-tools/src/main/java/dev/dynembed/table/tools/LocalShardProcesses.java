@@ -263,6 +263,20 @@ public final class LocalShardProcesses implements AutoCloseable {
   private static final Pattern SHARD_OF = Pattern.compile("\\{shard-of:([^}]*)\\}");
 
   /**
+   * Serving replicas of the shards of a cluster in etcd ({@code etcd://.../NAME}, a replicated
+   * group's {@link #spec}): n {@code table-server --serve-from} processes, replica i following
+   * shard i's primary through failovers; restarted when they exit, as shards are.
+   *
+   * @param maxLagMs their --max-lag-ms
+   */
+  public static LocalShardProcesses servingReplicas(String cluster, int n, Path dataDir,
+      String heap, long maxLagMs) throws IOException {
+    return new LocalShardProcesses(n, 0, dataDir, heap,
+        System.getProperty("dynembed.servingJavaOpts", ""), List.of(),
+        List.of("--serve-from", cluster, "--max-lag-ms", String.valueOf(maxLagMs)));
+  }
+
+  /**
    * Serving replicas (docs/design/0024-vectors-in.md): one {@code table-server --serve-from}
    * process per training shard, shard i following {@code training.get(i)}; restarted when they
    * exit, as shards are.
