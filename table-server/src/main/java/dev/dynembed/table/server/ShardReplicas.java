@@ -72,6 +72,11 @@ import java.util.stream.Stream;
  * ({@link #deposed}), the process exits (code 75): its state may hold records no follower got,
  * so it comes back as a follower and loads the new primary's snapshot (crash-only, as for a
  * failed log).
+ *
+ * <p>Serving replicas (docs/design/0024-vectors-in.md; {@link #serve}): followers nobody writes
+ * to, in no group. A primary, or an unreplicated shard with a log ({@link #serveAsSource}),
+ * streams its log to them as to followers, but never counts them in sync nor waits for them, and
+ * sends them a heartbeat with its last LSN, by which they bound their lag.
  */
 final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     implements ShardGroup.Roles, ReplicationHook {
