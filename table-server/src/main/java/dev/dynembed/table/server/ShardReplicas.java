@@ -76,7 +76,7 @@ import java.util.stream.Stream;
  * <p>Serving replicas (docs/design/0024-vectors-in.md; {@link #serve}): followers nobody writes
  * to, in no group. A primary, or an unreplicated shard with a log ({@link #serveAsSource}),
  * streams its log to them as to followers, but never counts them in sync nor waits for them, and
- * sends them a heartbeat with its last LSN, by which they bound their lag.
+ * answers their pings with its last LSN, by which they bound their lag.
  */
 final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     implements ShardGroup.Roles, ReplicationHook {
@@ -88,7 +88,10 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
 
   enum Mode { SYNC, ASYNC }
 
-  /** How often a serving replica hears where its training shard's log is. */
+  /** A serving replica that was never fresh. */
+  private static final long NEVER = Long.MIN_VALUE;
+
+  /** How often a serving replica asks where its training shard's log is. */
   static final long HEARTBEAT_MILLIS = 200;
 
   /** CRC32C of a record's serialized form: how a serving replica's last record is recognised. */
@@ -545,6 +548,8 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
             st.replicateTo(ShardReplicas.this);
           }
           f.start();
+        } else if (f != null && m.getMsgCase() == FollowerMessage.MsgCase.PING) {
+          f.pendingPing = m.getPing(); // answered by the sender, with the log's end after this
         } else if (f != null) {
           f.ack(m.getAckedLsn());
         }
@@ -589,8 +594,10 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     /** Where the follower's own log ends: the last record, and the epoch it is a prefix of. */
     final long lastLsn;
     final long lastEpoch;
-    /** A serving replica: never in sync, never waited for, sent heartbeats. */
+    /** A serving replica: never in sync, never waited for, answered its pings. */
     final boolean serving;
+    /** A serving replica's last ping not answered yet (null: none). */
+    volatile Long pendingPing;
     final int lastCrc;
 
     Follower(long id, FollowRequest request, ServerCallStreamObserver<ReplicationMessage> out,
@@ -716,13 +723,16 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
               name(), member, start, catchUp));
           maybeInSync();
         }
-        long beatAt = 0;
         while (!closed) {
-          Pending p = queue.poll(serving ? HEARTBEAT_MILLIS / 2 : 200, TimeUnit.MILLISECONDS);
-          if (serving && System.nanoTime() - beatAt > HEARTBEAT_MILLIS * 1_000_000L) {
-            // where this log is now: the replica is as fresh as that once it applied it
-            beatAt = System.nanoTime();
-            emit(ReplicationMessage.newBuilder().setHeartbeatLsn(s.lastLsn()).build());
+          Pending p = queue.poll(serving ? HEARTBEAT_MILLIS / 4 : 200, TimeUnit.MILLISECONDS);
+          Long ping = pendingPing;
+          if (serving && ping != null) {
+            // the log's end now, after the ping came: every write answered before the replica
+            // pinged is at or below it
+            pendingPing = null;
+            emit(ReplicationMessage.newBuilder().setHeartbeat(
+                dev.dynembed.table.v1.Heartbeat.newBuilder().setLsn(s.lastLsn()).setPing(ping))
+                .build());
           }
           if (p == null) {
             continue;
@@ -913,11 +923,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     int appliedCrc;
     long appliedCrcLsn;
     /**
-     * A serving replica's freshness: heartbeats not reached yet (primary LSN, when heard), and
-     * when it last held every record its primary had when it told (0: never).
+     * A serving replica's freshness: answers to its pings not reached yet (the primary's LSN,
+     * the ping's time), and the latest ping whose answer it reached: it holds every write its
+     * shard answered before then ({@link #NEVER}: none yet).
      */
     final java.util.ArrayDeque<long[]> beats = new java.util.ArrayDeque<>();
-    volatile long freshAtNanos;
+    volatile long freshAtNanos = NEVER;
     /** A serving replica swapping in a snapshot: its reads stay refused meanwhile. */
     volatile boolean reloading;
     /** A serving replica: where its training shard is now, asked at each connection. */
@@ -1086,17 +1097,42 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
       }
     }
 
-    /** A serving replica's reads: refused until loaded and while it lags past the bound. */
+    /** Asks the primary where its log ends (on the apply thread, which owns the stream). */
+    private void ping() {
+      ClientCallStreamObserver<FollowerMessage> r = requests;
+      if (stopped || r == null) {
+        return;
+      }
+      try {
+        r.onNext(FollowerMessage.newBuilder().setPing(System.nanoTime()).build());
+      } catch (RuntimeException e) {
+        // the stream ended: the next one pings
+      }
+    }
+
+    /**
+     * A serving replica's pings (every {@link #HEARTBEAT_MILLIS}) and reads: refused until
+     * loaded and while it lags past the bound.
+     */
     private void watchFreshness() {
+      long pingedAt = 0;
       while (!stopped) {
         try {
           Thread.sleep(HEARTBEAT_MILLIS / 4);
         } catch (InterruptedException e) {
           return;
         }
+        if (System.nanoTime() - pingedAt >= HEARTBEAT_MILLIS * 1_000_000L) {
+          pingedAt = System.nanoTime();
+          try {
+            apply.execute(this::ping);
+          } catch (java.util.concurrent.RejectedExecutionException e) {
+            return; // stopped
+          }
+        }
         long fresh = freshAtNanos;
         long bound = maxLagMillis;
-        if (fresh == 0 || reloading) {
+        if (fresh == NEVER || reloading) {
           continue; // not loaded yet (refused since serve()), or loading again
         }
         long lag = (System.nanoTime() - fresh) / 1_000_000;
@@ -1114,27 +1150,25 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
     /** This replica's freshness after applying up to {@code applied}. */
     private void reached(long applied) {
       long[] b;
-      long heard = 0;
       while ((b = beats.peekFirst()) != null && b[0] <= applied) {
-        heard = b[1];
+        freshAtNanos = Math.max(freshAtNanos, b[1]); // every write answered before that ping
         beats.pollFirst();
-      }
-      if (heard != 0) {
-        freshAtNanos = heard;
       }
     }
 
     private void handle(ReplicationMessage m) throws IOException {
       switch (m.getMsgCase()) {
         case STREAM_EPOCH -> epoch = m.getStreamEpoch();
-        case HEARTBEAT_LSN -> {
+        case HEARTBEAT -> {
           ShardState s = state.get();
-          long now = System.nanoTime();
-          if (loaded && s != null && s.lastLsn() >= m.getHeartbeatLsn()) {
+          long lsn = m.getHeartbeat().getLsn();
+          long pinged = m.getHeartbeat().getPing();
+          if (loaded && s != null && s.lastLsn() >= lsn) {
             beats.clear();
-            freshAtNanos = now; // it holds everything its primary had when it told
+            // it holds every write its shard answered before it pinged
+            freshAtNanos = Math.max(freshAtNanos, pinged);
           } else {
-            beats.addLast(new long[] {m.getHeartbeatLsn(), now});
+            beats.addLast(new long[] {lsn, pinged});
           }
         }
         case SNAPSHOT_FILE -> write(incoming, m.getSnapshotFile());

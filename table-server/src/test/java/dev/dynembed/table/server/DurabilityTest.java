@@ -354,18 +354,9 @@ class DurabilityTest {
     }
     count("adm", new String[] {"rare5"}, nextId()); // pending: the assign drops its count
     CallId assignId = nextId();
-    for (String table : new String[] {"emb", "adm"}) {
-      ApplyGradientsRequest.Builder a = ApplyGradientsRequest.newBuilder().setTable(table)
-          .setKeys(PackedKeys.of(keys).toProto()).setAssignValues(Rows.encode(rows)).setStep(50);
-      if (table.equals("adm")) {
-        for (int i = 0; i < keys.length; i++) {
-          a.addAssignFrequencies(7 + i);
-        }
-      }
-      CallId id = table.equals("emb") ? assignId : nextId();
-      assertArrayEquals(new int[] {4}, engine.write(WriteRequest.newBuilder().setCallId(id)
-          .addItems(a).build(), ShardState::checkWrite));
-    }
+    assertArrayEquals(new int[] {4}, assign("emb", keys, rows, null, assignId));
+    assertArrayEquals(new int[] {4}, assign("adm", keys, rows, new long[] {7, 8, 9, 10},
+        nextId()));
     assertArrayEquals(java.util.Arrays.copyOfRange(rows, 8, 16),
         engine.get("adm").record("w2").weights(), 0f);
     assertEquals(8, engine.get("adm").record("w2").frequency());
@@ -373,12 +364,9 @@ class DurabilityTest {
     Map<String, Map<String, TableStore.Record>> before = crashAndRecover();
     assertEquals(before, contents(engine));
     // the import's reply was lost: its resend is answered as before and changes nothing
-    assertArrayEquals(new int[] {4}, engine.write(WriteRequest.newBuilder().setCallId(assignId)
-        .addItems(ApplyGradientsRequest.newBuilder().setTable("emb")
-            .setKeys(PackedKeys.of(keys).toProto()).setAssignValues(Rows.encode(rows))
-            .setStep(50)).build(), ShardState::checkWrite));
+    assertArrayEquals(new int[] {4}, assign("emb", keys, rows, null, assignId));
     assertEquals(before, contents(engine));
-    // an assign with gradients too, or frequencies alone, is refused by name
+    // frequencies to assign without rows (beside gradients) are refused by name
     dev.dynembed.table.common.TableException e = org.junit.jupiter.api.Assertions.assertThrows(
         dev.dynembed.table.common.TableException.class,
         () -> engine.write(WriteRequest.newBuilder().setCallId(nextId()).addItems(
@@ -387,6 +375,17 @@ class DurabilityTest {
                 .setGradients(Rows.encode(new float[8]))).build(), ShardState::checkWrite));
     assertTrue(e.getMessage().contains("assign_frequencies without assign_values"),
         e.getMessage());
+  }
+
+  /** An assign of {@code rows} (and {@code frequencies}, null: none) at step 50. */
+  private int[] assign(String table, String[] keys, float[] rows, long[] frequencies, CallId id) {
+    ApplyGradientsRequest.Builder a = ApplyGradientsRequest.newBuilder().setTable(table)
+        .setKeys(PackedKeys.of(keys).toProto()).setAssignValues(Rows.encode(rows)).setStep(50);
+    for (int i = 0; frequencies != null && i < frequencies.length; i++) {
+      a.addAssignFrequencies(frequencies[i]);
+    }
+    return engine.write(WriteRequest.newBuilder().setCallId(id).addItems(a).build(),
+        ShardState::checkWrite);
   }
 
   @Test

@@ -409,8 +409,14 @@ class ReplicationTest {
         ExecutorService pool = Executors.newSingleThreadExecutor();
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(16);
         Future<?> grow = pool.submit(() -> {
-          Thread.sleep(8000);
+          // the follower starts, joins and tries to install (a loaded 2-core machine once took
+          // more than 8 s, its lease lapsing on the way): wait for the full disk to bite
+          long bite = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
           String log = Files.readString(dir.resolve("0b.log"));
+          while (!log.contains("No space left on device") && System.nanoTime() < bite) {
+            Thread.sleep(500);
+            log = Files.readString(dir.resolve("0b.log"));
+          }
           assertTrue(log.contains("No space left on device"), "the install did not meet the full"
               + " disk:\n" + log);
           assertFalse(log.contains("loaded its snapshot"), log);
