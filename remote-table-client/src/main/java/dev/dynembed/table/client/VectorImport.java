@@ -102,10 +102,6 @@ public final class VectorImport {
     public static Options defaults() {
       return new Options(0, -1, 4096);
     }
-
-    public Options withFrequency(long f) {
-      return new Options(step, f, batchRows);
-    }
   }
 
   /**

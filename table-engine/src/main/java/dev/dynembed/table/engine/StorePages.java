@@ -263,9 +263,9 @@ abstract class StorePages {
    */
   public CheckedGradients checkAssign(PackedKeys keys, float[] values, long[] frequencies) {
     checkKeys(keys, "keys");
-    GradientChecks.checkAssign(name(), keys, dim, maxKeyBytes, values, frequencies);
-    return new CheckedGradients((TableStore) this, keys, BatchDedup.of(keys), values, 0f, true,
+    BatchDedup dedup = GradientChecks.checkAssign(name(), keys, dim, maxKeyBytes, values,
         frequencies);
+    return new CheckedGradients((TableStore) this, keys, dedup, values, 0f, true, frequencies);
   }
 
   /**

@@ -78,8 +78,10 @@ public final class GradientChecks {
    * Limits#MAX_ROW_VALUE}, with a key of 0 or more than {@code maxKeyBytes} bytes, with a key twice
    * (which of two values would win is not for the table to guess), or with frequencies that are
    * not one per key ({@code frequencies} may be null: counts unchanged).
+   *
+   * @return the batch's de-duplication (every key distinct), for the caller to keep
    */
-  public static void checkAssign(String table, PackedKeys keys, int dim, int maxKeyBytes,
+  public static BatchDedup checkAssign(String table, PackedKeys keys, int dim, int maxKeyBytes,
       float[] values, long[] frequencies) {
     int n = keys.size();
     if ((long) n * dim != values.length) {
@@ -120,5 +122,6 @@ public final class GradientChecks {
         }
       }
     }
+    return dedup;
   }
 }
