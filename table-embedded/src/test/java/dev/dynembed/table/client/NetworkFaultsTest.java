@@ -98,7 +98,9 @@ class NetworkFaultsTest {
       });
       ExactOracle oracle = new ExactOracle(KEYS, DIM);
       try {
-        oracle.run(t, 2, end); // a trainer that saw an error fails the test here
+        // a trainer that saw an error fails the test here; past the end (no more faults) the
+        // trainers go on, at most 60 s, until they made the steps asked below
+        oracle.run(t, 2, end, 51, end + TimeUnit.SECONDS.toNanos(60));
         faults.get();
       } finally {
         pool.shutdownNow();

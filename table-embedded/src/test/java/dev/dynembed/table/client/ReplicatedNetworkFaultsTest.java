@@ -149,7 +149,9 @@ class ReplicatedNetworkFaultsTest {
       });
       ExactOracle oracle = new ExactOracle(KEYS, DIM);
       try {
-        oracle.run(t, 2, end); // a trainer that saw an error fails the test here
+        // a trainer that saw an error fails the test here; past the end (no more faults) the
+        // trainers go on, at most 60 s, until they made the steps asked below
+        oracle.run(t, 2, end, 51, end + TimeUnit.SECONDS.toNanos(60));
         while (!faults.isDone()) { // the trainers write through the last faults too
           oracle.run(t, 2, System.nanoTime() + TimeUnit.SECONDS.toNanos(2));
         }

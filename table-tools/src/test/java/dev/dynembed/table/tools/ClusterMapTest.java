@@ -134,7 +134,9 @@ class ClusterMapTest {
           }
           return moves;
         });
-        oracle.run(t, 2, end); // a trainer that saw an error fails the test here
+        // a trainer that saw an error fails the test here; past the end (no more faults) the
+        // trainers go on, at most 60 s, until they made the steps asked below
+        oracle.run(t, 2, end, 51, end + TimeUnit.SECONDS.toNanos(60));
         assertEquals(3, mover.get());
         pool.shutdown();
         assertTrue(oracle.steps > 50, "only " + oracle.steps + " steps");
@@ -212,7 +214,9 @@ class ClusterMapTest {
           moverDone[0] = System.nanoTime();
           return epochs;
         });
-        oracle.run(t, 2, end); // a trainer that saw an error fails the test here
+        // a trainer that saw an error fails the test here; past the end (no more faults) the
+        // trainers go on, at most 60 s, until they made the steps asked below
+        oracle.run(t, 2, end, 51, end + TimeUnit.SECONDS.toNanos(60));
         long[] epochs = mover.get();
         pool.shutdown();
         assertTrue(moverDone[0] < end, "the moves ended after the trainers stopped");
