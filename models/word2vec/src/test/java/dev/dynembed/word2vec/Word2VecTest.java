@@ -78,6 +78,20 @@ class Word2VecTest {
   }
 
   @Test
+  void finalLoss_isTheLastTenthsMean_notTheLastShortInterval() {
+    // 10 intervals of 100 words at loss 2, then a 4-word interval that ended at 5
+    List<double[]> curve = new ArrayList<>();
+    for (int i = 1; i <= 10; i++) {
+      curve.add(new double[] {100 * i, 2});
+    }
+    curve.add(new double[] {1004, 5});
+    // the last tenth: 100.4 words, 96.4 of them at 2 and 4 at 5
+    assertEquals((96.4 * 2 + 4 * 5) / 100.4, Word2Vec.Result.tailLoss(curve), 1e-12);
+    assertEquals(3.0, Word2Vec.Result.tailLoss(List.of(new double[] {7, 3})), 0);
+    assertTrue(Double.isNaN(Word2Vec.Result.tailLoss(List.of())));
+  }
+
+  @Test
   void training_onTwoLoopbackShards_separatesTopics(@TempDir Path model) throws Exception {
     List<dev.dynembed.table.server.TableServer> servers = new ArrayList<>();
     List<String> endpoints = new ArrayList<>();
