@@ -210,6 +210,41 @@ class BowNetTest {
       assertEquals(0, code, log);
       assertEquals(inProcess, List.of(labels.toString(StandardCharsets.UTF_8).split("\n")), log);
       assertTrue(log.contains("cache of table 'bow_words'") && log.contains("rows cached"), log);
+      // serving replicas of those shards (table-server --serve-from, issue 54) serve classify
+      // the same predictions
+      try (dev.dynembed.table.tools.LocalShardProcesses replicas =
+          dev.dynembed.table.tools.LocalShardProcesses.servingReplicas(shards.endpoints(),
+              dir.resolve("replicas"), "256m", 5000);
+          TableClient onReplicas = TableClients.connect(replicas.endpoints())) {
+        long ready = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(60);
+        while (true) { // they serve once they loaded their shards' snapshots
+          try {
+            onReplicas.openTable("bow_words").find("x");
+            break;
+          } catch (dev.dynembed.table.common.TableException e) {
+            if (System.nanoTime() > ready) {
+              throw e;
+            }
+            Thread.sleep(100);
+          }
+        }
+        labels.reset();
+        err.reset();
+        try {
+          System.setOut(new java.io.PrintStream(labels, true, StandardCharsets.UTF_8));
+          System.setErr(new java.io.PrintStream(err, true, StandardCharsets.UTF_8));
+          code = new picocli.CommandLine(new BowNetCli()).execute("classify", "--model",
+              model.toString(), "--data", dir.resolve("test.txt").toString(), "--endpoints",
+              String.join(",", replicas.endpoints()));
+        } finally {
+          System.setOut(saved);
+          System.setErr(savedErr);
+        }
+        log = err.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, log);
+        assertEquals(inProcess, List.of(labels.toString(StandardCharsets.UTF_8).split("\n")),
+            log);
+      }
     }
     // a cache without shards to read through is refused, naming the options
     java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();

@@ -50,6 +50,12 @@ public final class ServingReplicaBench implements Callable<Integer> {
       + " training shard processes ({shard}: its index)") String shardJavaOpts;
   @Option(names = "--max-lag-ms", defaultValue = "5000",
       description = "the replicas' bound (default ${DEFAULT-VALUE})") long maxLagMs;
+  @Option(names = "--load-command", paramLabel = "CMD", description = "instead of the"
+      + " lookup+update loop, run this shell command as the training load ({endpoints}: the"
+      + " training shards' endpoints; {data-dir}: their data directory, where a model's"
+      + " checkpoints must go), e.g. a word2vec run with --endpoints {endpoints}; the"
+      + " case lasts as long as it runs (measured after --warmup), its output's last lines"
+      + " printed") String loadCommand;
 
   public static void main(String[] args) {
     System.exit(new CommandLine(new ServingReplicaBench()).execute(args));
@@ -74,7 +80,7 @@ public final class ServingReplicaBench implements Callable<Integer> {
           TableClient trainer = TableClients.connect(training.endpoints());
           TableClient reader = serving == null ? null : TableClients.connect(serving.endpoints(),
               ClientOptions.builder().retryFor(Duration.ofSeconds(30)).build())) {
-        run(training, serving, trainer, reader, replicas);
+        run(training, serving, trainer, reader, replicas, dir.resolve("t"));
         if (serving != null) {
           for (int i = 0; i < 2; i++) {
             for (String line : Files.readAllLines(LocalShardProcesses.logOf(dir.resolve("s"),
@@ -95,7 +101,7 @@ public final class ServingReplicaBench implements Callable<Integer> {
   }
 
   private void run(LocalShardProcesses training, LocalShardProcesses serving,
-      TableClient trainer, TableClient reader, boolean replicas) throws Exception {
+      TableClient trainer, TableClient reader, boolean replicas, Path dataDir) throws Exception {
     EmbeddingTable t = trainer.createTable(TableConfigs.builder("sv", dim)
         .setOptimizer(TableConfigs.adagrad(0.1f, 0.1f, 1e-8f)).build());
     String[] ticks = new String[2];
@@ -110,11 +116,13 @@ public final class ServingReplicaBench implements Callable<Integer> {
     tickTable.findOrInsert(ticks, true);
     long start = System.nanoTime();
     long from = start + (long) (warmup * 1e9);
-    long end = from + (long) (seconds * 1e9);
+    // a command's case ends when it exits
+    java.util.concurrent.atomic.AtomicLong endAt = new java.util.concurrent.atomic.AtomicLong(
+        loadCommand != null ? Long.MAX_VALUE : from + (long) (seconds * 1e9));
     ExecutorService pool = Executors.newFixedThreadPool(3);
     List<Long> acked = java.util.Collections.synchronizedList(new ArrayList<>());
     Future<?> ticker = pool.submit(() -> {
-      while (System.nanoTime() < end) {
+      while (System.nanoTime() < endAt.get()) {
         tickTable.applyGradients(ticks, new float[] {-1, -1}, 0f, 0);
         acked.add(System.nanoTime());
         Thread.sleep(20);
@@ -129,7 +137,7 @@ public final class ServingReplicaBench implements Callable<Integer> {
       SplittableRandom rnd = new SplittableRandom(9);
       Zipf zipf = new Zipf(numKeys, 1.0);
       String[] keys = new String[readKeys];
-      while (System.nanoTime() < end) {
+      while (System.nanoTime() < endAt.get()) {
         long began = System.nanoTime();
         try {
           if (r == null) {
@@ -168,7 +176,16 @@ public final class ServingReplicaBench implements Callable<Integer> {
     float[] g = new float[batch * dim];
     Arrays.fill(g, 0.01f);
     long step = 0;
-    while (System.nanoTime() < end) {
+    double measured = seconds;
+    if (loadCommand != null) {
+      Thread.sleep((long) (warmup * 1000));
+      cpu0 = training.cpuSeconds();
+      rcpu0 = serving == null ? 0 : serving.cpuSeconds();
+      me0 = LocalShardProcesses.cpuSeconds(ProcessHandle.current().pid());
+      measured = runLoad(String.join(",", training.endpoints()), dataDir, from);
+      endAt.set(System.nanoTime());
+    }
+    while (System.nanoTime() < endAt.get()) {
       if (Double.isNaN(cpu0) && System.nanoTime() >= from) {
         cpu0 = training.cpuSeconds();
         rcpu0 = serving == null ? 0 : serving.cpuSeconds();
@@ -194,9 +211,36 @@ public final class ServingReplicaBench implements Callable<Integer> {
     long[] l = lags.stream().mapToLong(Long::longValue).sorted().toArray();
     String lag = l.length == 0 ? "-" : String.format(Locale.ROOT, "%.0f / %.0f / %.0f ms",
         l[l.length / 2] / 1e6, l[(int) (l.length * 0.99)] / 1e6, l[l.length - 1] / 1e6);
-    System.out.printf(Locale.ROOT, "| %s | %,.0f | %.1f / %.1f / %.1f | %s | %s | %s |%n",
-        replicas ? "a serving replica per shard" : "none", keysDone / seconds, cpu, rcpu, me, lag,
-        replicas ? String.format(Locale.ROOT, "%,.0f", reads[0] / seconds) : "-",
+    System.out.printf(Locale.ROOT, "| %s | %s | %.1f / %.1f / %.1f | %s | %s | %s |%n",
+        replicas ? "a serving replica per shard" : "none", loadCommand != null
+            ? String.format(Locale.ROOT, "(command) %.1f s", measured)
+            : String.format(Locale.ROOT, "%,.0f", keysDone / seconds), cpu, rcpu, me, lag,
+        replicas ? String.format(Locale.ROOT, "%,.0f", reads[0] / measured) : "-",
         replicas ? String.valueOf(reads[1]) : "-");
+  }
+
+  /**
+   * Runs --load-command to its end (its output in a temporary file, whose last lines are
+   * printed); returns the seconds from {@code from} (the warm-up's end) to its exit.
+   */
+  private double runLoad(String endpoints, Path dataDir, long from) throws Exception {
+    Path out = Files.createTempFile("serving-load", ".log");
+    try {
+      Process p = new ProcessBuilder("bash", "-c", loadCommand
+          .replace("{endpoints}", endpoints).replace("{data-dir}", dataDir.toString()))
+          .redirectErrorStream(true).redirectOutput(out.toFile()).start();
+      int code = p.waitFor();
+      double secs = (System.nanoTime() - from) / 1e9;
+      List<String> lines = Files.readAllLines(out);
+      for (String line : lines.subList(Math.max(0, lines.size() - 8), lines.size())) {
+        System.out.println("  load: " + line);
+      }
+      if (code != 0) {
+        throw new IllegalStateException("--load-command exited with " + code);
+      }
+      return secs;
+    } finally {
+      Files.deleteIfExists(out);
+    }
   }
 }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.dynembed.table.common.KeyHashing;
+import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.tools.ExactOracle;
 import dev.dynembed.table.tools.LocalShardProcesses;
@@ -61,7 +62,7 @@ class ServingReplicaTest {
         LocalShardProcesses serving = LocalShardProcesses.servingReplicas(training.endpoints(),
             dir.resolve("s"), "256m", BOUND_MS)) {
       follow(String.join(",", training.endpoints()), training, serving,
-          () -> training.kill(0)); // SIGKILL; restarted, it recovers from its log
+          trainer -> training.kill(0)); // SIGKILL; restarted, it recovers from its log
     }
   }
 
@@ -77,12 +78,124 @@ class ServingReplicaTest {
             dir.resolve("t"), "256m", "", List.of(), List.of());
         LocalShardProcesses serving = LocalShardProcesses.servingReplicas(training.spec(), 2,
             dir.resolve("s"), "256m", BOUND_MS)) {
-      follow(training.spec(), training, serving, () -> training.killPrimary(0, false));
+      follow(training.spec(), training, serving, trainer -> training.killPrimary(0, false));
+    }
+  }
+
+  /**
+   * Issue 54 item 4: replicas started from a checkpoint ({@code --start-from}) answer its rows
+   * while their training shards do not answer (stopped with SIGSTOP), then, once the shards
+   * answer again, load their tables and follow them.
+   */
+  @Test
+  void replicasStartedFromACheckpoint_serveItWhileTrainingIsStopped_thenFollow()
+      throws Exception {
+    ClientOptions patient = ClientOptions.builder().retryFor(Duration.ofSeconds(60))
+        .deadline(Duration.ofSeconds(10)).build();
+    try (LocalShardProcesses training = new LocalShardProcesses(2, 0, dir.resolve("t"), "256m",
+            "");
+        TableClient trainer = TableClients.connect(training.endpoints(), patient)) {
+      EmbeddingTable t = trainer.createTable(ExactOracle.config("ck", DIM).build());
+      ExactOracle oracle = new ExactOracle(KEYS, DIM);
+      oracle.run(t, 2, System.nanoTime() + TimeUnit.SECONDS.toNanos(2));
+      String[] keys = oracle.keys();
+      Path saved = dir.resolve("t").resolve("ckpt");
+      t.save(saved, oracle.steps);
+      float[] atSave = t.find(keys).rows();
+      assertArrayEquals(oracle.rows, atSave, 0f);
+      oracle.run(t, 2, System.nanoTime() + TimeUnit.SECONDS.toNanos(2)); // training goes on
+      float[] later = t.find(keys).rows();
+      assertTrue(!java.util.Arrays.equals(atSave, later), "training changed no row");
+      Path copy = dir.resolve("s").resolve("ckpt"); // copied to the replicas' data directory
+      java.nio.file.Files.createDirectories(copy);
+      try (var files = java.nio.file.Files.list(saved)) {
+        for (Path f : files.toList()) {
+          java.nio.file.Files.copy(f, copy.resolve(f.getFileName()));
+        }
+      }
+      for (long pid : training.pids()) {
+        FaultProbe.signal("STOP", pid);
+      }
+      try (LocalShardProcesses serving = new LocalShardProcesses(2, 0, dir.resolve("s"), "256m",
+              "", List.of(), List.of("--serve-from", "{shard-of:"
+                  + String.join(",", training.endpoints()) + "}", "--max-lag-ms",
+                  String.valueOf(BOUND_MS), "--start-from", copy.toString()));
+          TableClient reader = TableClients.connect(serving.endpoints(), patient)) {
+        try {
+          fromCheckpoint(reader, t, oracle, atSave, later, training);
+        } catch (Exception | AssertionError e) {
+          throw new AssertionError("the replicas' logs:\n"
+              + java.nio.file.Files.readString(serving.logOfProcess(0))
+              + java.nio.file.Files.readString(serving.logOfProcess(1)), e);
+        }
+        for (int i = 0; i < 2; i++) {
+          String log = java.nio.file.Files.readString(serving.logOfProcess(i));
+          assertTrue(log.contains("started from checkpoint") && log.contains("loaded its"
+              + " snapshot"), log);
+        }
+        System.out.printf("serving replicas started from a checkpoint: its rows served while the"
+            + " training shards were stopped, then followed them (%d trainer steps)%n",
+            oracle.steps);
+      }
+    }
+  }
+
+  /** The checkpoint start's checks: its rows while training is stopped, then following. */
+  private static void fromCheckpoint(TableClient reader, EmbeddingTable t, ExactOracle oracle,
+      float[] atSave, float[] later, LocalShardProcesses training) throws Exception {
+    String[] keys = oracle.keys();
+    EmbeddingTable r = reader.openTable("ck");
+    // the checkpoint's rows, although the training shards have not answered
+    assertArrayEquals(atSave, r.find(keys).rows(), 0f);
+    TableException refused = assertThrows(TableException.class,
+        () -> r.applyGradients(new String[] {"key1"}, new float[DIM], 0f, 1));
+    assertTrue(refused.getMessage().contains("serving replica"), refused.getMessage());
+    for (long pid : training.pids()) {
+      FaultProbe.signal("CONT", pid);
+    }
+    // then they load the training shards' tables and follow them
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (!java.util.Arrays.equals(later, r.find(keys).rows())
+        && System.nanoTime() < deadline) {
+      Thread.sleep(100);
+    }
+    assertArrayEquals(later, r.find(keys).rows(), 0f);
+    oracle.run(t, 2, System.nanoTime() + TimeUnit.SECONDS.toNanos(2));
+    assertArrayEquals(oracle.rows, t.find(keys).rows(), 0f);
+    while (!java.util.Arrays.equals(oracle.rows, r.find(keys).rows())
+        && System.nanoTime() < deadline) {
+      Thread.sleep(100);
+    }
+    assertArrayEquals(oracle.rows, r.find(keys).rows(), 0f);
+  }
+
+  /**
+   * The same while slots move between the training shards (a quarter of the slots to shard 1,
+   * then spread evenly again): the replicas follow each shard's moves in its log (rows staged,
+   * the new map, rows dropped), and their clients follow the maps as a training client does
+   * (MOVED from a replica with a newer map, UNAVAILABLE and a resend from one that lags).
+   */
+  @Test
+  void replicasFollowTraining_throughSlotMoves() throws Exception {
+    try (LocalShardProcesses training = new LocalShardProcesses(2, 0, dir.resolve("t"), "256m",
+            "");
+        LocalShardProcesses serving = LocalShardProcesses.servingReplicas(training.endpoints(),
+            dir.resolve("s"), "256m", BOUND_MS)) {
+      follow(String.join(",", training.endpoints()), training, serving, trainer -> {
+        SlotMap now = SlotMap.implicit(2);
+        Resharding.Result moved = Resharding.reshard(trainer,
+            now.withOwner(0, now.slots() / 4, 1, 1), p -> {});
+        Thread.sleep(1000);
+        Resharding.Result back = Resharding.rebalance(trainer, 2, p -> {});
+        System.out.printf("slot moves while replicas serve: %d rows moved to shard 1, %d moved"
+            + " back (map epoch %d)%n", moved.rowsMoved(), back.rowsMoved(), back.map().epoch());
+        assertTrue(moved.rowsMoved() > 0 && back.rowsMoved() > 0, "no row moved");
+      });
     }
   }
 
   interface Fault {
-    void inject() throws Exception;
+    void inject(TableClient trainer) throws Exception;
   }
 
   private void follow(String trainingSpec, LocalShardProcesses training,
@@ -144,7 +257,7 @@ class ServingReplicaTest {
       });
       Future<?> killer = pool.submit(() -> {
         Thread.sleep(5000);
-        trainingFault.inject();
+        trainingFault.inject(trainer);
         Thread.sleep(5000);
         serving.kill(1); // a replica: restarted, it rejoins
         return null;

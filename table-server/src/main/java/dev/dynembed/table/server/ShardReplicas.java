@@ -308,20 +308,23 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
    * refused for lag) and until its first load.
    */
   void serve(String endpoint, long maxLagMillis) {
-    serve(endpoint, () -> endpoint, maxLagMillis);
+    serve(endpoint, () -> endpoint, maxLagMillis, false);
   }
 
   /**
    * As {@link #serve(String, long)}, the training shard's address asked of {@code resolve} at
    * every connection (the primary of a replicated group, from the cluster map: a replica follows
-   * a failover); {@code source} names it in messages.
+   * a failover); {@code source} names it in messages. {@code fromCheckpoint}: its tables were
+   * restored from a checkpoint (--start-from), and reads are answered from them until the first
+   * load instead of refused.
    */
-  void serve(String source, java.util.function.Supplier<String> resolve, long maxLagMillis) {
+  void serve(String source, java.util.function.Supplier<String> resolve, long maxLagMillis,
+      boolean fromCheckpoint) {
     this.maxLagMillis = maxLagMillis;
     engine.setReadOnly("this process is a serving replica of shard " + engine.shardIndex()
         + " at " + source + ": it takes no changes; send them to the training shard");
-    engine.refuse(name() + ": this serving replica has not loaded its training shard's tables"
-        + " yet; resend later");
+    engine.refuse(fromCheckpoint ? null : name() + ": this serving replica has not loaded its"
+        + " training shard's tables yet; resend later");
     ClusterMember primary = ClusterMember.of(engine.shardIndex(), engine.numShards(), source,
         0, "training-shard");
     synchronized (sessionLock) {

@@ -204,6 +204,13 @@ public final class TableServerMain implements Callable<Integer> {
       + " ${DEFAULT-VALUE}")
   long maxLagMs;
 
+  @Option(names = "--start-from", paramLabel = "DIR", description = "with --serve-from: a"
+      + " replica whose state holds no tables yet first restores every table of this checkpoint"
+      + " directory (as `restore` does, inside --data-dir; its shard's part of any shard count)"
+      + " and answers reads from it, however old, until its first load from the training shard;"
+      + " from then on --max-lag-ms applies (docs/design/0024-vectors-in.md)")
+  String startFrom;
+
   @Option(names = "--peer-tls-ca", description = "with --replication and TLS: the PEM CA that"
       + " signs the other processes' certificates (default --tls-client-ca); a follower presents"
       + " --tls-cert as its client certificate, whose CN the primary must list in"
@@ -403,6 +410,10 @@ public final class TableServerMain implements Callable<Integer> {
         throw new UsageError(refusal);
       }
     }
+    if (startFrom != null && serveFrom == null) {
+      throw usage("--start-from is for a serving replica (--serve-from): a training shard"
+          + " restores checkpoints with `table-cli restore`");
+    }
     if (replication == null) {
       if (minSyncReplicas != null) {
         throw usage("--min-sync-replicas is for --replication sync");
@@ -436,6 +447,9 @@ public final class TableServerMain implements Callable<Integer> {
 
   private Integer serve(DataPlaneServer.ConnectionLimits limits) throws Exception {
     ShardEngine engine = newEngine();
+    if (serveFrom != null) { // until it follows: neither its own state's tables nor none served
+      engine.refuse("shard " + shardIndex + ": this serving replica is starting; resend later");
+    }
     ShardMetrics metrics = metricsPort == null ? null : new ShardMetrics(engine);
     java.util.List<io.grpc.ServerInterceptor> interceptors = new java.util.ArrayList<>();
     if (metrics != null) {
@@ -489,6 +503,7 @@ public final class TableServerMain implements Callable<Integer> {
     }
     printListening(server, tls, metrics);
     recover(engine, state, onLogFailure);
+    boolean fromCheckpoint = startFrom != null && startFromCheckpoint(engine);
     if (serveFrom != null && serveFrom.startsWith("etcd://")) {
       // the shard's entry in the map: its primary, for a replicated group; read at every
       // connection, so that the replica follows a failover or a restart elsewhere
@@ -504,12 +519,12 @@ public final class TableServerMain implements Callable<Integer> {
         throw usage("--serve-from %s: the cluster has %d shards but this replica was started"
             + " with --num-shards %d", serveFrom, map.numShards(), numShards);
       }
-      replicas.serve(serveFrom, () -> map.endpoint(shardIndex), maxLagMs);
+      replicas.serve(serveFrom, () -> map.endpoint(shardIndex), maxLagMs, fromCheckpoint);
       System.out.printf("table-server shard %d is a serving replica of shard %d of %s (reads"
           + " refused while it may lag by more than %d ms)%n", shardIndex, shardIndex, serveFrom,
           maxLagMs);
     } else if (serveFrom != null) {
-      replicas.serve(serveFrom, maxLagMs);
+      replicas.serve(serveFrom, () -> serveFrom, maxLagMs, fromCheckpoint);
       System.out.printf("table-server shard %d is a serving replica of %s (reads refused while"
           + " it may lag by more than %d ms)%n", shardIndex, serveFrom, maxLagMs);
     } else if (replicationMode != null) {
@@ -655,6 +670,45 @@ public final class TableServerMain implements Callable<Integer> {
           + " ms%n", shardIndex, engine.redisTier().address(), engine.redisTier().prefix(),
           redisTierFlushMs);
     }
+  }
+
+  /**
+   * A serving replica's start from a checkpoint (--start-from): every table of the directory
+   * restored, this shard's part, unless the replica's own state already holds tables (what it
+   * followed before a restart is newer than any checkpoint). Returns whether it restored.
+   */
+  private boolean startFromCheckpoint(ShardEngine engine) throws UsageError {
+    if (!engine.tables().isEmpty()) {
+      System.out.printf("table-server shard %d: --start-from %s ignored: its own state holds %d"
+          + " tables (what it followed before it stopped)%n", shardIndex, startFrom,
+          engine.tables().size());
+      return false;
+    }
+    Path dir;
+    java.util.List<String> tables;
+    try {
+      dir = engine.resolve(startFrom);
+      tables = dev.dynembed.table.common.CheckpointFormat.tablesIn(dir);
+    } catch (dev.dynembed.table.common.TableException | java.io.IOException e) {
+      throw usage("--start-from %s: %s", startFrom, e.getMessage());
+    }
+    if (tables.isEmpty()) {
+      throw usage("--start-from %s: no checkpoint manifest (TABLE.manifest.json) in %s",
+          startFrom, dir);
+    }
+    long rows = 0;
+    for (String table : tables) {
+      try {
+        rows += engine.restore(table, startFrom,
+            dev.dynembed.table.common.CheckpointFormat.readManifest(dir, table).getFilesList());
+      } catch (dev.dynembed.table.common.TableException e) {
+        throw usage("--start-from %s: table '%s': %s", startFrom, table, e.getMessage());
+      }
+    }
+    System.out.printf("table-server shard %d: started from checkpoint %s: %d tables, %d rows;"
+        + " reads answer from it until the first load from the training shard%n", shardIndex,
+        startFrom, tables.size(), rows);
+    return true;
   }
 
   /** A replicated shard joins its group in etcd: the election makes it primary or follower. */

@@ -103,6 +103,7 @@ class TableServerMainTest {
             write("tokens", "admin T\n").toString()},
         {"--advertise is what --cluster registers", "--advertise", "h"},
         {"names no cluster", "--cluster", "etcd://127.0.0.1:2379"},
+        {"--start-from is for a serving replica (--serve-from)", "--start-from", "ckpt"},
     };
     for (String[] c : cases) {
       String[] args = new String[c.length - 1 + 4];

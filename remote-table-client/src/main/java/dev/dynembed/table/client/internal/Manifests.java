@@ -9,7 +9,6 @@ import dev.dynembed.table.v1.CheckpointManifest;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 
@@ -23,7 +22,7 @@ public final class Manifests {
   private Manifests() {}
 
   static Path path(Path dir, String table) {
-    return dir.resolve(table + ".manifest.json");
+    return CheckpointFormat.manifestPath(dir, table);
   }
 
   /** Writes the manifest beside a temporary name and renames it into place. */
@@ -42,30 +41,6 @@ public final class Manifests {
 
   /** The manifest of a table's checkpoint in {@code dir}, checked for consistency. */
   public static CheckpointManifest read(Path dir, String table) {
-    Path p = path(dir, table);
-    try {
-      CheckpointManifest.Builder b = CheckpointManifest.newBuilder();
-      JsonFormat.parser().merge(Files.readString(p, StandardCharsets.UTF_8), b);
-      CheckpointManifest m = b.build();
-      if (m.getFormatVersion() != CheckpointFormat.VERSION) {
-        throw TableException.of(ErrorCode.FAILED_PRECONDITION, String.format(
-            "manifest %s has format version %d; this build reads %d", p, m.getFormatVersion(),
-            CheckpointFormat.VERSION), table, -1, "restore", null);
-      }
-      if (!m.getTable().equals(table) || m.getFilesCount() != m.getNumShards()
-          || m.getFilesCount() == 0) {
-        throw TableException.of(ErrorCode.DATA_LOSS, String.format(
-            "manifest %s is inconsistent (table '%s', %d files for %d shards)", p, m.getTable(),
-            m.getFilesCount(), m.getNumShards()), table, -1, "restore", null);
-      }
-      return m;
-    } catch (NoSuchFileException e) {
-      throw TableException.of(ErrorCode.DATA_LOSS, "no checkpoint manifest " + p
-          + " (not a checkpoint directory of this table, or its save did not finish)", table, -1,
-          "restore", e);
-    } catch (IOException e) {
-      throw TableException.of(ErrorCode.DATA_LOSS, "manifest " + p + " cannot be read: "
-          + e.getMessage(), table, -1, "restore", e);
-    }
+    return CheckpointFormat.readManifest(dir, table);
   }
 }
