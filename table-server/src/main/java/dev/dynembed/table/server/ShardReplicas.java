@@ -1133,21 +1133,39 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
             return; // stopped
           }
         }
-        long fresh = freshAtNanos;
-        long bound = maxLagMillis;
-        if (fresh == NEVER || reloading) {
-          continue; // not loaded yet (refused since serve()), or loading again
-        }
-        long lag = (System.nanoTime() - fresh) / 1_000_000;
-        String why = engine.notReadyMessage();
-        if (bound > 0 && lag > bound) {
-          engine.refuse(name() + ": this serving replica lags " + lag + " ms behind its"
-              + " training shard at " + primary.endpoint() + " (bound --max-lag-ms " + bound
-              + "); resend later, or to another replica");
-        } else if (why != null && why.contains("serving replica")) {
-          engine.refuse(null);
+        synchronized (this) { // a load's refusal is never lifted here while it runs
+          long fresh = freshAtNanos;
+          long bound = maxLagMillis;
+          if (fresh == NEVER || reloading) {
+            continue; // not loaded yet (refused since serve()), or loading again
+          }
+          long lag = (System.nanoTime() - fresh) / 1_000_000;
+          String why = engine.notReadyMessage();
+          if (bound > 0 && lag > bound) {
+            engine.refuse(name() + ": this serving replica lags " + lag + " ms behind its"
+                + " training shard at " + primary.endpoint() + " (bound --max-lag-ms " + bound
+                + "); resend later, or to another replica");
+          } else if (why != null && why.contains("serving replica")) {
+            engine.refuse(null);
+          }
         }
       }
+    }
+
+    /** A serving replica's tables are being replaced: reads refused until {@link #reloaded}. */
+    private synchronized void reloading() {
+      reloading = true;
+      engine.refuse(name() + ": this serving replica is loading its training shard's"
+          + " snapshot; resend later");
+    }
+
+    /**
+     * Its tables are whole again (a snapshot loaded, or a rejoin from its own log accepted):
+     * the bound decides from now on.
+     */
+    private synchronized void reloaded(long applied) {
+      reloading = false;
+      reached(applied);
     }
 
     /** This replica's freshness after applying up to {@code applied}. */
@@ -1179,9 +1197,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           closeFile();
           long start = m.getSnapshotDone();
           if (serving) { // its tables are swapped: reads wait (UNAVAILABLE) rather than miss
-            reloading = true;
-            engine.refuse(name() + ": this serving replica is loading its training shard's"
-                + " snapshot; resend later");
+            reloading();
           }
           ShardState old = state.getAndSet(null);
           if (old != null) {
@@ -1195,8 +1211,7 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
           writeFollowEpoch(epoch);
           loaded = true;
           if (serving) {
-            reloading = false;
-            reached(fresh.lastLsn());
+            reloaded(fresh.lastLsn());
           }
           System.out.printf("table-server shard %d follows %s (epoch %d): loaded its snapshot"
               + " at record %d (%d tables)%n", engine.shardIndex(), primary.endpoint(), epoch,
@@ -1216,8 +1231,8 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
             writeFollowEpoch(epoch);
           }
           loaded = true;
-          if (serving) {
-            reached(s.lastLsn());
+          if (serving) { // also after a load that failed past its swap
+            reloaded(s.lastLsn());
           }
           System.out.printf("table-server shard %d follows %s (epoch %d): rejoined from its own"
               + " log after record %d (no snapshot)%n", engine.shardIndex(), primary.endpoint(),
