@@ -193,22 +193,12 @@ class BowNetTest {
         new dev.dynembed.table.tools.LocalShardProcesses(2, 0, dir.resolve("shards"), "256m", "");
         TableClient onShards = TableClients.connect(shards.endpoints())) {
       BowNetServable.open(model, onShards, true); // restores the table onto the shards
-      java.io.ByteArrayOutputStream labels = new java.io.ByteArrayOutputStream();
-      java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
-      java.io.PrintStream savedErr = System.err;
-      try {
-        System.setOut(new java.io.PrintStream(labels, true, StandardCharsets.UTF_8));
-        System.setErr(new java.io.PrintStream(err, true, StandardCharsets.UTF_8));
-        code = new picocli.CommandLine(new BowNetCli()).execute("classify", "--model",
-            model.toString(), "--data", dir.resolve("test.txt").toString(), "--endpoints",
-            String.join(",", shards.endpoints()), "--cache-mb", "4");
-      } finally {
-        System.setOut(saved);
-        System.setErr(savedErr);
-      }
-      String log = err.toString(StandardCharsets.UTF_8);
-      assertEquals(0, code, log);
-      assertEquals(inProcess, List.of(labels.toString(StandardCharsets.UTF_8).split("\n")), log);
+      String[] run = classify("--model", model.toString(), "--data",
+          dir.resolve("test.txt").toString(), "--endpoints", String.join(",", shards.endpoints()),
+          "--cache-mb", "4");
+      String log = run[2];
+      assertEquals("0", run[0], log);
+      assertEquals(inProcess, List.of(run[1].split("\n")), log);
       assertTrue(log.contains("cache of table 'bow_words'") && log.contains("rows cached"), log);
       // serving replicas of those shards (table-server --serve-from, issue 54) serve classify
       // the same predictions
@@ -228,22 +218,10 @@ class BowNetTest {
             Thread.sleep(100);
           }
         }
-        labels.reset();
-        err.reset();
-        try {
-          System.setOut(new java.io.PrintStream(labels, true, StandardCharsets.UTF_8));
-          System.setErr(new java.io.PrintStream(err, true, StandardCharsets.UTF_8));
-          code = new picocli.CommandLine(new BowNetCli()).execute("classify", "--model",
-              model.toString(), "--data", dir.resolve("test.txt").toString(), "--endpoints",
-              String.join(",", replicas.endpoints()));
-        } finally {
-          System.setOut(saved);
-          System.setErr(savedErr);
-        }
-        log = err.toString(StandardCharsets.UTF_8);
-        assertEquals(0, code, log);
-        assertEquals(inProcess, List.of(labels.toString(StandardCharsets.UTF_8).split("\n")),
-            log);
+        run = classify("--model", model.toString(), "--data", dir.resolve("test.txt").toString(),
+            "--endpoints", String.join(",", replicas.endpoints()));
+        assertEquals("0", run[0], run[2]);
+        assertEquals(inProcess, List.of(run[1].split("\n")), run[2]);
       }
     }
     // a cache without shards to read through is refused, naming the options
@@ -254,6 +232,28 @@ class BowNetTest {
         dir.resolve("test.txt").toString(), "--cache-mb", "4");
     assertTrue(code != 0, "--cache-mb without --endpoints was accepted");
     assertTrue(err.toString(StandardCharsets.UTF_8).contains("--cache-mb"), err.toString());
+  }
+
+  /** {@code bownet classify ARGS}: its exit code, standard output and standard error. */
+  private static String[] classify(String... args) {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream savedOut = System.out;
+    java.io.PrintStream savedErr = System.err;
+    int code;
+    try {
+      System.setOut(new java.io.PrintStream(out, true, StandardCharsets.UTF_8));
+      System.setErr(new java.io.PrintStream(err, true, StandardCharsets.UTF_8));
+      String[] all = new String[args.length + 1];
+      all[0] = "classify";
+      System.arraycopy(args, 0, all, 1, args.length);
+      code = new picocli.CommandLine(new BowNetCli()).execute(all);
+    } finally {
+      System.setOut(savedOut);
+      System.setErr(savedErr);
+    }
+    return new String[] {String.valueOf(code), out.toString(StandardCharsets.UTF_8),
+        err.toString(StandardCharsets.UTF_8)};
   }
 
   @Test
