@@ -116,10 +116,9 @@ class ServingReplicaTest {
       for (long pid : training.pids()) {
         FaultProbe.signal("STOP", pid);
       }
-      try (LocalShardProcesses serving = new LocalShardProcesses(2, 0, dir.resolve("s"), "256m",
-              "", List.of(), List.of("--serve-from", "{shard-of:"
-                  + String.join(",", training.endpoints()) + "}", "--max-lag-ms",
-                  String.valueOf(BOUND_MS), "--start-from", copy.toString()));
+      try (LocalShardProcesses serving = LocalShardProcesses.servingReplicas(
+              training.endpoints(), dir.resolve("s"), "256m", BOUND_MS,
+              List.of("--start-from", copy.toString()));
           TableClient reader = TableClients.connect(serving.endpoints(), patient)) {
         try {
           fromCheckpoint(reader, t, oracle, atSave, later, training);

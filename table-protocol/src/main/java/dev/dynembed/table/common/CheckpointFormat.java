@@ -19,9 +19,12 @@ public final class CheckpointFormat {
 
   public static final int VERSION = 1;
 
+  /** What a table's manifest's name ends with after the table's name. */
+  private static final String MANIFEST_SUFFIX = ".manifest.json";
+
   /** Where a table's manifest lies in a checkpoint directory. */
   public static Path manifestPath(Path dir, String table) {
-    return dir.resolve(table + ".manifest.json");
+    return dir.resolve(table + MANIFEST_SUFFIX);
   }
 
   /** The manifest of a table's checkpoint in {@code dir}, checked for consistency. */
@@ -57,8 +60,8 @@ public final class CheckpointFormat {
   public static java.util.List<String> tablesIn(Path dir) throws IOException {
     try (java.util.stream.Stream<Path> files = Files.list(dir)) {
       return files.map(f -> f.getFileName().toString())
-          .filter(n -> n.endsWith(".manifest.json") && n.length() > ".manifest.json".length())
-          .map(n -> n.substring(0, n.length() - ".manifest.json".length())).sorted().toList();
+          .filter(n -> n.endsWith(MANIFEST_SUFFIX) && n.length() > MANIFEST_SUFFIX.length())
+          .map(n -> n.substring(0, n.length() - MANIFEST_SUFFIX.length())).sorted().toList();
     }
   }
 }

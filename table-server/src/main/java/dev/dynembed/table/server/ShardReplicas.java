@@ -302,19 +302,12 @@ final class ShardReplicas extends ShardReplicationGrpc.ShardReplicationImplBase
   }
 
   /**
-   * Makes this process a serving replica of the shard at {@code endpoint} (docs/design/
-   * 0024-vectors-in.md): read-only, its tables loaded from that shard's snapshot and kept up to
-   * date from its log; reads are refused while it lags by more than {@code maxLagMillis} (0: never
-   * refused for lag) and until its first load.
-   */
-  void serve(String endpoint, long maxLagMillis) {
-    serve(endpoint, () -> endpoint, maxLagMillis, false);
-  }
-
-  /**
-   * As {@link #serve(String, long)}, the training shard's address asked of {@code resolve} at
-   * every connection (the primary of a replicated group, from the cluster map: a replica follows
-   * a failover); {@code source} names it in messages. {@code fromCheckpoint}: its tables were
+   * Makes this process a serving replica of a training shard (docs/design/0024-vectors-in.md):
+   * read-only, its tables loaded from that shard's snapshot and kept up to date from its log;
+   * reads are refused while it lags by more than {@code maxLagMillis} (0: never refused for lag)
+   * and until its first load. The shard's address is asked of {@code resolve} at every
+   * connection (the primary of a replicated group, from the cluster map: a replica follows a
+   * failover); {@code source} names it in messages. {@code fromCheckpoint}: its tables were
    * restored from a checkpoint (--start-from), and reads are answered from them until the first
    * load instead of refused.
    */

@@ -285,10 +285,18 @@ public final class LocalShardProcesses implements AutoCloseable {
    */
   public static LocalShardProcesses servingReplicas(List<String> training, Path dataDir,
       String heap, long maxLagMs) throws IOException {
+    return servingReplicas(training, dataDir, heap, maxLagMs, List.of());
+  }
+
+  /** As above, with more {@code table-server} options (e.g. {@code --start-from DIR}). */
+  public static LocalShardProcesses servingReplicas(List<String> training, Path dataDir,
+      String heap, long maxLagMs, List<String> more) throws IOException {
+    List<String> args = new java.util.ArrayList<>(List.of("--serve-from",
+        "{shard-of:" + String.join(",", training) + "}", "--max-lag-ms",
+        String.valueOf(maxLagMs)));
+    args.addAll(more);
     return new LocalShardProcesses(training.size(), 0, dataDir, heap,
-        System.getProperty("dynembed.servingJavaOpts", ""), List.of(),
-        List.of("--serve-from", "{shard-of:" + String.join(",", training) + "}",
-            "--max-lag-ms", String.valueOf(maxLagMs)));
+        System.getProperty("dynembed.servingJavaOpts", ""), List.of(), args);
   }
 
   /** {@code heap} (a JVM size: digits and an optional k, m or g) times n. */

@@ -216,16 +216,7 @@ public final class TableCli {
     }
 
     private static dev.dynembed.table.v1.TableConfig readConfig(Path dir, String table) {
-      try {
-        dev.dynembed.table.v1.CheckpointManifest.Builder b =
-            dev.dynembed.table.v1.CheckpointManifest.newBuilder();
-        JsonFormat.parser().merge(java.nio.file.Files.readString(
-            dir.resolve(table + ".manifest.json")), b);
-        return b.getConfig();
-      } catch (java.io.IOException e) {
-        throw new IllegalArgumentException("cannot read the manifest of table '" + table
-            + "' in " + dir + ": " + e.getMessage());
-      }
+      return dev.dynembed.table.common.CheckpointFormat.readManifest(dir, table).getConfig();
     }
   }
 
