@@ -102,6 +102,43 @@ public final class DynEmbed {
   }
 
   /**
+   * A {@link DynamicCell} over the rows of {@code keys} ({@link CellOp}): its forward's output,
+   * in {@code dataType}. The cell is registered ({@link Cells#register}) if it was not.
+   *
+   * @param keys UTF8 [n] or [b, s] (make the fed arrays with {@link KeyArrays#of})
+   * @param training true: missing keys get rows and the backward sends the cell's feedback to
+   *     the table, whose rule applies it; false: unknown keys read as zero rows and nothing is
+   *     created or sent (the inputs still get their gradients)
+   * @param dataType FLOAT or DOUBLE: the rows' type as the cell sees them, and the output's
+   * @param inputs the cell's other inputs, in the order its forward takes them
+   */
+  public SDVariable cell(String name, DynamicCell cell, SDVariable keys, EmbeddingTable table,
+      boolean training, DataType dataType, SDVariable... inputs) {
+    if (keys.dataType() != DataType.UTF8) {
+      throw new IllegalArgumentException("cell '" + cell.name() + "': keys must be UTF8 but '"
+          + keys.name() + "' is " + keys.dataType());
+    }
+    if (dataType != DataType.FLOAT && dataType != DataType.DOUBLE) {
+      throw new IllegalArgumentException("cell '" + cell.name() + "': dataType must be FLOAT or"
+          + " DOUBLE but was " + dataType);
+    }
+    DynamicCell registered = Cells.register(cell);
+    SDVariable[] args = new SDVariable[inputs.length + 2];
+    args[0] = keys;
+    args[1] = handle(table, dataType);
+    System.arraycopy(inputs, 0, args, 2, inputs.length);
+    SDVariable out = new CellOp(sd, args, registered.name(), tables.bind(table), table.dim(),
+        training, true).outputVariable();
+    return sd.updateVariableNameAndReference(out, name);
+  }
+
+  /** As above, FLOAT. */
+  public SDVariable cell(String name, DynamicCell cell, SDVariable keys, EmbeddingTable table,
+      boolean training, SDVariable... inputs) {
+    return cell(name, cell, keys, table, training, DataType.FLOAT, inputs);
+  }
+
+  /**
    * Pooled embedding bag: one vector per example, its keys' rows combined by the shards that own
    * them ({@link DynamicEmbeddingBag}; docs/design/0011-pooled-lookups.md). The same function as
    * a lookup followed by a masked sum or mean on the client, with bags x dim values per shard on

@@ -30,7 +30,8 @@ public final class JavaOps {
     for (DifferentialFunction prototype : List.<DifferentialFunction>of(
         new DynamicEmbeddingLookup(), new DynamicEmbeddingLookupBp(), new SampledLogits(),
         new SampledLogitsBp(), new TopK(), new SigmoidCrossEntropy(),
-        new SigmoidCrossEntropyBp(), new DynamicEmbeddingBag(), new DynamicEmbeddingBagBp())) {
+        new SigmoidCrossEntropyBp(), new DynamicEmbeddingBag(), new DynamicEmbeddingBagBp(),
+        new CellOp(), new CellOpBp())) {
       // graph clones (gradient functions) are deserialized by op name
       ImportClassMapping.getOpNameMapping().put(prototype.opName(), prototype);
     }

@@ -3,6 +3,7 @@ package dev.dynembed.table.engine;
 import dev.dynembed.table.common.KeyHashing;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.RowRules;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.CheckpointHeader;
@@ -472,7 +473,7 @@ public final class CheckpointIo {
     TableStore t = target.table;
     if (h.getRowFloats() != t.rowFloats) {
       throw TableException.dataLoss("%s: header says %d floats per row but dim %d with %s needs %d",
-          p, h.getRowFloats(), cfg.getDim(), cfg.getOptimizer().getKind(), t.rowFloats);
+          p, h.getRowFloats(), cfg.getDim(), RowRules.of(cfg.getOptimizer()).name(), t.rowFloats);
     }
     return h;
   }

@@ -23,9 +23,10 @@ import dev.dynembed.table.v1.OptimizerConfig;
  * </ul>
  */
 public abstract class RowOptimizer {
-  final int dim;
+  /** Floats per row (and per slot row). */
+  protected final int dim;
 
-  RowOptimizer(int dim) {
+  protected RowOptimizer(int dim) {
     this.dim = dim;
   }
 
@@ -51,16 +52,17 @@ public abstract class RowOptimizer {
   public abstract void apply(float[] w, int wOff, float[] s, int sOff, float[] g, int gOff,
       float lr, long t);
 
-  /** The optimizer of a normalized config ({@link TableConfigs#normalize}). */
+  /**
+   * The optimizer of a normalized config ({@link TableConfigs#normalize}): a built-in's, or the
+   * named rule's ({@link RowRules}).
+   */
   public static RowOptimizer create(OptimizerConfig c, int dim) {
-    return switch (c.getKind()) {
-      case SGD -> new Sgd(dim);
-      case MOMENTUM -> new Momentum(dim, c.getMomentum());
-      case ADAGRAD -> new Adagrad(dim, c.getInitialAccumulator(), c.getEpsilon());
-      case ADAM -> new Adam(dim, c.getBeta1(), c.getBeta2(), c.getEpsilon());
-      case FTRL -> new Ftrl(dim, c.getInitialAccumulator(), c.getL1(), c.getL2(), c.getBeta());
-      default -> throw new IllegalArgumentException("unsupported optimizer " + c.getKind());
-    };
+    RowOptimizer o = RowRules.of(c).create(c, dim);
+    if (o.dim != dim) {
+      throw new IllegalStateException("rule '" + RowRules.of(c).name() + "' made an update for"
+          + " dim " + o.dim + ", asked " + dim);
+    }
+    return o;
   }
 
   static final class Sgd extends RowOptimizer {

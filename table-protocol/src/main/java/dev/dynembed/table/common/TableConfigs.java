@@ -62,14 +62,15 @@ public final class TableConfigs {
     return InitializerConfig.newBuilder().setKind(InitializerKind.ZEROS).build();
   }
 
-  /** Number of slot rows the optimizer keeps beside each weight row. */
-  public static int slots(OptimizerKind kind) {
-    return switch (kind) {
-      case SGD -> 0;
-      case MOMENTUM, ADAGRAD -> 1;
-      case ADAM, FTRL -> 2;
-      default -> throw TableException.invalid("optimizer kind %s is not supported", kind);
-    };
+  /** Number of slot rows the (normalized) optimizer keeps beside each weight row. */
+  public static int slots(OptimizerConfig optimizer) {
+    return RowRules.of(optimizer).slots(optimizer);
+  }
+
+  /** A named rule's config ({@link RowRule}): its name and parameters, checked on create. */
+  public static OptimizerConfig rule(String name, float lr, java.util.Map<String, Double> params) {
+    return OptimizerConfig.newBuilder().setKind(OptimizerKind.RULE).setRule(name)
+        .setLearningRate(lr).putAllParams(params).build();
   }
 
   /** Fills defaults and validates. */
@@ -184,73 +185,39 @@ public final class TableConfigs {
       throw TableException.invalid("table '%s': optimizer.learning_rate must be at most %s but"
           + " was %s", table, Limits.MAX_LEARNING_RATE, b.getLearningRate());
     }
-    switch (b.getKind()) {
-      case SGD -> { }
-      case MOMENTUM -> {
-        if (o.getMomentum() == 0f) {
-          b.setMomentum(0.9f);
-        }
-        inRange(table, "optimizer.momentum", b.getMomentum(), 0f, 1f);
+    if (b.getKind() == OptimizerKind.RULE) {
+      if (!RowRules.NAME.matcher(b.getRule()).matches()) {
+        throw TableException.invalid("table '%s': optimizer.rule must match %s but was '%s'",
+            table, RowRules.NAME.pattern(), b.getRule());
       }
-      case ADAGRAD -> {
-        if (o.getInitialAccumulator() == 0f) {
-          b.setInitialAccumulator(0.1f);
-        }
-        if (o.getEpsilon() == 0f) {
-          b.setEpsilon(1e-7f);
-        }
-        positive(table, "optimizer.initial_accumulator", b.getInitialAccumulator());
-        positive(table, "optimizer.epsilon", b.getEpsilon());
-      }
-      case ADAM -> {
-        if (o.getBeta1() == 0f) {
-          b.setBeta1(0.9f);
-        }
-        if (o.getBeta2() == 0f) {
-          b.setBeta2(0.999f);
-        }
-        if (o.getEpsilon() == 0f) {
-          b.setEpsilon(1e-8f);
-        }
-        inRange(table, "optimizer.beta1", b.getBeta1(), 0f, 1f);
-        inRange(table, "optimizer.beta2", b.getBeta2(), 0f, 1f);
-        positive(table, "optimizer.epsilon", b.getEpsilon());
-      }
-      case FTRL -> {
-        if (o.getInitialAccumulator() == 0f) {
-          b.setInitialAccumulator(0.1f);
-        }
-        positive(table, "optimizer.initial_accumulator", b.getInitialAccumulator());
-        nonNegative(table, "optimizer.l1", b.getL1());
-        nonNegative(table, "optimizer.l2", b.getL2());
-        nonNegative(table, "optimizer.beta", b.getBeta());
-      }
-      default -> throw TableException.invalid(
-          "table '%s': optimizer kind %s is not supported", table, o.getKind());
+    } else if (!b.getRule().isEmpty()) {
+      throw TableException.invalid("table '%s': optimizer.rule ('%s') is read only with kind"
+          + " RULE, not %s", table, b.getRule(), b.getKind());
     }
-    return b.build();
+    OptimizerConfig c = b.build();
+    return RowRules.of(c).normalize(table, c); // a built-in named as a rule becomes its kind
   }
 
-  private static void finite(String table, String field, float v) {
+  static void finite(String table, String field, float v) {
     if (!Float.isFinite(v)) {
       throw TableException.invalid("table '%s': %s must be finite but was %s", table, field, v);
     }
   }
 
-  private static void positive(String table, String field, float v) {
+  static void positive(String table, String field, float v) {
     if (!(Float.isFinite(v) && v > 0f)) {
       throw TableException.invalid("table '%s': %s must be > 0 but was %s", table, field, v);
     }
   }
 
-  private static void nonNegative(String table, String field, float v) {
+  static void nonNegative(String table, String field, float v) {
     if (!(Float.isFinite(v) && v >= 0f)) {
       throw TableException.invalid("table '%s': %s must be >= 0 but was %s", table, field, v);
     }
   }
 
   /** lo <= v < hi. */
-  private static void inRange(String table, String field, float v, float lo, float hi) {
+  static void inRange(String table, String field, float v, float lo, float hi) {
     if (!(v >= lo && v < hi)) {
       throw TableException.invalid(
           "table '%s': %s must be in [%s, %s) but was %s", table, field, lo, hi, v);

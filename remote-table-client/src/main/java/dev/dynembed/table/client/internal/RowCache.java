@@ -122,7 +122,7 @@ final class RowCache {
     this.table = table;
     this.name = config.getName();
     this.dim = config.getDim();
-    this.slotFloats = dim * TableConfigs.slots(config.getOptimizer().getKind());
+    this.slotFloats = dim * TableConfigs.slots(config.getOptimizer());
     this.optimizer = RowOptimizer.create(config.getOptimizer(), dim);
     this.configuredRate = config.getOptimizer().getLearningRate();
     this.maxStaleness = settings.maxStaleness();

@@ -203,7 +203,7 @@ public final class ShardedTable implements EmbeddingTable {
 
   /** Floats of optimizer slots beside each row (slots x dim). */
   int slotFloats() {
-    return dim * TableConfigs.slots(config.getOptimizer().getKind());
+    return dim * TableConfigs.slots(config.getOptimizer());
   }
 
   <T> SampleRead<T> sampleItem(String[] positives, int numSampled, SamplerKind sampler,
