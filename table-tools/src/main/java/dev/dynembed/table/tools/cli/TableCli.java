@@ -73,8 +73,12 @@ public final class TableCli {
     String table;
     @Option(names = "--dim", required = true, description = "values per row, 1..4096") int dim;
     @Option(names = "--optimizer", defaultValue = "sgd",
-        description = "sgd, momentum, adagrad, adam, ftrl (default ${DEFAULT-VALUE})")
+        description = "sgd, momentum, adagrad, adam, ftrl, or a row-update rule on the shards'"
+            + " class path: moving_average, surprise_decay, a user's (default ${DEFAULT-VALUE})")
     String optimizer;
+    @Option(names = "--rule-param", paramLabel = "NAME=VALUE", description = "a parameter of"
+        + " the --optimizer rule (repeatable; a rule fills the ones left out)")
+    java.util.Map<String, Double> ruleParams = new java.util.LinkedHashMap<>();
     @Option(names = "--lr", defaultValue = "0", description = "learning rate (0 = default 0.01)")
     float lr;
     @Option(names = "--init", defaultValue = "uniform",
@@ -110,9 +114,12 @@ public final class TableCli {
         case "adagrad" -> TableConfigs.adagrad(lr, 0f, 0f);
         case "adam" -> TableConfigs.adam(lr, 0f, 0f, 0f);
         case "ftrl" -> TableConfigs.ftrl(lr, 0f, 0f, 0f, 0f);
-        default -> throw new IllegalArgumentException("--optimizer must be one of sgd, momentum,"
-            + " adagrad, adam, ftrl but was '" + optimizer + "'");
+        default -> TableConfigs.rule(optimizer, lr, ruleParams); // the shards check the name
       };
+      if (!ruleParams.isEmpty() && opt.getKind() != dev.dynembed.table.v1.OptimizerKind.RULE) {
+        throw new IllegalArgumentException("--rule-param is for a row-update rule, not the"
+            + " built-in optimizer " + optimizer);
+      }
       InitializerConfig ini = switch (init.toLowerCase(Locale.ROOT)) {
         case "zeros" -> TableConfigs.zeros();
         case "uniform" -> TableConfigs.uniform(-scale, scale, seed);
