@@ -881,6 +881,7 @@ public final class TableStore extends StoreIndex {
 
   private TableCounters countersLocked() {
     int n = numRows;
+    long[] stats = keyStats(n);
     ColdRows c = cold;
     TableCounters.Builder b = TableCounters.newBuilder();
     if (c != null) {
@@ -894,6 +895,31 @@ public final class TableStore extends StoreIndex {
         .setUpdates(updates.sum())
         .setLastStep(lastStep.get())
         .setPendingKeys(pending.size())
+        .setFrozenKeys(stats == null ? 0 : stats[0])
+        .setGradientNormSum(stats == null ? 0 : Double.longBitsToDouble(stats[1]))
         .build();
+  }
+
+  /**
+   * With a key policy's statistics: {frozen rows, bits of the sum of their gradient-norm means}
+   * over the rows in memory (a scan: O(rows), as a describe or a metrics scrape asks); else null.
+   */
+  private long[] keyStats(int n) {
+    int slot = dev.dynembed.table.common.KeyPolicies.statsSlot(config.getOptimizer());
+    if (slot < 0) {
+      return null;
+    }
+    int at = dim * (1 + slot);
+    long frozen = 0;
+    double sum = 0;
+    for (int r = 0; r < n; r++) {
+      if (isReady(r)) {
+        float[] page = rowPages[r >>> pageShift];
+        int base = (r & pageMask) * rowFloats + at;
+        sum += page[base];
+        frozen += page[base + 1] != 0f ? 1 : 0;
+      }
+    }
+    return new long[] {frozen, Double.doubleToLongBits(sum)};
   }
 }

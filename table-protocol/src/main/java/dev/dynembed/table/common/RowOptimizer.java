@@ -62,7 +62,7 @@ public abstract class RowOptimizer {
       throw new IllegalStateException("rule '" + RowRules.of(c).name() + "' made an update for"
           + " dim " + o.dim + ", asked " + dim);
     }
-    return o;
+    return c.hasKeyPolicy() ? KeyPolicies.wrap(o, c.getKeyPolicy()) : o;
   }
 
   static final class Sgd extends RowOptimizer {

@@ -64,7 +64,7 @@ public final class TableConfigs {
 
   /** Number of slot rows the (normalized) optimizer keeps beside each weight row. */
   public static int slots(OptimizerConfig optimizer) {
-    return RowRules.of(optimizer).slots(optimizer);
+    return RowRules.of(optimizer).slots(optimizer) + (optimizer.hasKeyPolicy() ? 1 : 0);
   }
 
   /** A named rule's config ({@link RowRule}): its name and parameters, checked on create. */
@@ -143,7 +143,8 @@ public final class TableConfigs {
     return c.toBuilder()
         .setMaxKeyBytes(maxKey)
         .setInitializer(normalize(c.getName(), c.getInitializer()))
-        .setOptimizer(normalize(c.getName(), c.getOptimizer()))
+        .setOptimizer(withPolicy(c.getName(), c.getDim(), c.getOptimizer(),
+            normalize(c.getName(), c.getOptimizer())))
         .build();
   }
 
@@ -170,6 +171,15 @@ public final class TableConfigs {
           "table '%s': initializer kind %s is not supported", table, i.getKind());
     }
     return b.build();
+  }
+
+  /** {@code o} (normalized by its rule) with the asked config's key policy, normalized. */
+  private static OptimizerConfig withPolicy(String table, int dim, OptimizerConfig asked,
+      OptimizerConfig o) {
+    dev.dynembed.table.v1.KeyPolicy p = asked.hasKeyPolicy()
+        ? KeyPolicies.normalize(table, dim, asked.getKeyPolicy()) : null;
+    return p == null ? o.toBuilder().clearKeyPolicy().build()
+        : o.toBuilder().setKeyPolicy(p).build();
   }
 
   private static OptimizerConfig normalize(String table, OptimizerConfig o) {

@@ -61,6 +61,8 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
   private final MultiGauge frequency;
   private final MultiGauge updates;
   private final MultiGauge pending;
+  private final MultiGauge frozen;
+  private final MultiGauge gradientNorm;
   private final JvmGcMetrics gc = new JvmGcMetrics();
   private HttpServer http;
 
@@ -79,6 +81,11 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
         .description("row updates applied").register(registry);
     pending = MultiGauge.builder("dynembed.table.pending.keys")
         .description("keys counted but not admitted yet (min_count)").register(registry);
+    frozen = MultiGauge.builder("dynembed.table.frozen.keys")
+        .description("rows a key policy froze (settled), in memory").register(registry);
+    gradientNorm = MultiGauge.builder("dynembed.table.gradient.norm.mean")
+        .description("mean over rows in memory of their gradient norm's running mean (key"
+            + " policy)").register(registry);
     Gauge.builder("dynembed.log.bytes.since.snapshot", engine,
             e -> e.journal() == null ? 0 : e.journal().logBytesSinceSnapshot())
         .baseUnit("bytes").description("what a restart would replay").register(registry);
@@ -156,6 +163,8 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
     List<MultiGauge.Row<?>> f = new ArrayList<>();
     List<MultiGauge.Row<?>> u = new ArrayList<>();
     List<MultiGauge.Row<?>> p = new ArrayList<>();
+    List<MultiGauge.Row<?>> z = new ArrayList<>();
+    List<MultiGauge.Row<?>> g = new ArrayList<>();
     for (TableStore t : engine.tables()) {
       Tags tags = Tags.of("table", t.name());
       dev.dynembed.table.v1.TableCounters c = t.counters();
@@ -164,7 +173,14 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
       p.add(MultiGauge.Row.of(tags, c.getPendingKeys()));
       f.add(MultiGauge.Row.of(tags, c.getTotalFrequency()));
       u.add(MultiGauge.Row.of(tags, c.getUpdates()));
+      if (t.config().getOptimizer().hasKeyPolicy()) {
+        z.add(MultiGauge.Row.of(tags, c.getFrozenKeys()));
+        long inMemory = c.getKeys() - c.getColdKeys();
+        g.add(MultiGauge.Row.of(tags, inMemory == 0 ? 0 : c.getGradientNormSum() / inMemory));
+      }
     }
+    frozen.register(z, true);
+    gradientNorm.register(g, true);
     keys.register(k, true);
     bytes.register(b, true);
     frequency.register(f, true);

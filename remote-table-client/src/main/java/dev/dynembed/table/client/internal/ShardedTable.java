@@ -635,6 +635,8 @@ public final class ShardedTable implements EmbeddingTable {
           .setIndexBytes(c.getIndexBytes() + x.getIndexBytes())
           .setWrittenBehind(c.getWrittenBehind() + x.getWrittenBehind())
           .setLastFlushKeys(c.getLastFlushKeys() + x.getLastFlushKeys())
+          .setFrozenKeys(c.getFrozenKeys() + x.getFrozenKeys())
+          .setGradientNormSum(c.getGradientNormSum() + x.getGradientNormSum())
           .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
     }
     return TableInfo.newBuilder().setConfig(infos.get(0).getConfig()).setShardIndex(0)
