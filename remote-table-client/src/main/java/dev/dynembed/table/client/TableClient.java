@@ -20,6 +20,17 @@ public interface TableClient extends AutoCloseable {
   /** Drops the table on every shard. */
   void dropTable(String name);
 
+  /**
+   * Widens every row of the table to {@code dim} on every shard (the GrowTable RPC: old columns
+   * kept, new ones from the initializer, slots widened alike; docs/design/0025) and opens it at
+   * the new width. Tables opened before at the old width are refused by the shards' width checks
+   * afterwards; open them again. A grow interrupted part-way is finished by growing again.
+   */
+  default EmbeddingTable growTable(String name, int dim) {
+    throw new UnsupportedOperationException(getClass().getSimpleName()
+        + " cannot grow a table's dim");
+  }
+
   /** Per-shard stats: every table's config and counters. */
   List<StatsResponse> stats();
 

@@ -241,6 +241,11 @@ final class LocalShard implements Shard {
   }
 
   @Override
+  public CompletableFuture<TableInfo> grow(String table, int dim) {
+    return call("growTable", table, () -> engine.info(engine.grow(table, dim)));
+  }
+
+  @Override
   public CompletableFuture<Void> drop(String table) {
     return call("dropTable", table, () -> {
       engine.drop(table);

@@ -496,6 +496,53 @@ public final class ShardEngine {
     return tables.get(name);
   }
 
+  /**
+   * Widens every row of a table to {@code dim} ({@code GrowTable}, {@link TableGrowth}): logged,
+   * and done as an eviction's rebuild is, under the snapshot cut's mutex, the catalogue and the
+   * table's exclusive lock. A table already that wide is answered as it is.
+   */
+  public TableStore grow(String name, int dim) {
+    checkReady();
+    long lsn = 0;
+    TableStore fresh;
+    ShardJournal j = journal;
+    synchronized (j == null ? new Object() : j.snapshotMutex()) {
+      synchronized (catalogue) {
+        TableStore old = get(name);
+        if (TableGrowth.check(old, dim)) {
+          return old;
+        }
+        old.quiesce.writeLock().lock();
+        try {
+          if (old.retired) {
+            throw new TableException(dev.dynembed.table.common.ErrorCode.UNAVAILABLE,
+                String.format("table '%s' was replaced meanwhile; resend", name));
+          }
+          if (old.moveTracker != null) {
+            throw TableException.precondition("a slot move of table '%s' is in progress: grow"
+                + " it once the move is done", name);
+          }
+          fresh = TableGrowth.widen(old, dim);
+          long budget = memoryBudget;
+          long after = bytesInUse() - old.bytesEstimate() + fresh.bytesEstimate();
+          if (budget > 0 && after > budget) {
+            throw TableException.exhausted("shard %d: growing table '%s' to dim %d would take"
+                + " its tables to %d MiB, past the memory budget of %d MiB; nothing was"
+                + " changed", shardIndex, name, dim, after >> 20, budget >> 20);
+          }
+          lsn = log(LogRecord.newBuilder().setGrow(dev.dynembed.table.v1.GrowTableRequest
+              .newBuilder().setTable(name).setDim(dim)).build());
+          old.retired = true;
+          put(name, fresh);
+        } finally {
+          old.quiesce.writeLock().unlock();
+        }
+      }
+    }
+    awaitDurable(lsn);
+    return fresh;
+  }
+
   /** Drops a table; calls still running on it fail (they never acknowledge into it). */
   public void drop(String name) {
     swap(name, null, LogRecord.newBuilder().setDrop(name).build());

@@ -272,6 +272,14 @@ public final class ShardState implements AutoCloseable, ShardJournal {
               rt.getFilesList(), rt.getTable(), engine.shardIndex(), engine.slotMap(), c -> c));
         }
       }
+      case GROW -> {
+        String name = r.getGrow().getTable();
+        TableStore t = engine.lookup(name);
+        if (t != null && lsn >= thresholds.getOrDefault(name, start)
+            && t.dim < r.getGrow().getDim()) {
+          engine.install(name, TableGrowth.widen(t, r.getGrow().getDim()));
+        }
+      }
       case SLOT_MAP -> engine.installNewerSlotMap(r.getSlotMap());
       case IMPORT_SLOTS -> {
         Path dir = walDir.resolve(r.getImportSlots().getDirectory());
@@ -494,6 +502,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
               case DROP -> r.getDrop();
               case RESTORE -> r.getRestore().getTable();
               case EVICT -> r.getEvict().getTable();
+              case GROW -> r.getGrow().getTable();
               default -> null;
             };
             TableStore old = name == null ? null : engine.lookup(name);

@@ -38,7 +38,7 @@ import javax.net.ssl.SSLSession;
  */
 public final class AccessControl implements ServerInterceptor {
   private static final Logger audit = Logger.getLogger("dynembed.audit");
-  static final Set<String> ADMIN_METHODS = Set.of("CreateTable", "DropTable", "Save", "Restore",
+  static final Set<String> ADMIN_METHODS = Set.of("CreateTable", "DropTable", "GrowTable", "Save", "Restore",
       "Evict", "BuildIndex", "SetSlotMap", "ExportSlots", "ImportSlots", "CommitSlots",
       "DropUnowned", "Follow"); // Follow: a follower streams the whole log
   private static final Metadata.Key<String> AUTHORIZATION =

@@ -51,6 +51,11 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
   }
 
   @Override
+  public void growTable(dev.dynembed.table.v1.GrowTableRequest req, StreamObserver<TableInfo> out) {
+    run(out, req.getTable(), () -> engine.info(engine.grow(req.getTable(), req.getDim())));
+  }
+
+  @Override
   public void dropTable(DropTableRequest req, StreamObserver<DropTableResponse> out) {
     run(out, req.getTable(), () -> {
       engine.drop(req.getTable());

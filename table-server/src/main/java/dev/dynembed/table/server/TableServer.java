@@ -206,7 +206,7 @@ public final class TableServer implements AutoCloseable {
    */
   private static final java.util.Set<String> OFF_LOOP = java.util.Set.of("Save", "Restore",
       "Sample", "BuildIndex", "SetSlotMap", "ExportSlots", "ImportSlots", "CommitSlots",
-      "DropUnowned", "Evict");
+      "DropUnowned", "Evict", "GrowTable");
 
   private static final java.util.Set<String> MUTATING = java.util.Set.of("CreateTable",
       "DropTable", "FindOrInsert", "ApplyGradients", "Read", "Write");
@@ -218,7 +218,8 @@ public final class TableServer implements AutoCloseable {
    */
   private static final class ReadOnlyRole implements io.grpc.ServerInterceptor {
     private static final java.util.Set<String> CHANGING = java.util.Set.of("CreateTable",
-        "DropTable", "FindOrInsert", "ApplyGradients", "Write", "Restore", "Evict", "SetSlotMap",
+        "DropTable", "GrowTable", "FindOrInsert", "ApplyGradients", "Write", "Restore", "Evict",
+        "SetSlotMap",
         "ExportSlots", "ImportSlots", "CommitSlots", "DropUnowned");
     private final ShardEngine engine;
 

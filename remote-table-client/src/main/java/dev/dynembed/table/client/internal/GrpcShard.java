@@ -501,6 +501,14 @@ public final class GrpcShard implements Shard {
   }
 
   @Override
+  public CompletableFuture<TableInfo> grow(String table, int dim) {
+    // a rebuild of the table (O(rows)): its own deadline, as a checkpoint's
+    return call("growTable", table, () -> stub(options.checkpointDeadline()).growTable(
+        dev.dynembed.table.v1.GrowTableRequest.newBuilder().setTable(table).setDim(dim).build()),
+        r -> r, true);
+  }
+
+  @Override
   public CompletableFuture<Void> drop(String table) {
     return call("dropTable", table,
         () -> data().dropTable(DropTableRequest.newBuilder().setTable(table).build()),

@@ -276,6 +276,13 @@ public interface Shard extends AutoCloseable {
 
   CompletableFuture<Void> drop(String table);
 
+  /** Widens every row of a table on this shard to {@code dim} (admin; the GrowTable RPC). */
+  default CompletableFuture<TableInfo> grow(String table, int dim) {
+    return CompletableFuture.failedFuture(dev.dynembed.table.common.TableException.precondition(
+        "table '%s': this backend (%s) cannot grow a table's dim", table,
+        getClass().getSimpleName()));
+  }
+
   /** The exact top-k of the shard's rows. */
   CompletableFuture<TopKHitsReply> topK(String table, float[] queries, int numQueries, int k,
       boolean biasLastDim, Metric metric, PackedKeys exclude);

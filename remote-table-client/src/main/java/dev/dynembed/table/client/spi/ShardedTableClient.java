@@ -165,6 +165,16 @@ public final class ShardedTableClient implements TableClient {
   }
 
   @Override
+  public EmbeddingTable growTable(String name, int dim) {
+    cached.remove(name);
+    List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
+    for (Shard s : router.inUse()) {
+      futures.add(s.grow(name, dim));
+    }
+    return open(name, Futures.awaitAll(futures));
+  }
+
+  @Override
   public void dropTable(String name) {
     cached.remove(name);
     List<CompletableFuture<Void>> futures = new ArrayList<>();

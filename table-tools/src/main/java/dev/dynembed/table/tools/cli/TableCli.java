@@ -26,7 +26,7 @@ import dev.dynembed.table.tools.DevCertificates;
 @Command(name = "table-cli", mixinStandardHelpOptions = true,
     description = "Operate embedding tables on running table-server shards.",
     subcommands = {TableCli.Create.class, TableCli.Describe.class, TableCli.Stats.class,
-        TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class,
+        TableCli.Find.class, TableCli.Save.class, TableCli.Restore.class, TableCli.Drop.class, TableCli.Grow.class,
         TableCli.Evict.class, TableCli.Export.class, TableCli.Import.class, TableCli.Ingest.class, TableCli.Sample.class,
         TableCli.Index.class, TableCli.Cluster.class, TableCli.DevCerts.class,
         TableCli.Reshard.class, TableCli.SlotMapShow.class})
@@ -298,6 +298,22 @@ public final class TableCli {
         System.out.printf("shard %d: epoch %d, %d slots over %d shards (%s)%n", i, m.epoch(),
             m.slots(), m.numShards(), owners);
       }
+    }
+  }
+
+  @Command(name = "grow", description = "Widen every row of a table to a larger dim on every"
+      + " shard: old columns kept, new ones from the table's initializer, optimizer slots"
+      + " widened alike (logged; run again to finish an interrupted grow). Trainers reading"
+      + " the old width are refused afterwards: restart them at the new dim.")
+  static final class Grow extends Base {
+    @Option(names = "--table", required = true, description = "the table's name")
+    String table;
+    @Option(names = "--dim", required = true, description = "the new dim (at least the"
+        + " table's, at most 4096)") int dim;
+
+    @Override
+    void run(TableClient c) throws Exception {
+      System.out.println(json(c.growTable(table, dim).describe()));
     }
   }
 

@@ -1,0 +1,74 @@
+package dev.dynembed.table.engine;
+
+import dev.dynembed.table.common.Limits;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.TableConfig;
+
+/**
+ * A table's rows widened to a larger dim (docs/design/0025-cells-and-rules.md, "A growing
+ * dimension"): a rebuild of the store, as an eviction's, into a store of the new width. Each row
+ * keeps its values in its first columns; its new columns get what the initializer gives a new
+ * row of the key at the new width (its value stream is sequential per key, so a grown row's
+ * first columns are also what a fresh row of the key would hold: the grown table is the table a
+ * fresh one of the new dim would be, trained on the old columns); each slot row keeps its values
+ * and its new columns start as a new row's slots (Adagrad's initial accumulator, zero moments, a
+ * key policy's statistics kept, since they sit in the first columns). Metadata and admission
+ * counts stay. A pure function of the store: a replay of the log's grow record, and a follower,
+ * widen alike.
+ */
+final class TableGrowth {
+  private TableGrowth() {}
+
+  /** Refuses a grow this table cannot take; true when it is already {@code dim} wide. */
+  static boolean check(TableStore t, int dim) {
+    if (dim < t.dim || dim > Limits.MAX_DIM) {
+      throw TableException.invalid("table '%s' has dim %d: it can grow to a dim in [%d, %d],"
+          + " not %d", t.name(), t.dim, t.dim, Limits.MAX_DIM, dim);
+    }
+    if (t.config().getDiskTier() || t.config().getRedisTier()) {
+      throw TableException.precondition("table '%s' keeps rows in a %s tier: growing it is not"
+          + " supported yet (save it, restore it into a table without a tier, grow that)",
+          t.name(), t.config().getDiskTier() ? "disk" : "Redis");
+    }
+    return dim == t.dim;
+  }
+
+  /** The store of {@code t} (quiesced by the caller) with every row {@code dim} wide. */
+  static TableStore widen(TableStore t, int dim) {
+    TableConfig cfg = TableConfigs.normalize(t.config().toBuilder().setDim(dim).build());
+    TableStore fresh = new TableStore(cfg, t.shardIndex, t.numShards);
+    int d = t.dim;
+    int slots = t.rowFloats / d - 1;
+    float[] newSlots = new float[slots * dim];
+    fresh.optimizer.initSlots(newSlots, 0); // a new row's slots: the same for every key
+    RowInitializer init = new RowInitializer(cfg.getInitializer());
+    float[] rec = new float[fresh.rowFloats];
+    TableStore.Frozen f = t.freezeHot();
+    for (int r = 0; r < f.size(); r++) {
+      if (!f.isReady(r)) {
+        continue;
+      }
+      PackedKeys.Builder b = new PackedKeys.Builder(1);
+      f.appendKey(r, b);
+      PackedKeys key = b.build();
+      float[] page = f.rowPage(r);
+      int base = f.rowBase(r);
+      init.fill(key.hash(0), rec, 0, dim);
+      System.arraycopy(page, base, rec, 0, d);
+      for (int k = 0; k < slots; k++) {
+        System.arraycopy(newSlots, k * dim, rec, dim + k * dim, dim);
+        System.arraycopy(page, base + d + k * d, rec, dim + k * dim, d);
+      }
+      fresh.restoreRow(key, 0, rec, 0, f.meta(r, TableStore.M_FREQ),
+          f.meta(r, TableStore.M_STEP), f.meta(r, TableStore.M_UPDATES));
+    }
+    fresh.adoptPending(t); // t is retired with the swap: its counts move, not copied
+    if (f.sketchCounters() != null) {
+      fresh.admissionSketch().merge(AdmissionSketch.of(fresh.admissionSketch().width(),
+          f.sketchCounters()));
+    }
+    return fresh;
+  }
+}

@@ -1,0 +1,183 @@
+package dev.dynembed.table.engine;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.common.ErrorCode;
+import dev.dynembed.table.common.PackedKeys;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.common.Rows;
+import dev.dynembed.table.v1.ApplyGradientsRequest;
+import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.KeyPolicy;
+import dev.dynembed.table.v1.ReadItem;
+import dev.dynembed.table.v1.ReadRequest;
+import dev.dynembed.table.v1.ReadResult;
+import dev.dynembed.table.v1.WriteRequest;
+import dev.dynembed.table.v1.TableConfig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A table grown to a larger dim: old columns, slots and metadata exact; new columns what a fresh
+ * row of the key at the new width holds, new slot columns what a new row's slots start at;
+ * admission counts kept; the grow is logged, so a restart from the log (and from a snapshot
+ * taken after it) holds the grown table; bad grows are refused by name and change nothing.
+ */
+class TableGrowthTest {
+  @TempDir Path dir;
+
+  private static final String[] KEYS = {"a", "b", "c", "мир", "e", "f", "g", "h"};
+
+  private static TableConfig config(int dim) {
+    return TableConfigs.builder("g", dim)
+        .setOptimizer(TableConfigs.adagrad(0.1f, 0.25f, 0f).toBuilder()
+            .setKeyPolicy(KeyPolicy.newBuilder().setKeepStats(true)))
+        .setInitializer(TableConfigs.normal(0f, 0.1f, 7)).setMinCount(2).build();
+  }
+
+  /** Steps through the engine's command path (logged): a counting read, then the gradients. */
+  private static void train(ShardEngine e, int steps, long seed) {
+    Random r = new Random(seed);
+    int dim = e.get("g").dim;
+    for (int s = 1; s <= steps; s++) {
+      String[] k = new String[4];
+      for (int i = 0; i < k.length; i++) {
+        k[i] = KEYS[r.nextInt(KEYS.length)];
+      }
+      e.read(ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(
+          FindOrInsertRequest.newBuilder().setTable("g").setKeys(PackedKeys.of(k).toProto())
+              .setOmitRows(true))).build(), (item, resent) -> {
+                FindOrInsertRequest f = item.getFindOrInsert();
+                e.get("g").findOrInsert(PackedKeys.fromProto(f.getKeys(), 256, "keys"), null,
+                    !resent, (float[]) null, null, null);
+                return ReadResult.getDefaultInstance();
+              });
+      float[] g = new float[k.length * dim];
+      for (int i = 0; i < g.length; i++) {
+        g[i] = (float) r.nextGaussian();
+      }
+      e.write(WriteRequest.newBuilder().addItems(ApplyGradientsRequest.newBuilder()
+          .setTable("g").setKeys(PackedKeys.of(k).toProto()).setGradients(Rows.encode(g))
+          .setStep(s)).build(), ShardState::checkWrite);
+    }
+  }
+
+  private ShardState durable(ShardEngine e) throws Exception {
+    Path states = dir.resolve("state");
+    Files.createDirectories(ShardState.root(states, e.shardIndex()));
+    return ShardState.recover(e, states, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
+  }
+
+  @Test
+  void grownRows_keepTheirColumns_andTakeAFreshRowsNewColumns_throughALogReplay()
+      throws Exception {
+    ShardEngine e = new ShardEngine(0, 1, dir);
+    ShardState state = durable(e);
+    TableStore t = e.create(config(4));
+    train(e, 30, 1);
+    e.read(ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(
+        FindOrInsertRequest.newBuilder().setTable("g").setKeys(PackedKeys.of("rare").toProto())
+            .setOmitRows(true))).build(), (item, resent) -> {
+              t.findOrInsert(PackedKeys.of("rare"), null, !resent, (float[]) null, null, null);
+              return ReadResult.getDefaultInstance();
+            }); // counted once: not admitted
+    java.util.Map<String, TableStore.Record> before = new java.util.HashMap<>();
+    for (String k : KEYS) {
+      before.put(k, t.record(k));
+    }
+    TableStore grown = e.grow("g", 6);
+    assertEquals(6, grown.dim);
+    assertEquals(6, e.get("g").config().getDim());
+    assertSame(grown, e.grow("g", 6), "a grow to the table's own dim changes nothing");
+    TableStore fresh = new ShardEngine(0, 1, dir.resolve("fresh"))
+        .create(config(6).toBuilder().setMinCount(0).build());
+    float[] freshRows = new float[KEYS.length * 6];
+    fresh.findOrInsert(PackedKeys.of(KEYS), null, freshRows);
+    float[] initialSlots = new float[6];
+    Arrays.fill(initialSlots, 0.25f);
+    for (int i = 0; i < KEYS.length; i++) {
+      TableStore.Record old = before.get(KEYS[i]);
+      TableStore.Record now = grown.record(KEYS[i]);
+      float[] w = now.weights();
+      assertArrayEquals(old.weights(), Arrays.copyOf(w, 4), KEYS[i]);
+      assertArrayEquals(Arrays.copyOfRange(freshRows, i * 6 + 4, i * 6 + 6),
+          Arrays.copyOfRange(w, 4, 6), KEYS[i] + ": new columns as a fresh row's");
+      float[] acc = now.slots()[0];
+      assertArrayEquals(old.slots()[0], Arrays.copyOf(acc, 4));
+      assertArrayEquals(new float[] {0.25f, 0.25f}, Arrays.copyOfRange(acc, 4, 6));
+      float[] stats = now.slots()[1];
+      assertArrayEquals(old.slots()[1], Arrays.copyOf(stats, 4), "statistics kept");
+      assertArrayEquals(new float[2], Arrays.copyOfRange(stats, 4, 6));
+      assertEquals(old.frequency(), now.frequency());
+      assertEquals(old.updates(), now.updates());
+      assertEquals(old.lastStep(), now.lastStep());
+    }
+    assertEquals(java.util.Map.of(PackedKeys.of("rare").hash(0), 1L), grown.pendingCounts());
+    train(e, 10, 2); // trains at the new width
+    java.util.Map<String, TableStore.Record> after = new java.util.HashMap<>();
+    for (String k : KEYS) {
+      after.put(k, grown.record(k));
+    }
+    // a follower applies the primary's records (create, writes, grow, writes) as they come
+    ShardEngine follower = new ShardEngine(0, 1, dir.resolve("follower"));
+    Path fstates = dir.resolve("follower/state");
+    Files.createDirectories(ShardState.root(fstates, 0));
+    ShardState fstate = ShardState.recover(follower, fstates, ShardLog.Fsync.ALWAYS, 1L << 30,
+        x -> { });
+    ShardLog.replay(state.walDirectory(), fstate.lastLsn() + 1, (lsn, payload) ->
+        fstate.applyReplicated(lsn, dev.dynembed.table.v1.LogRecord.parseFrom(payload)));
+    for (String k : KEYS) {
+      assertEquals(after.get(k), follower.get("g").record(k), k + " on a follower");
+    }
+    fstate.close(false);
+    state.crash();
+
+    ShardEngine again = new ShardEngine(0, 1, dir);
+    ShardState replayed = durable(again); // create, writes, grow, writes: from the log
+    for (String k : KEYS) {
+      assertEquals(after.get(k), again.get("g").record(k), k + " after a replay");
+    }
+    assertEquals(grown.pendingCounts(), again.get("g").pendingCounts());
+    replayed.close(true); // a snapshot of the grown table
+    ShardEngine third = new ShardEngine(0, 1, dir);
+    durable(third).close(false);
+    assertEquals(6, third.get("g").dim);
+    for (String k : KEYS) {
+      assertEquals(after.get(k), third.get("g").record(k), k + " from the snapshot");
+    }
+  }
+
+  @Test
+  void badGrows_areRefusedByName_andChangeNothing() {
+    ShardEngine e = new ShardEngine(0, 1, dir);
+    TableStore t = e.create(config(4));
+    train(e, 5, 3);
+    TableException smaller = assertThrows(TableException.class, () -> e.grow("g", 3));
+    assertEquals(ErrorCode.INVALID_ARGUMENT, smaller.code());
+    assertEquals("table 'g' has dim 4: it can grow to a dim in [4, 4096], not 3",
+        smaller.getMessage());
+    assertThrows(TableException.class, () -> e.grow("g", 4097));
+    assertEquals(ErrorCode.NOT_FOUND,
+        assertThrows(TableException.class, () -> e.grow("nope", 8)).code());
+    assertSame(t, e.get("g"));
+    TableStore tiered = e.create(TableConfigs.builder("tiered", 4).setMaxKeys(100)
+        .setDiskTier(true).build());
+    TableException tier = assertThrows(TableException.class, () -> e.grow("tiered", 8));
+    assertEquals(ErrorCode.FAILED_PRECONDITION, tier.code());
+    assertTrue(tier.getMessage().contains("disk tier"), tier.getMessage());
+    assertSame(tiered, e.get("tiered"));
+    e.setMemoryBudget(e.bytesInUse() + 1024);
+    TableException budget = assertThrows(TableException.class, () -> e.grow("g", 4096));
+    assertEquals(ErrorCode.RESOURCE_EXHAUSTED, budget.code());
+    assertSame(t, e.get("g"));
+  }
+}

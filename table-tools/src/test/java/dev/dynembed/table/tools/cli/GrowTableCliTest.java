@@ -1,0 +1,103 @@
+package dev.dynembed.table.tools.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.dynembed.table.client.EmbeddingTable;
+import dev.dynembed.table.client.TableClient;
+import dev.dynembed.table.client.TableClients;
+import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.engine.ShardEngine;
+import dev.dynembed.table.server.TableServer;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/**
+ * {@code table-cli grow} on 2 loopback shards: rows keep their columns and take new ones, a
+ * client at the old width is refused by name and one opened again trains at the new width, an
+ * interrupted grow (one shard grown) is finished by running it again, a smaller dim is refused.
+ */
+class GrowTableCliTest {
+  @TempDir Path dir;
+
+  private static final String[] KEYS = {"a", "b", "мир", "d", "e"};
+
+  private static int cli(StringBuilder err, String... args) {
+    ByteArrayOutputStream e = new ByteArrayOutputStream();
+    PrintStream was = System.err;
+    PrintStream out = System.out;
+    System.setErr(new PrintStream(e, true, StandardCharsets.UTF_8));
+    System.setOut(new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+    try {
+      return new CommandLine(new TableCli()).execute(args);
+    } finally {
+      System.setErr(was);
+      System.setOut(out);
+      err.append(e.toString(StandardCharsets.UTF_8));
+    }
+  }
+
+  private static float[] gradients(int n, int dim, float v) {
+    float[] g = new float[n * dim];
+    Arrays.fill(g, v);
+    return g;
+  }
+
+  @Test
+  void growOnTwoShards_keepsColumns_refusesTheOldWidth_andFinishesAnInterruptedGrow()
+      throws Exception {
+    List<TableServer> servers = new ArrayList<>();
+    List<ShardEngine> engines = new ArrayList<>();
+    try {
+      for (int i = 0; i < 2; i++) {
+        ShardEngine e = new ShardEngine(i, 2, dir);
+        engines.add(e);
+        servers.add(new TableServer(e, "127.0.0.1", 0, 2));
+      }
+      String endpoints = "127.0.0.1:" + servers.get(0).port() + ",127.0.0.1:"
+          + servers.get(1).port();
+      try (TableClient c = TableClients.connect(List.of(endpoints.split(",")))) {
+        EmbeddingTable t = c.createTable(TableConfigs.builder("w", 4)
+            .setOptimizer(TableConfigs.adagrad(0.1f, 0f, 0f)).build());
+        t.findOrInsert(KEYS);
+        t.applyGradients(KEYS, gradients(KEYS.length, 4, 0.5f), 0f, 1);
+        float[] before = t.find(KEYS).rows();
+        engines.get(0).grow("w", 6); // an interrupted grow: one shard done
+        StringBuilder err = new StringBuilder();
+        assertEquals(0, cli(err, "grow", "--endpoints", endpoints, "--table", "w", "--dim", "6"),
+            err.toString());
+        EmbeddingTable wide = c.openTable("w");
+        assertEquals(6, wide.dim());
+        float[] after = wide.find(KEYS).rows();
+        for (int i = 0; i < KEYS.length; i++) {
+          assertArrayEquals(Arrays.copyOfRange(before, i * 4, i * 4 + 4),
+              Arrays.copyOfRange(after, i * 6, i * 6 + 4), KEYS[i]);
+        }
+        TableException old = assertThrows(TableException.class,
+            () -> t.applyGradients(KEYS, gradients(KEYS.length, 4, 0.5f), 0f, 2));
+        assertTrue(old.getMessage().contains("dim 6"), old.getMessage());
+        wide.applyGradients(KEYS, gradients(KEYS.length, 6, 0.5f), 0f, 2);
+        // the counters start again with the grown store, as with a restore
+        assertEquals(KEYS.length, wide.describe().getCounters().getUpdates());
+        StringBuilder smaller = new StringBuilder();
+        assertEquals(1, cli(smaller, "grow", "--endpoints", endpoints, "--table", "w", "--dim",
+            "5"));
+        assertTrue(smaller.toString().contains("it can grow to a dim in [6, 4096], not 5"),
+            smaller.toString());
+      }
+    } finally {
+      servers.forEach(TableServer::close);
+    }
+  }
+}
