@@ -27,6 +27,8 @@ final class TrainingState {
    * done (0: the rate starts at alpha).
    */
   String initFrom;
+  /** The dim of the model continued from, when this run grew it (0: not grown). */
+  int grownFrom;
   double priorWork;
   double scheduleOffset;
   final List<double[]> curve = new ArrayList<>();
@@ -104,6 +106,9 @@ final class TrainingState {
       m.put("init_from", initFrom);
       m.put("init_prior_work", String.valueOf(priorWork));
       m.put("init_schedule_offset", String.valueOf(scheduleOffset));
+      if (grownFrom > 0) {
+        m.put("init_grown_from_dim", String.valueOf(grownFrom));
+      }
     }
     return m;
   }
@@ -119,6 +124,7 @@ final class TrainingState {
     initFrom = m.get("init_from");
     priorWork = Double.parseDouble(m.getOrDefault("init_prior_work", "0"));
     scheduleOffset = Double.parseDouble(m.getOrDefault("init_schedule_offset", "0"));
+    grownFrom = Integer.parseInt(m.getOrDefault("init_grown_from_dim", "0"));
     String c = m.getOrDefault("loss_curve", "");
     for (String p : c.isEmpty() ? new String[0] : c.split(";")) {
       String[] xy = p.split(":");

@@ -181,6 +181,9 @@ public final class Word2Vec {
    * streams (thread t of the job: {@code worker * threads + t}), not the same ones as the other
    * workers' threads at the same step.
    */
+  /** The client of the two tables (a model continued at a larger dim grows them). */
+  private final TableClient client;
+
   public Word2Vec(Word2VecConfig cfg, TableClient client, int threads, int worker) {
     if (threads < 1 || threads > 256) {
       throw new CorpusException("threads (--threads) must be in 1..256 but was " + threads);
@@ -188,6 +191,7 @@ public final class Word2Vec {
     this.cfg = cfg;
     this.threads = threads;
     this.firstThread = worker * threads;
+    this.client = client;
     this.in = client.createTable(inConfig(cfg));
     this.out = client.createTable(outConfig(cfg));
     this.executor = new AsyncExecutor(i -> graph(i), threads);
@@ -776,8 +780,9 @@ public final class Word2Vec {
    * Continual training's start (docs/design/0024-vectors-in.md): the model's tables restored into
    * this run's (rows, optimizer slots, counts, so that subsampling and negatives start from what
    * the model counted), its position and counters not (this run reads its own files from their
-   * start). Refused by name when the model's tables cannot be this run's: another dim, optimizer
-   * or table name.
+   * start). A run at a larger dim grows the model's tables to it (docs/design/0025: old columns
+   * kept, new ones as a fresh model of that dim starts them). Refused by name when the model's
+   * tables cannot be this run's: a smaller dim, another optimizer or table name.
    */
   private void initFrom(TrainOptions opt, Path ckpt, TrainingState st, String corpus) {
     Path src = opt.initFrom().toAbsolutePath().normalize().resolve(CHECKPOINT);
@@ -792,10 +797,11 @@ public final class Word2Vec {
     }
     Map<String, String> extra = Trainer.readExtras(src);
     Word2VecConfig saved = Word2VecConfig.fromMap(extra);
-    if (saved.dim() != cfg.dim()) {
+    if (saved.dim() > cfg.dim()) {
       throw new CorpusException("--init-from: " + opt.initFrom() + " was trained at dim "
-          + saved.dim() + " but this run asks for dim " + cfg.dim() + "; continue at --dim "
-          + saved.dim());
+          + saved.dim() + " but this run asks for dim " + cfg.dim() + "; a model grows (a"
+          + " larger --dim widens its rows) but does not shrink: continue at --dim "
+          + saved.dim() + " or more");
     }
     if (saved.optimizer() != cfg.optimizer()) {
       throw new CorpusException("--init-from: " + opt.initFrom() + " was trained with the "
@@ -810,6 +816,11 @@ public final class Word2Vec {
           + saved.name());
     }
     executor.trainer(0).restore(src);
+    if (saved.dim() < cfg.dim()) { // the restored tables are the model's width: grow them
+      client.growTable(cfg.inTable(), cfg.dim(), inConfig(cfg).getInitializer());
+      client.growTable(cfg.outTable(), cfg.dim(), null); // zeros: the scores stay as they were
+      st.grownFrom = saved.dim();
+    }
     // the work (bytes x epochs) the model holds: its own run's and that of the models it was
     // itself continued from
     st.priorWork = Double.parseDouble(extra.getOrDefault("init_prior_work", "0"))

@@ -177,8 +177,9 @@ public final class Word2VecCli {
     @Option(names = "--overwrite", description = "replace an existing model") boolean overwrite;
     @Option(names = "--init-from", paramLabel = "MODEL", description = "continual training:"
         + " start from this model's tables (rows, optimizer state, word counts) and train on"
-        + " these files, new words getting rows; same --dim, --optimizer and --name. MODEL may"
-        + " be --model itself (continued in place)")
+        + " these files, new words getting rows; same --optimizer and --name, the same --dim or a"
+        + " larger one (the model's rows are widened to it). MODEL may be --model itself"
+        + " (continued in place)")
     Path initFrom;
     @Option(names = "--init-schedule", defaultValue = "restart", description = "with"
         + " --init-from: restart (the learning rate starts again from --alpha) or continue (it"

@@ -329,6 +329,38 @@ class Word2VecTest {
   }
 
   /**
+   * A model continued at a larger dim (--init-from with a larger --dim): its tables are grown
+   * (docs/design/0025), the run trains at the new width, stops part-way, and resumes at it (the
+   * grown tables' configs are the ones a run at that dim creates); the topics still separate.
+   */
+  @Test
+  void initFrom_atALargerDim_growsTheModel_trainsAndResumesAtIt(@TempDir Path dir) {
+    Path a = dir.resolve("a");
+    try (TableClient c = TableClients.inProcess(a)) {
+      new Word2Vec(config(1), c, 2).train(List.of(corpus),
+          new Word2Vec.TrainOptions(a, 0, false, false), s -> {});
+    }
+    Word2VecConfig wide = new Word2VecConfig(24, 3, 5, 0, 5, 1, 0.025f,
+        Word2VecConfig.Optimizer.SGD, 64, 3, "t", 64);
+    Path g = dir.resolve("g");
+    try (TableClient c = TableClients.inProcess(g)) {
+      new Word2Vec(wide, c, 2).train(List.of(corpus),
+          new Word2Vec.TrainOptions(g, 0, false, false, 0, 2).initFrom(a, false), s -> {});
+    }
+    assertEquals("false", ModelDir.extras(g).get("complete"));
+    assertEquals("16", ModelDir.extras(g).get("init_grown_from_dim"));
+    try (TableClient c = TableClients.inProcess(g)) {
+      new Word2Vec(wide, c, 2).train(List.of(corpus),
+          new Word2Vec.TrainOptions(g, 0, true, false), s -> {});
+    }
+    assertEquals("true", ModelDir.extras(g).get("complete"));
+    assertEquals(24, VectorSet.fromModel(g).dim());
+    try (Queries q = new Queries(g)) {
+      assertTopicsSeparate(q);
+    }
+  }
+
+  /**
    * Continual training (--init-from): a model trained on the topics corpus goes on with a second
    * corpus of the same topics and four new words. The new words get rows and land in their
    * topics, the old words' counts are the sum of both corpora's (the model's tables were
@@ -396,7 +428,7 @@ class Word2VecTest {
     // refused by name: another dim, optimizer, table name; with --resume
     String[][] cases = {
         {"16", "ADAGRAD", "t", "trained with the sgd optimizer but this run asks for adagrad"},
-        {"8", "SGD", "t", "was trained at dim 16 but this run asks for dim 8"},
+        {"8", "SGD", "t", "was trained at dim 16 but this run asks for dim 8; a model grows"},
         {"16", "SGD", "u", "holds tables named 't' but this run's are 'u'"}};
     for (String[] k : cases) {
       Word2VecConfig cfg = new Word2VecConfig(Integer.parseInt(k[0]), 3, 5, 0, 5, 1, 0.025f,

@@ -27,6 +27,15 @@ public interface TableClient extends AutoCloseable {
    * afterwards; open them again. A grow interrupted part-way is finished by growing again.
    */
   default EmbeddingTable growTable(String name, int dim) {
+    return growTable(name, dim, null);
+  }
+
+  /**
+   * As above; the new columns, and new keys' rows from now on, come from {@code initializer}
+   * (null: the table's own), which becomes the table's.
+   */
+  default EmbeddingTable growTable(String name, int dim,
+      dev.dynembed.table.v1.InitializerConfig initializer) {
     throw new UnsupportedOperationException(getClass().getSimpleName()
         + " cannot grow a table's dim");
   }

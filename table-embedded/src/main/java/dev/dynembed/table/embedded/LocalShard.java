@@ -241,8 +241,9 @@ final class LocalShard implements Shard {
   }
 
   @Override
-  public CompletableFuture<TableInfo> grow(String table, int dim) {
-    return call("growTable", table, () -> engine.info(engine.grow(table, dim)));
+  public CompletableFuture<TableInfo> grow(String table, int dim,
+      dev.dynembed.table.v1.InitializerConfig init) {
+    return call("growTable", table, () -> engine.info(engine.grow(table, dim, init)));
   }
 
   @Override

@@ -502,6 +502,11 @@ public final class ShardEngine {
    * table's exclusive lock. A table already that wide is answered as it is.
    */
   public TableStore grow(String name, int dim) {
+    return grow(name, dim, null);
+  }
+
+  /** As above, new columns and new keys from {@code init} on (null: the table's initializer). */
+  public TableStore grow(String name, int dim, dev.dynembed.table.v1.InitializerConfig init) {
     checkReady();
     long lsn = 0;
     TableStore fresh;
@@ -509,7 +514,7 @@ public final class ShardEngine {
     synchronized (j == null ? new Object() : j.snapshotMutex()) {
       synchronized (catalogue) {
         TableStore old = get(name);
-        if (TableGrowth.check(old, dim)) {
+        if (TableGrowth.check(old, dim, init)) {
           return old;
         }
         old.quiesce.writeLock().lock();
@@ -522,7 +527,7 @@ public final class ShardEngine {
             throw TableException.precondition("a slot move of table '%s' is in progress: grow"
                 + " it once the move is done", name);
           }
-          fresh = TableGrowth.widen(old, dim);
+          fresh = TableGrowth.widen(old, dim, init);
           long budget = memoryBudget;
           long after = bytesInUse() - old.bytesEstimate() + fresh.bytesEstimate();
           if (budget > 0 && after > budget) {
@@ -530,8 +535,12 @@ public final class ShardEngine {
                 + " its tables to %d MiB, past the memory budget of %d MiB; nothing was"
                 + " changed", shardIndex, name, dim, after >> 20, budget >> 20);
           }
-          lsn = log(LogRecord.newBuilder().setGrow(dev.dynembed.table.v1.GrowTableRequest
-              .newBuilder().setTable(name).setDim(dim)).build());
+          dev.dynembed.table.v1.GrowTableRequest.Builder g = dev.dynembed.table.v1
+              .GrowTableRequest.newBuilder().setTable(name).setDim(dim);
+          if (init != null) {
+            g.setInitializer(init);
+          }
+          lsn = log(LogRecord.newBuilder().setGrow(g).build());
           old.retired = true;
           put(name, fresh);
         } finally {

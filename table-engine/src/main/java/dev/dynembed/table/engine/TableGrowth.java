@@ -21,8 +21,27 @@ import dev.dynembed.table.v1.TableConfig;
 final class TableGrowth {
   private TableGrowth() {}
 
-  /** Refuses a grow this table cannot take; true when it is already {@code dim} wide. */
-  static boolean check(TableStore t, int dim) {
+  /** The table's config grown to {@code dim} (with {@code init} unless it is null), normalized. */
+  static TableConfig grown(TableStore t, int dim, dev.dynembed.table.v1.InitializerConfig init) {
+    TableConfig.Builder b = t.config().toBuilder().setDim(dim);
+    if (init != null) {
+      b.setInitializer(init);
+    }
+    return TableConfigs.normalize(b.build());
+  }
+
+  /**
+   * Refuses a grow this table cannot take; true when the table already is what it asks ({@code
+   * dim} wide, with its initializer): a resend, or a shard an interrupted grow reached.
+   */
+  static boolean check(TableStore t, int dim, dev.dynembed.table.v1.InitializerConfig init) {
+    if (dim == t.dim && grown(t, dim, init).equals(t.config())) {
+      return true;
+    }
+    if (dim == t.dim) {
+      throw TableException.invalid("table '%s' already has dim %d: a grow to another dim may"
+          + " change its initializer, not a grow to its own", t.name(), dim);
+    }
     if (dim < t.dim || dim > Limits.MAX_DIM) {
       throw TableException.invalid("table '%s' has dim %d: it can grow to a dim in [%d, %d],"
           + " not %d", t.name(), t.dim, t.dim, Limits.MAX_DIM, dim);
@@ -32,18 +51,21 @@ final class TableGrowth {
           + " supported yet (save it, restore it into a table without a tier, grow that)",
           t.name(), t.config().getDiskTier() ? "disk" : "Redis");
     }
-    return dim == t.dim;
+    return false;
   }
 
-  /** The store of {@code t} (quiesced by the caller) with every row {@code dim} wide. */
-  static TableStore widen(TableStore t, int dim) {
-    TableConfig cfg = TableConfigs.normalize(t.config().toBuilder().setDim(dim).build());
+  /**
+   * The store of {@code t} (quiesced by the caller) with every row {@code dim} wide, new columns
+   * from {@code init} (null: the table's initializer).
+   */
+  static TableStore widen(TableStore t, int dim, dev.dynembed.table.v1.InitializerConfig init) {
+    TableConfig cfg = grown(t, dim, init);
     TableStore fresh = new TableStore(cfg, t.shardIndex, t.numShards);
     int d = t.dim;
     int slots = t.rowFloats / d - 1;
     float[] newSlots = new float[slots * dim];
     fresh.optimizer.initSlots(newSlots, 0); // a new row's slots: the same for every key
-    RowInitializer init = new RowInitializer(cfg.getInitializer());
+    RowInitializer rows = new RowInitializer(cfg.getInitializer());
     float[] rec = new float[fresh.rowFloats];
     TableStore.Frozen f = t.freezeHot();
     for (int r = 0; r < f.size(); r++) {
@@ -55,7 +77,7 @@ final class TableGrowth {
       PackedKeys key = b.build();
       float[] page = f.rowPage(r);
       int base = f.rowBase(r);
-      init.fill(key.hash(0), rec, 0, dim);
+      rows.fill(key.hash(0), rec, 0, dim);
       System.arraycopy(page, base, rec, 0, d);
       for (int k = 0; k < slots; k++) {
         System.arraycopy(newSlots, k * dim, rec, dim + k * dim, dim);

@@ -94,12 +94,17 @@ class TableGrowthTest {
     for (String k : KEYS) {
       before.put(k, t.record(k));
     }
-    TableStore grown = e.grow("g", 6);
+    dev.dynembed.table.v1.InitializerConfig wider = TableConfigs.normal(0f, 0.2f, 11);
+    TableStore grown = e.grow("g", 6, wider); // new columns, new keys: another initializer
     assertEquals(6, grown.dim);
     assertEquals(6, e.get("g").config().getDim());
-    assertSame(grown, e.grow("g", 6), "a grow to the table's own dim changes nothing");
+    assertEquals(wider, e.get("g").config().getInitializer());
+    assertSame(grown, e.grow("g", 6, wider), "a resent grow changes nothing");
+    assertSame(grown, e.grow("g", 6), "nor does one to the table's own dim");
+    assertEquals(ErrorCode.INVALID_ARGUMENT, assertThrows(TableException.class,
+        () -> e.grow("g", 6, TableConfigs.zeros())).code());
     TableStore fresh = new ShardEngine(0, 1, dir.resolve("fresh"))
-        .create(config(6).toBuilder().setMinCount(0).build());
+        .create(config(6).toBuilder().setMinCount(0).setInitializer(wider).build());
     float[] freshRows = new float[KEYS.length * 6];
     fresh.findOrInsert(PackedKeys.of(KEYS), null, freshRows);
     float[] initialSlots = new float[6];

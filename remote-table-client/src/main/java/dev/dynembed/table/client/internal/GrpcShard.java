@@ -501,11 +501,16 @@ public final class GrpcShard implements Shard {
   }
 
   @Override
-  public CompletableFuture<TableInfo> grow(String table, int dim) {
+  public CompletableFuture<TableInfo> grow(String table, int dim,
+      dev.dynembed.table.v1.InitializerConfig init) {
+    dev.dynembed.table.v1.GrowTableRequest.Builder req = dev.dynembed.table.v1.GrowTableRequest
+        .newBuilder().setTable(table).setDim(dim);
+    if (init != null) {
+      req.setInitializer(init);
+    }
     // a rebuild of the table (O(rows)): its own deadline, as a checkpoint's
     return call("growTable", table, () -> stub(options.checkpointDeadline()).growTable(
-        dev.dynembed.table.v1.GrowTableRequest.newBuilder().setTable(table).setDim(dim).build()),
-        r -> r, true);
+        req.build()), r -> r, true);
   }
 
   @Override

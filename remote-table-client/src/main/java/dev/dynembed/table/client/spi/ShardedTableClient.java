@@ -165,11 +165,12 @@ public final class ShardedTableClient implements TableClient {
   }
 
   @Override
-  public EmbeddingTable growTable(String name, int dim) {
+  public EmbeddingTable growTable(String name, int dim,
+      dev.dynembed.table.v1.InitializerConfig initializer) {
     cached.remove(name);
     List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
     for (Shard s : router.inUse()) {
-      futures.add(s.grow(name, dim));
+      futures.add(s.grow(name, dim, initializer));
     }
     return open(name, Futures.awaitAll(futures));
   }
