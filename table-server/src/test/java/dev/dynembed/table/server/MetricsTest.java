@@ -80,6 +80,16 @@ class MetricsTest {
               .setTable("emb").setKeys(PackedKeys.of(keys).toProto())
               .setGradients(Rows.encode(new float[12]))).build());
         }
+        // a key policy's statistics: |g| = 2, frozen at its second update (mean 2 < 5)
+        stub.createTable(CreateTableRequest.newBuilder().setConfig(TableConfigs.builder("pol", 4)
+            .setOptimizer(TableConfigs.sgd(1f).toBuilder().setKeyPolicy(
+                dev.dynembed.table.v1.KeyPolicy.newBuilder().setFreezeBelow(5f)
+                    .setFreezeAfter(1))).build()).build());
+        for (int i = 0; i < 2; i++) {
+          stub.write(WriteRequest.newBuilder().addItems(ApplyGradientsRequest.newBuilder()
+              .setTable("pol").setKeys(PackedKeys.of("a").toProto())
+              .setGradients(Rows.encode(new float[] {1, 1, 1, 1}))).build());
+        }
         assertThrows(StatusRuntimeException.class, () -> stub.find(
             FindRequest.newBuilder().setTable("missing").setKeys(PackedKeys.of("a").toProto())
                 .build()));
@@ -89,7 +99,7 @@ class MetricsTest {
       HttpResponse<String> r = get(port, "/metrics");
       assertEquals(200, r.statusCode());
       String text = r.body();
-      assertEquals(3, value(text, "dynembed_rpc_seconds_count", "method=\"Write\"",
+      assertEquals(5, value(text, "dynembed_rpc_seconds_count", "method=\"Write\"",
           "code=\"OK\""));
       assertEquals(1, value(text, "dynembed_rpc_seconds_count", "method=\"Find\"",
           "code=\"NOT_FOUND\""));
@@ -97,7 +107,9 @@ class MetricsTest {
       assertEquals(3, value(text, "dynembed_table_keys", "table=\"emb\""));
       assertEquals(9, value(text, "dynembed_table_updates", "table=\"emb\""));
       assertTrue(value(text, "dynembed_table_bytes", "table=\"emb\"") > 0);
-      assertEquals(4, value(text, "dynembed_log_last_record", "shard=\"0\"")); // create + 3
+      assertEquals(1, value(text, "dynembed_table_frozen_keys", "table=\"pol\""));
+      assertEquals(2, value(text, "dynembed_table_gradient_norm_mean", "table=\"pol\""));
+      assertEquals(7, value(text, "dynembed_log_last_record", "shard=\"0\"")); // 2 tables, 5 writes
       assertTrue(value(text, "dynembed_log_bytes_since_snapshot_bytes", "shard=\"0\"") > 100);
       assertEquals(1, value(text, "dynembed_ready", "shard=\"0\""));
       assertEquals(engine.bytesInUse(), value(text, "dynembed_memory_used_bytes", "shard=\"0\""));
