@@ -24,30 +24,23 @@ import org.nd4j.linalg.api.shape.LongShapeDescriptor;
  * backward through the step ({@link TableStep#putForward}), so a step reads each row once.
  */
 @JavaOp.Name(CellOp.OP_NAME)
-public final class CellOp extends JavaOp {
+public final class CellOp extends RowReadOp {
   static final String OP_NAME = "dynembed_cell";
 
   private String cell;
-  private String table;
-  private int dim;
-  private boolean training;
-  private boolean count = true;
 
   public CellOp() {}
 
   CellOp(SameDiff sd, SDVariable[] args, String cell, String table, int dim, boolean training,
       boolean count) {
-    super(sd, args);
+    super(sd, args, table, dim, training, count);
     this.cell = cell;
-    this.table = table;
-    this.dim = dim;
-    this.training = training;
-    this.count = count;
   }
 
-  /** Whether the op creates rows and sends feedback (false: an inference cell). */
-  boolean training() {
-    return training;
+  /** A cell reads when it runs (its reads are not planned a step ahead). */
+  @Override
+  boolean plan(GraphTables graph, TableStep step, Map<String, INDArray> feeds, TableReads reads) {
+    return false;
   }
 
   @Override
@@ -91,12 +84,6 @@ public final class CellOp extends JavaOp {
     return arrays.stream().map(INDArray::shape).toList();
   }
 
-  private long[] rowsShape(INDArray keys) {
-    long[] shape = Arrays.copyOf(keys.shape(), keys.rank() + 1);
-    shape[keys.rank()] = dim;
-    return shape;
-  }
-
   @Override
   List<LongShapeDescriptor> outputShapes(OpContext oc) {
     List<INDArray> in = inputs(oc, 2);
@@ -127,19 +114,13 @@ public final class CellOp extends JavaOp {
 
   @Override
   void properties(Map<String, Object> out) {
+    super.properties(out);
     out.put("cell", cell);
-    out.put("table", table);
-    out.put("dim", (long) dim);
-    out.put("training", training);
-    out.put("count", count);
   }
 
   @Override
   void readProperties(Props in) {
+    super.readProperties(in);
     cell = in.string("cell");
-    table = in.string("table");
-    dim = in.integer("dim");
-    training = in.bool("training");
-    count = in.bool("count");
   }
 }

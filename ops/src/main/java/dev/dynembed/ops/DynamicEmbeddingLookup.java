@@ -89,9 +89,9 @@ public final class DynamicEmbeddingLookup extends RowReadOp {
     if (gathered(oc)) {
       INDArray index = oc.getInputArray(2);
       NdArrays.outputGathered(oc, 0, rows, index(index, r.keys().length, OP_NAME), dim, type,
-          outputShape(index));
+          rowsShape(index));
     } else {
-      NdArrays.output(oc, 0, rows, type, outputShape(keys));
+      NdArrays.output(oc, 0, rows, type, rowsShape(keys));
     }
   }
 
@@ -140,16 +140,10 @@ public final class DynamicEmbeddingLookup extends RowReadOp {
     return k;
   }
 
-  private long[] outputShape(INDArray keys) {
-    long[] shape = Arrays.copyOf(keys.shape(), keys.rank() + 1);
-    shape[keys.rank()] = dim;
-    return shape;
-  }
-
   @Override
   List<LongShapeDescriptor> outputShapes(OpContext oc) {
     INDArray shaped = gathered(oc) ? oc.getInputArray(2) : oc.getInputArray(0);
-    return List.of(LongShapeDescriptor.fromShape(outputShape(shaped),
+    return List.of(LongShapeDescriptor.fromShape(rowsShape(shaped),
         oc.getInputArray(1).dataType()));
   }
 

@@ -64,7 +64,7 @@ public final class ServableGraph {
   public static void save(SameDiff sd, Path dir, List<String> outputs, Map<String, String> extras)
       throws IOException {
     for (DifferentialFunction f : sd.ops()) {
-      if (f instanceof RowReadOp r && r.training() || f instanceof CellOp c && c.training()) {
+      if (f instanceof RowReadOp r && r.training()) {
         throw new IllegalArgumentException("op '" + f.getOwnName() + "' is a training lookup"
             + " (it would create rows for unseen keys and send gradients); save the inference"
             + " graph, built with training = false");

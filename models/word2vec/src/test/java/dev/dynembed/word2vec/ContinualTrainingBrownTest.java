@@ -109,18 +109,9 @@ class ContinualTrainingBrownTest {
   void firstHalfThenSecondHalf_reachesTheWholeCorpusWordSim_newWordsGetRows() throws Exception {
     MultiWorkerBrownTest.requireCorpora();
     Path brown = MultiWorkerBrownTest.DATA.resolve("brown.txt");
-    String[] tokens = Files.readString(brown).trim().split("\\s+");
     Path[] halves = {dir.resolve("h1.txt"), dir.resolve("h2.txt")};
+    String[] tokens = halves(brown, halves);
     int cut = tokens.length / 2;
-    for (int h = 0; h < 2; h++) {
-      StringBuilder b = new StringBuilder();
-      int from = h == 0 ? 0 : cut;
-      int to = h == 0 ? cut : tokens.length;
-      for (int i = from; i < to; i++) {
-        b.append(tokens[i]).append((i - from) % 1000 == 999 ? '\n' : ' ');
-      }
-      Files.writeString(halves[h], b.append('\n').toString());
-    }
     // the words each half has at least min-count times, the second's new ones among them
     Map<String, Integer>[] seen = new Map[] {new HashMap<>(), new HashMap<>()};
     for (int i = 0; i < tokens.length; i++) {
