@@ -195,6 +195,10 @@ public final class TableConfigs {
       throw TableException.invalid("table '%s': optimizer.learning_rate must be at most %s but"
           + " was %s", table, Limits.MAX_LEARNING_RATE, b.getLearningRate());
     }
+    if (b.getKind() == OptimizerKind.UNRECOGNIZED) {
+      throw TableException.invalid("table '%s': optimizer kind %s is not supported", table,
+          o.getKindValue());
+    }
     if (b.getKind() == OptimizerKind.RULE) {
       if (!RowRules.NAME.matcher(b.getRule()).matches()) {
         throw TableException.invalid("table '%s': optimizer.rule must match %s but was '%s'",
