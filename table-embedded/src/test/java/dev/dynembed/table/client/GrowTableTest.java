@@ -22,6 +22,10 @@ class GrowTableTest {
           .setOptimizer(TableConfigs.sgd(1f)).build());
       float[] before = t.findOrInsert(KEYS);
       EmbeddingTable wide = c.growTable("w", 5);
+      dev.dynembed.table.common.TableException old = org.junit.jupiter.api.Assertions
+          .assertThrows(dev.dynembed.table.common.TableException.class, () -> t.find(KEYS));
+      org.junit.jupiter.api.Assertions.assertTrue(old.getMessage().contains("opened here at dim"
+          + " 3"), old.getMessage());
       assertEquals(5, wide.dim());
       assertEquals(5, c.openTable("w").dim());
       float[] g = new float[KEYS.length * 5];

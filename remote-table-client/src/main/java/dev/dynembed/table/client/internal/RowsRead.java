@@ -1,5 +1,7 @@
 package dev.dynembed.table.client.internal;
 
+import dev.dynembed.table.common.TableException;
+
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.SlotMap;
 import dev.dynembed.table.client.spi.Shard;
@@ -61,6 +63,12 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
 
   @Override
   Result merge(Object[] replies) {
+    for (Object o : replies) { // a table grown since this client opened it
+      if (o instanceof Shard.RowsReply r && r.rows() != null && r.rows().dim != dim) {
+        throw TableException.precondition("table '%s' has rows of dim %d on its shards but was"
+            + " opened here at dim %d (grown since?): open it again", table, r.rows().dim, dim);
+      }
+    }
     int n = keys.size();
     boolean wantRows = mode == null || mode.rows();
     boolean wantFreqs = mode != null && mode.frequencies();

@@ -87,6 +87,9 @@ class GrowTableCliTest {
         TableException old = assertThrows(TableException.class,
             () -> t.applyGradients(KEYS, gradients(KEYS.length, 4, 0.5f), 0f, 2));
         assertTrue(old.getMessage().contains("dim 6"), old.getMessage());
+        TableException oldRead = assertThrows(TableException.class, () -> t.find(KEYS));
+        assertTrue(oldRead.getMessage().contains("has rows of dim 6 on its shards but was opened"
+            + " here at dim 4"), oldRead.getMessage());
         wide.applyGradients(KEYS, gradients(KEYS.length, 6, 0.5f), 0f, 2);
         // the counters start again with the grown store, as with a restore
         assertEquals(KEYS.length, wide.describe().getCounters().getUpdates());
