@@ -55,6 +55,11 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
         continue;
       }
       Shard.PooledReply r = (Shard.PooledReply) o;
+      if (r.pooled().dim != dim) { // a table grown since this client opened it
+        throw dev.dynembed.table.common.TableException.precondition("a shard pooled rows of dim"
+            + " %d for a table opened here at dim %d (grown since?): open it again",
+            r.pooled().dim, dim);
+      }
       if (r.pooled().size() != bags) {
         throw new IllegalStateException("a shard answered " + r.pooled().size()
             + " pooled rows for " + bags + " bags");
