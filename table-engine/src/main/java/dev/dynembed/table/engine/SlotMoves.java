@@ -846,6 +846,10 @@ public final class SlotMoves {
       }
       List<String> gone = new ArrayList<>();
       for (int r = 0; r < t.rowCount(); r++) {
+        if (!t.isReady(r)) {
+          continue; // still being inserted by a call checked against this map: an owned key
+                    // (read before it is ready, its key reference is not written yet)
+        }
         PackedKeys k = t.keyAt(r);
         if (m.ownerOf(k.hash(0)) != engine.shardIndex()) {
           gone.add(k.key(0));
