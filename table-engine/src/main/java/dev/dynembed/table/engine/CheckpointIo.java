@@ -455,7 +455,7 @@ public final class CheckpointIo {
     TableConfig cfg;
     dev.dynembed.table.v1.OptimizerConfig opt = h.getConfig().getOptimizer();
     if (opt.getKind() == dev.dynembed.table.v1.OptimizerKind.RULE
-        && !RowRules.names().contains(opt.getRule())) { // the file is sound; the process lacks
+        && !RowRules.has(opt.getRule())) { // the file is sound; the process lacks
       throw TableException.precondition("%s: table '%s' updates its rows with the rule '%s',"
           + " which this process does not have (installed: %s): put the rule's jar on the"
           + " class path (bin/table-server: DYNEMBED_RULES_CLASSPATH)", p,

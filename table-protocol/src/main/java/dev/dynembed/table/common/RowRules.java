@@ -39,6 +39,11 @@ public final class RowRules {
     return r;
   }
 
+  /** Whether this process has the rule {@code name} (built-in or named). */
+  public static boolean has(String name) {
+    return BuiltInRules.named(name) != null || loaded().containsKey(name);
+  }
+
   /** The names of every rule this process has, built-in first. */
   public static java.util.List<String> names() {
     java.util.List<String> n = new java.util.ArrayList<>(BuiltInRules.names());

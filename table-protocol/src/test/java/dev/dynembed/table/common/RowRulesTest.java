@@ -2,6 +2,7 @@ package dev.dynembed.table.common;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -22,6 +23,8 @@ class RowRulesTest {
     List<String> names = RowRules.names();
     assertEquals(List.of("sgd", "momentum", "adagrad", "adam", "ftrl"), names.subList(0, 5));
     assertTrue(names.contains("moving_average") && names.contains("surprise_decay"), "" + names);
+    assertTrue(RowRules.has("adagrad") && RowRules.has("surprise_decay"));
+    assertFalse(RowRules.has("energy") || RowRules.has(""), "only what is installed");
   }
 
   @Test

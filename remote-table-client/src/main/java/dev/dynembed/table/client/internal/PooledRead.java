@@ -43,11 +43,11 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
 
   @Override
   float[] merge(Object[] replies) {
-    return sum(replies, bags, dim);
+    return sum(table, replies, bags, dim);
   }
 
   /** The shards' partial pooled vectors ({@link Shard.PooledReply}; nulls skipped) added up. */
-  static float[] sum(Object[] replies, int bags, int dim) {
+  static float[] sum(String table, Object[] replies, int bags, int dim) {
     float[] out = new float[bags * dim];
     float[] part = new float[bags * dim];
     for (Object o : replies) {
@@ -55,11 +55,7 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
         continue;
       }
       Shard.PooledReply r = (Shard.PooledReply) o;
-      if (r.pooled().dim != dim) { // a table grown since this client opened it
-        throw dev.dynembed.table.common.TableException.precondition("a shard pooled rows of dim"
-            + " %d for a table opened here at dim %d (grown since?): open it again",
-            r.pooled().dim, dim);
-      }
+      ShardCalls.requireOpenedWidth(table, r.pooled().dim, dim);
       if (r.pooled().size() != bags) {
         throw new IllegalStateException("a shard answered " + r.pooled().size()
             + " pooled rows for " + bags + " bags");

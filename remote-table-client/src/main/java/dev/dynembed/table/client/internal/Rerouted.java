@@ -247,7 +247,7 @@ final class Rerouted {
       Object join(Object[] replies) {
         int k = ks.owner.length;
         int dim = ((Shard.PooledReply) replies[ks.owner[0]]).pooled().dim;
-        float[] sum = PooledRead.sum(replies, p.bags().bags(), dim);
+        float[] sum = PooledRead.sum(p.table(), replies, p.bags().bags(), dim);
         byte[] found = new byte[(k + 7) / 8];
         for (int i = 0; i < k; i++) {
           Shard.PooledReply r = (Shard.PooledReply) replies[ks.owner[i]];

@@ -1,6 +1,5 @@
 package dev.dynembed.table.client.internal;
 
-import dev.dynembed.table.common.TableException;
 
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.SlotMap;
@@ -64,9 +63,8 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
   @Override
   Result merge(Object[] replies) {
     for (Object o : replies) { // a table grown since this client opened it
-      if (o instanceof Shard.RowsReply r && r.rows() != null && r.rows().dim != dim) {
-        throw TableException.precondition("table '%s' has rows of dim %d on its shards but was"
-            + " opened here at dim %d (grown since?): open it again", table, r.rows().dim, dim);
+      if (o instanceof Shard.RowsReply r && r.rows() != null) {
+        ShardCalls.requireOpenedWidth(table, r.rows().dim, dim);
       }
     }
     int n = keys.size();

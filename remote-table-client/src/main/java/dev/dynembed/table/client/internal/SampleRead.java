@@ -216,6 +216,9 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
       if (r == null || kept[s] == 0) {
         continue;
       }
+      if (!omitRows && r.rows() != null) {
+        ShardCalls.requireOpenedWidth(table, r.rows().dim, dim);
+      }
       int distinctCount = r.keys().size() - shardPositives[s].size();
       renumber[s] = new int[distinctCount];
       Arrays.fill(renumber[s], -1);

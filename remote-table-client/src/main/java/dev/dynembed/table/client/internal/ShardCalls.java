@@ -1,5 +1,7 @@
 package dev.dynembed.table.client.internal;
 
+import dev.dynembed.table.common.TableException;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -19,6 +21,17 @@ import dev.dynembed.table.client.spi.Shard;
  * items are re-routed ({@link Rerouted}).
  */
 final class ShardCalls {
+  /**
+   * Refuses a reply's rows of another width than the client opened the table at: the table grew
+   * since (docs/design/0025), and rows sliced at the old width would be wrong, not short.
+   */
+  static void requireOpenedWidth(String table, int got, int opened) {
+    if (got != opened) {
+      throw TableException.precondition("table '%s' has rows of dim %d on its shards but was"
+          + " opened here at dim %d (grown since?): open it again", table, got, opened);
+    }
+  }
+
   private ShardCalls() {}
 
   /** One table read, split over shards. */
