@@ -8,6 +8,7 @@ import dev.dynembed.ops.Sampling;
 import dev.dynembed.table.client.EmbeddingTable;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.common.TableConfigs;
+import dev.dynembed.table.v1.GrowTableRequest;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import java.nio.file.Files;
@@ -817,8 +818,7 @@ public final class Word2Vec {
     }
     executor.trainer(0).restore(src);
     if (saved.dim() < cfg.dim()) { // the restored tables are the model's width: grow them
-      client.growTable(cfg.inTable(), cfg.dim(), inConfig(cfg).getInitializer());
-      client.growTable(cfg.outTable(), cfg.dim(), null); // zeros: the scores stay as they were
+      grow(client, cfg);
       st.grownFrom = saved.dim();
     }
     // the work (bytes x epochs) the model holds: its own run's and that of the models it was
@@ -832,6 +832,24 @@ public final class Word2Vec {
       st.scheduleOffset = st.priorWork / (st.priorWork + mine);
     }
     st.initFrom = opt.initFrom().toAbsolutePath().normalize().toString();
+  }
+
+  /**
+   * Grows the model's tables to {@code cfg.dim()} (docs/design/0025): new keys start as a fresh
+   * model of that dim starts them (so {@code --resume} opens the grown tables), and the held rows'
+   * new columns are zeros in the input table (every word vector, its norm and cosines as they
+   * were) and small random values in the output table (so the gradients reach the new columns of
+   * both: with both zero, neither would move); every score is unchanged at the grow. Measured on
+   * Brown against the new input columns drawn at random (the fresh row's): WordSim-353 after the
+   * second half about 0.06 higher on average, level with a run continued at the old dim.
+   */
+  static void grow(TableClient client, Word2VecConfig cfg) {
+    float r = 0.5f / cfg.dim();
+    client.growTable(GrowTableRequest.newBuilder().setTable(cfg.inTable()).setDim(cfg.dim())
+        .setInitializer(inConfig(cfg).getInitializer()).setNewColumns(TableConfigs.zeros())
+        .build());
+    client.growTable(GrowTableRequest.newBuilder().setTable(cfg.outTable()).setDim(cfg.dim())
+        .setNewColumns(TableConfigs.uniform(-r, r, ~cfg.seed())).build());
   }
 
   /** The bytes of a corpus by its fingerprint ({@link #fingerprint}: path#size, ...). */

@@ -361,6 +361,66 @@ class Word2VecTest {
   }
 
   /**
+   * The grow a larger --dim makes (docs/design/0025): every word vector kept exactly (new input
+   * columns zero, so its cosines too), every score unchanged, the output rows' new columns small
+   * and non-zero (so gradients reach the new columns), new keys as a fresh model of the new dim
+   * starts them.
+   */
+  @Test
+  void grow_keepsEveryWordVectorAndScore_startsTheOutputsNewColumns(@TempDir Path dir) {
+    Word2VecConfig narrow = config(1);
+    Word2VecConfig wide = new Word2VecConfig(24, 3, 5, 0, 5, 1, 0.025f,
+        Word2VecConfig.Optimizer.SGD, 64, 3, "t", 64);
+    String[] keys = {"cat", "iron", "the", "亜鉛"};
+    Random rnd = new Random(5);
+    float[] u = new float[keys.length * 16];
+    float[] v = new float[keys.length * 16];
+    for (int i = 0; i < u.length; i++) {
+      u[i] = (float) rnd.nextGaussian();
+      v[i] = (float) rnd.nextGaussian();
+    }
+    long[] freq = {9, 9, 9, 9};
+    try (TableClient c = TableClients.inProcess(dir)) {
+      c.createTable(Word2Vec.inConfig(narrow)).assign(keys, u, freq, 1);
+      c.createTable(Word2Vec.outConfig(narrow)).assign(keys, v, freq, 1);
+      Word2Vec.grow(c, wide);
+      float[] gu = c.openTable(wide.inTable()).find(keys).rows();
+      float[] gv = c.openTable(wide.outTable()).find(keys).rows();
+      float r = 0.5f / 24;
+      for (int k = 0; k < keys.length; k++) {
+        for (int j = 0; j < 24; j++) {
+          if (j < 16) {
+            assertEquals(u[k * 16 + j], gu[k * 24 + j], keys[k]);
+            assertEquals(v[k * 16 + j], gv[k * 24 + j], keys[k]);
+          } else {
+            assertEquals(0f, gu[k * 24 + j], keys[k] + ": a word vector's new column");
+            assertTrue(gv[k * 24 + j] != 0 && Math.abs(gv[k * 24 + j]) <= r,
+                keys[k] + ": an output row's new column " + gv[k * 24 + j]);
+          }
+        }
+        for (int l = 0; l < keys.length; l++) { // every score as before the grow
+          float before = 0;
+          float after = 0;
+          for (int j = 0; j < 16; j++) {
+            before += u[k * 16 + j] * v[l * 16 + j];
+          }
+          for (int j = 0; j < 24; j++) {
+            after += gu[k * 24 + j] * gv[l * 24 + j];
+          }
+          assertEquals(before, after, 1e-5f, keys[k] + "." + keys[l]);
+        }
+      }
+      // a new word: as a fresh model of dim 24 starts it (uniform +-0.5/24 in, zeros out)
+      float[] nu = c.openTable(wide.inTable()).findOrInsert("zinc");
+      assertTrue(java.util.stream.IntStream.range(0, 24).allMatch(j -> nu[j] != 0 && Math.abs(nu[j]) <= r));
+      assertEquals(Word2Vec.inConfig(wide).getInitializer(),
+          c.openTable(wide.inTable()).config().getInitializer());
+      assertEquals(Word2Vec.outConfig(wide).getInitializer(),
+          c.openTable(wide.outTable()).config().getInitializer());
+    }
+  }
+
+  /**
    * Continual training (--init-from): a model trained on the topics corpus goes on with a second
    * corpus of the same topics and four new words. The new words get rows and land in their
    * topics, the old words' counts are the sum of both corpora's (the model's tables were

@@ -1,5 +1,6 @@
 package dev.dynembed.table.client;
 
+import dev.dynembed.table.v1.GrowTableRequest;
 import dev.dynembed.table.v1.StatsResponse;
 import dev.dynembed.table.v1.TableConfig;
 import java.util.List;
@@ -36,6 +37,19 @@ public interface TableClient extends AutoCloseable {
    */
   default EmbeddingTable growTable(String name, int dim,
       dev.dynembed.table.v1.InitializerConfig initializer) {
+    GrowTableRequest.Builder req = GrowTableRequest.newBuilder().setTable(name).setDim(dim);
+    if (initializer != null) {
+      req.setInitializer(initializer);
+    }
+    return growTable(req.build());
+  }
+
+  /**
+   * As above, as the request asks: with {@code new_columns}, the new columns of the rows the
+   * table holds start otherwise than a fresh row's (zeros, say; new keys still from the
+   * initializer).
+   */
+  default EmbeddingTable growTable(GrowTableRequest req) {
     throw new UnsupportedOperationException(getClass().getSimpleName()
         + " cannot grow a table's dim");
   }

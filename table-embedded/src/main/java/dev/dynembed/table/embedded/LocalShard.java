@@ -241,9 +241,8 @@ final class LocalShard implements Shard {
   }
 
   @Override
-  public CompletableFuture<TableInfo> grow(String table, int dim,
-      dev.dynembed.table.v1.InitializerConfig init) {
-    return call("growTable", table, () -> engine.info(engine.grow(table, dim, init)));
+  public CompletableFuture<TableInfo> grow(dev.dynembed.table.v1.GrowTableRequest req) {
+    return call("growTable", req.getTable(), () -> engine.info(engine.grow(req)));
   }
 
   @Override

@@ -7,6 +7,7 @@ import dev.dynembed.table.v1.ApplyGradientsRequest;
 import dev.dynembed.table.v1.CallId;
 import dev.dynembed.table.v1.CheckpointFile;
 import dev.dynembed.table.v1.FindOrInsertRequest;
+import dev.dynembed.table.v1.GrowTableRequest;
 import dev.dynembed.table.v1.LogRecord;
 import dev.dynembed.table.v1.ReadItem;
 import dev.dynembed.table.v1.ReadRequest;
@@ -502,11 +503,22 @@ public final class ShardEngine {
    * table's exclusive lock. A table already that wide is answered as it is.
    */
   public TableStore grow(String name, int dim) {
-    return grow(name, dim, null);
+    return grow(GrowTableRequest.newBuilder().setTable(name).setDim(dim).build());
   }
 
   /** As above, new columns and new keys from {@code init} on (null: the table's initializer). */
   public TableStore grow(String name, int dim, dev.dynembed.table.v1.InitializerConfig init) {
+    GrowTableRequest.Builder g = GrowTableRequest.newBuilder().setTable(name).setDim(dim);
+    if (init != null) {
+      g.setInitializer(init);
+    }
+    return grow(g.build());
+  }
+
+  /** As above, as the request (the log's record) asks: see {@link TableGrowth}. */
+  public TableStore grow(GrowTableRequest g) {
+    String name = g.getTable();
+    int dim = g.getDim();
     checkReady();
     long lsn = 0;
     TableStore fresh;
@@ -514,7 +526,7 @@ public final class ShardEngine {
     synchronized (j == null ? new Object() : j.snapshotMutex()) {
       synchronized (catalogue) {
         TableStore old = get(name);
-        if (TableGrowth.check(old, dim, init)) {
+        if (TableGrowth.check(old, g)) {
           return old;
         }
         old.quiesce.writeLock().lock();
@@ -527,18 +539,13 @@ public final class ShardEngine {
             throw TableException.precondition("a slot move of table '%s' is in progress: grow"
                 + " it once the move is done", name);
           }
-          fresh = TableGrowth.widen(old, dim, init);
+          fresh = TableGrowth.widen(old, g);
           long budget = memoryBudget;
           long after = bytesInUse() - old.bytesEstimate() + fresh.bytesEstimate();
           if (budget > 0 && after > budget) {
             throw TableException.exhausted("shard %d: growing table '%s' to dim %d would take"
                 + " its tables to %d MiB, past the memory budget of %d MiB; nothing was"
                 + " changed", shardIndex, name, dim, after >> 20, budget >> 20);
-          }
-          dev.dynembed.table.v1.GrowTableRequest.Builder g = dev.dynembed.table.v1
-              .GrowTableRequest.newBuilder().setTable(name).setDim(dim);
-          if (init != null) {
-            g.setInitializer(init);
           }
           lsn = log(LogRecord.newBuilder().setGrow(g).build());
           old.retired = true;

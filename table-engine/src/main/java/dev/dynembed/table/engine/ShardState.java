@@ -277,8 +277,7 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         TableStore t = engine.lookup(name);
         if (t != null && lsn >= thresholds.getOrDefault(name, start)
             && t.dim < r.getGrow().getDim()) {
-          engine.install(name, TableGrowth.widen(t, r.getGrow().getDim(),
-              r.getGrow().hasInitializer() ? r.getGrow().getInitializer() : null));
+          engine.install(name, TableGrowth.widen(t, r.getGrow()));
         }
       }
       case SLOT_MAP -> engine.installNewerSlotMap(r.getSlotMap());

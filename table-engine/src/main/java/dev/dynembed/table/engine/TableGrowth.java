@@ -4,6 +4,8 @@ import dev.dynembed.table.common.Limits;
 import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
+import dev.dynembed.table.v1.GrowTableRequest;
+import dev.dynembed.table.v1.InitializerConfig;
 import dev.dynembed.table.v1.TableConfig;
 
 /**
@@ -14,18 +16,20 @@ import dev.dynembed.table.v1.TableConfig;
  * first columns are also what a fresh row of the key would hold: the grown table is the table a
  * fresh one of the new dim would be, trained on the old columns); each slot row keeps its values
  * and its new columns start as a new row's slots (Adagrad's initial accumulator, zero moments, a
- * key policy's statistics kept, since they sit in the first columns). Metadata and admission
- * counts stay. A pure function of the store: a replay of the log's grow record, and a follower,
- * widen alike.
+ * key policy's statistics kept, since they sit in the first columns). A grow may start the new
+ * columns of the rows it holds otherwise ({@code new_columns}: zeros, or a random start where new
+ * keys start at zero), still as a pure function of the key. Metadata and admission counts stay.
+ * A pure function of the store and the request: a replay of the log's grow record (the request
+ * itself), and a follower, widen alike.
  */
 final class TableGrowth {
   private TableGrowth() {}
 
-  /** The table's config grown to {@code dim} (with {@code init} unless it is null), normalized. */
-  static TableConfig grown(TableStore t, int dim, dev.dynembed.table.v1.InitializerConfig init) {
-    TableConfig.Builder b = t.config().toBuilder().setDim(dim);
-    if (init != null) {
-      b.setInitializer(init);
+  /** The table's config grown as {@code g} asks (its initializer, when set, the table's). */
+  static TableConfig grown(TableStore t, GrowTableRequest g) {
+    TableConfig.Builder b = t.config().toBuilder().setDim(g.getDim());
+    if (g.hasInitializer()) {
+      b.setInitializer(g.getInitializer());
     }
     return TableConfigs.normalize(b.build());
   }
@@ -34,8 +38,9 @@ final class TableGrowth {
    * Refuses a grow this table cannot take; true when the table already is what it asks ({@code
    * dim} wide, with its initializer): a resend, or a shard an interrupted grow reached.
    */
-  static boolean check(TableStore t, int dim, dev.dynembed.table.v1.InitializerConfig init) {
-    if (dim == t.dim && grown(t, dim, init).equals(t.config())) {
+  static boolean check(TableStore t, GrowTableRequest g) {
+    int dim = g.getDim();
+    if (dim == t.dim && grown(t, g).equals(t.config())) {
       return true;
     }
     if (dim == t.dim) {
@@ -51,21 +56,38 @@ final class TableGrowth {
           + " supported yet (save it, restore it into a table without a tier, grow that)",
           t.name(), t.config().getDiskTier() ? "disk" : "Redis");
     }
+    newColumns(t, g);
     return false;
   }
 
+  /** The initializer of the held rows' new columns, checked as a table's would be. */
+  private static InitializerConfig newColumns(TableStore t, GrowTableRequest g) {
+    TableConfig cfg = grown(t, g);
+    if (!g.hasNewColumns()) {
+      return cfg.getInitializer();
+    }
+    try {
+      return TableConfigs.normalize(cfg.toBuilder().setInitializer(g.getNewColumns()).build())
+          .getInitializer();
+    } catch (TableException e) {
+      throw TableException.invalid("growing table '%s': new_columns is not a valid initializer"
+          + " (%s)", t.name(), e.getMessage());
+    }
+  }
+
   /**
-   * The store of {@code t} (quiesced by the caller) with every row {@code dim} wide, new columns
-   * from {@code init} (null: the table's initializer).
+   * The store of {@code t} (quiesced by the caller) with every row {@code g.dim} wide, the held
+   * rows' new columns from {@code g}'s new_columns, else its initializer, else the table's.
    */
-  static TableStore widen(TableStore t, int dim, dev.dynembed.table.v1.InitializerConfig init) {
-    TableConfig cfg = grown(t, dim, init);
+  static TableStore widen(TableStore t, GrowTableRequest g) {
+    int dim = g.getDim();
+    TableConfig cfg = grown(t, g);
     TableStore fresh = new TableStore(cfg, t.shardIndex, t.numShards);
     int d = t.dim;
     int slots = t.rowFloats / d - 1;
     float[] newSlots = new float[slots * dim];
     fresh.optimizer.initSlots(newSlots, 0); // a new row's slots: the same for every key
-    RowInitializer rows = new RowInitializer(cfg.getInitializer());
+    RowInitializer rows = new RowInitializer(newColumns(t, g));
     float[] rec = new float[fresh.rowFloats];
     TableStore.Frozen f = t.freezeHot();
     for (int r = 0; r < f.size(); r++) {

@@ -161,6 +161,69 @@ class TableGrowthTest {
     }
   }
 
+  /**
+   * A grow's new_columns: the held rows' new columns from it (zeros here, and a uniform draw as
+   * word2vec's output table takes), new keys still from the table's initializer; the log's record
+   * (the request) replays alike; an invalid new_columns is refused by name, nothing changed.
+   */
+  @Test
+  void newColumns_startTheHeldRowsNewColumns_newKeysFromTheInitializer_throughALogReplay()
+      throws Exception {
+    ShardEngine e = new ShardEngine(0, 1, dir);
+    ShardState state = durable(e);
+    e.create(config(4));
+    train(e, 20, 4);
+    TableStore t = e.get("g");
+    java.util.Map<String, float[]> before = new java.util.HashMap<>();
+    for (String k : KEYS) {
+      before.put(k, t.record(k).weights());
+    }
+    TableException bad = assertThrows(TableException.class, () -> e.grow(
+        dev.dynembed.table.v1.GrowTableRequest.newBuilder().setTable("g").setDim(6)
+            .setNewColumns(TableConfigs.uniform(1f, -1f, 3)).build()));
+    assertEquals(ErrorCode.INVALID_ARGUMENT, bad.code());
+    assertTrue(bad.getMessage().contains("new_columns"), bad.getMessage());
+    assertSame(t, e.get("g"));
+    TableStore grown = e.grow(dev.dynembed.table.v1.GrowTableRequest.newBuilder().setTable("g")
+        .setDim(6).setNewColumns(TableConfigs.zeros()).build());
+    assertEquals(config(4).getInitializer(), grown.config().getInitializer(),
+        "new_columns is not the table's initializer");
+    for (String k : KEYS) {
+      assertArrayEquals(Arrays.copyOf(before.get(k), 6), grown.record(k).weights(), k);
+    }
+    float[] newKey = new float[6];
+    grown.findOrInsert(PackedKeys.of("later"), null, newKey); // counted once: pending
+    grown.findOrInsert(PackedKeys.of("later"), null, newKey);
+    TableStore fresh = new ShardEngine(0, 1, dir.resolve("fresh")).create(config(6).toBuilder()
+        .setMinCount(0).build());
+    float[] freshRow = new float[6];
+    fresh.findOrInsert(PackedKeys.of("later"), null, freshRow);
+    assertArrayEquals(freshRow, newKey, "a new key: the initializer's row at the new width");
+    dev.dynembed.table.v1.InitializerConfig u = TableConfigs.uniform(-0.01f, 0.01f, 9);
+    TableStore wider = e.grow(dev.dynembed.table.v1.GrowTableRequest.newBuilder().setTable("g")
+        .setDim(8).setNewColumns(u).build());
+    TableStore ref = new ShardEngine(0, 1, dir.resolve("ref")).create(config(8).toBuilder()
+        .setMinCount(0).setInitializer(u).build());
+    for (String k : KEYS) {
+      float[] w = wider.record(k).weights();
+      float[] r = new float[8];
+      ref.findOrInsert(PackedKeys.of(k), null, r);
+      assertArrayEquals(Arrays.copyOf(before.get(k), 6), Arrays.copyOf(w, 6), k);
+      assertArrayEquals(Arrays.copyOfRange(r, 6, 8), Arrays.copyOfRange(w, 6, 8),
+          k + ": new columns as new_columns gives the key");
+    }
+    java.util.Map<String, TableStore.Record> after = new java.util.HashMap<>();
+    for (String k : KEYS) {
+      after.put(k, wider.record(k));
+    }
+    state.crash();
+    ShardEngine again = new ShardEngine(0, 1, dir);
+    durable(again).close(false);
+    for (String k : KEYS) {
+      assertEquals(after.get(k), again.get("g").record(k), k + " after a replay");
+    }
+  }
+
   @Test
   void badGrows_areRefusedByName_andChangeNothing() {
     ShardEngine e = new ShardEngine(0, 1, dir);

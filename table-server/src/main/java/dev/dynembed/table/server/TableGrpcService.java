@@ -52,8 +52,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
 
   @Override
   public void growTable(dev.dynembed.table.v1.GrowTableRequest req, StreamObserver<TableInfo> out) {
-    run(out, req.getTable(), () -> engine.info(engine.grow(req.getTable(), req.getDim(),
-        req.hasInitializer() ? req.getInitializer() : null)));
+    run(out, req.getTable(), () -> engine.info(engine.grow(req)));
   }
 
   @Override

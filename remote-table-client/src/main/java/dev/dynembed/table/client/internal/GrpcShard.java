@@ -501,16 +501,10 @@ public final class GrpcShard implements Shard {
   }
 
   @Override
-  public CompletableFuture<TableInfo> grow(String table, int dim,
-      dev.dynembed.table.v1.InitializerConfig init) {
-    dev.dynembed.table.v1.GrowTableRequest.Builder req = dev.dynembed.table.v1.GrowTableRequest
-        .newBuilder().setTable(table).setDim(dim);
-    if (init != null) {
-      req.setInitializer(init);
-    }
+  public CompletableFuture<TableInfo> grow(dev.dynembed.table.v1.GrowTableRequest req) {
     // a rebuild of the table (O(rows)): its own deadline, as a checkpoint's
-    return call("growTable", table, () -> stub(options.checkpointDeadline()).growTable(
-        req.build()), r -> r, true);
+    return call("growTable", req.getTable(), () -> stub(options.checkpointDeadline())
+        .growTable(req), r -> r, true);
   }
 
   @Override

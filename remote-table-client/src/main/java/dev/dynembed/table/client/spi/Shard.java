@@ -277,10 +277,9 @@ public interface Shard extends AutoCloseable {
   CompletableFuture<Void> drop(String table);
 
   /** Widens every row of a table on this shard to {@code dim} (admin; the GrowTable RPC). */
-  default CompletableFuture<TableInfo> grow(String table, int dim,
-      dev.dynembed.table.v1.InitializerConfig init) {
+  default CompletableFuture<TableInfo> grow(dev.dynembed.table.v1.GrowTableRequest req) {
     return CompletableFuture.failedFuture(dev.dynembed.table.common.TableException.precondition(
-        "table '%s': this backend (%s) cannot grow a table's dim", table,
+        "table '%s': this backend (%s) cannot grow a table's dim", req.getTable(),
         getClass().getSimpleName()));
   }
 

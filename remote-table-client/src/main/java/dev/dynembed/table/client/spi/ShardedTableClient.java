@@ -165,14 +165,13 @@ public final class ShardedTableClient implements TableClient {
   }
 
   @Override
-  public EmbeddingTable growTable(String name, int dim,
-      dev.dynembed.table.v1.InitializerConfig initializer) {
-    cached.remove(name);
+  public EmbeddingTable growTable(dev.dynembed.table.v1.GrowTableRequest req) {
+    cached.remove(req.getTable());
     List<CompletableFuture<TableInfo>> futures = new ArrayList<>();
     for (Shard s : router.inUse()) {
-      futures.add(s.grow(name, dim, initializer));
+      futures.add(s.grow(req));
     }
-    return open(name, Futures.awaitAll(futures));
+    return open(req.getTable(), Futures.awaitAll(futures));
   }
 
   @Override

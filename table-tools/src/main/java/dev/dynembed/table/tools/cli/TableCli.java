@@ -302,18 +302,31 @@ public final class TableCli {
   }
 
   @Command(name = "grow", description = "Widen every row of a table to a larger dim on every"
-      + " shard: old columns kept, new ones from the table's initializer, optimizer slots"
-      + " widened alike (logged; run again to finish an interrupted grow). Trainers reading"
+      + " shard: old columns kept, new ones from the table's initializer (or zeros), optimizer"
+      + " slots widened alike (logged; run again to finish an interrupted grow). Trainers reading"
       + " the old width are refused afterwards: restart them at the new dim.")
   static final class Grow extends Base {
     @Option(names = "--table", required = true, description = "the table's name")
     String table;
     @Option(names = "--dim", required = true, description = "the new dim (at least the"
         + " table's, at most 4096)") int dim;
+    @Option(names = "--new-columns", defaultValue = "initializer", description = "how the"
+        + " held rows' new columns start: initializer (as a fresh row of the key would hold"
+        + " them) or zeros (every row's values, norms and cosines as before the grow); new"
+        + " keys always start from the initializer (default: ${DEFAULT-VALUE})")
+    String newColumns;
 
     @Override
     void run(TableClient c) throws Exception {
-      System.out.println(json(c.growTable(table, dim).describe()));
+      dev.dynembed.table.v1.GrowTableRequest.Builder req = dev.dynembed.table.v1.GrowTableRequest
+          .newBuilder().setTable(table).setDim(dim);
+      switch (newColumns) {
+        case "initializer" -> { }
+        case "zeros" -> req.setNewColumns(dev.dynembed.table.common.TableConfigs.zeros());
+        default -> throw new IllegalArgumentException(
+            "--new-columns must be initializer or zeros but was '" + newColumns + "'");
+      }
+      System.out.println(json(c.growTable(req.build()).describe()));
     }
   }
 

@@ -26,7 +26,8 @@ import picocli.CommandLine;
 /**
  * {@code table-cli grow} on 2 loopback shards: rows keep their columns and take new ones, a
  * client at the old width is refused by name and one opened again trains at the new width, an
- * interrupted grow (one shard grown) is finished by running it again, a smaller dim is refused.
+ * interrupted grow (one shard grown) is finished by running it again, a smaller dim is refused,
+ * {@code --new-columns zeros} keeps the held rows' values.
  */
 class GrowTableCliTest {
   @TempDir Path dir;
@@ -98,6 +99,25 @@ class GrowTableCliTest {
             "5"));
         assertTrue(smaller.toString().contains("it can grow to a dim in [6, 4096], not 5"),
             smaller.toString());
+        // --new-columns zeros: the held rows keep their values (a uniform initializer's would
+        // not be zero); a value it does not know is refused by name, nothing grown
+        StringBuilder unknown = new StringBuilder();
+        assertEquals(1, cli(unknown, "grow", "--endpoints", endpoints, "--table", "w", "--dim",
+            "8", "--new-columns", "ones"));
+        assertTrue(unknown.toString().contains("--new-columns must be initializer or zeros but"
+            + " was 'ones'"), unknown.toString());
+        assertEquals(6, c.openTable("w").dim());
+        float[] six = wide.find(KEYS).rows();
+        StringBuilder zeros = new StringBuilder();
+        assertEquals(0, cli(zeros, "grow", "--endpoints", endpoints, "--table", "w", "--dim", "8",
+            "--new-columns", "zeros"), zeros.toString());
+        float[] eight = c.openTable("w").find(KEYS).rows();
+        for (int i = 0; i < KEYS.length; i++) {
+          float[] want = Arrays.copyOf(Arrays.copyOfRange(six, i * 6, i * 6 + 6), 8);
+          assertArrayEquals(want, Arrays.copyOfRange(eight, i * 8, i * 8 + 8), KEYS[i]);
+        }
+        assertTrue(Arrays.stream(new int[] {4, 5}).anyMatch(j -> after[j] != 0),
+            "the default grow's new columns are the initializer's");
       }
     } finally {
       servers.forEach(TableServer::close);
