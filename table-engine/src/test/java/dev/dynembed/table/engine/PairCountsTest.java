@@ -50,18 +50,21 @@ class PairCountsTest {
     return exact;
   }
 
+  /** Each partner's count over all anchors. */
+  private static Map<String, Long> marginals(Map<String, Map<String, Long>> exact) {
+    Map<String, Long> marginal = new HashMap<>();
+    for (Map<String, Long> m : exact.values()) {
+      m.forEach((k, v) -> marginal.merge(k, v, Long::sum));
+    }
+    return marginal;
+  }
+
   @Test
   void countsAreExactWhileThePartnersFit() {
     PairCounts pc = new PairCounts(256, 1000, 256);
     Map<String, Map<String, Long>> exact = count(corpus(), pc);
-    Map<String, Long> marginal = new HashMap<>();
-    long total = 0;
-    for (Map<String, Long> m : exact.values()) {
-      for (Map.Entry<String, Long> e : m.entrySet()) {
-        marginal.merge(e.getKey(), e.getValue(), Long::sum);
-        total += e.getValue();
-      }
-    }
+    Map<String, Long> marginal = marginals(exact);
+    long total = marginal.values().stream().mapToLong(Long::longValue).sum();
     assertEquals(total, pc.total());
     assertEquals(exact.size(), pc.anchors());
     for (Map.Entry<String, Map<String, Long>> a : exact.entrySet()) {
@@ -113,14 +116,8 @@ class PairCountsTest {
     String[] t = corpus();
     PairCounts pc = new PairCounts(256, 1000, 256);
     Map<String, Map<String, Long>> exact = count(t, pc);
-    Map<String, Long> marginal = new HashMap<>();
-    long total = 0;
-    for (Map<String, Long> m : exact.values()) {
-      for (Map.Entry<String, Long> e : m.entrySet()) {
-        marginal.merge(e.getKey(), e.getValue(), Long::sum);
-        total += e.getValue();
-      }
-    }
+    Map<String, Long> marginal = marginals(exact);
+    long total = marginal.values().stream().mapToLong(Long::longValue).sum();
     for (String anchor : new String[] {"t1_0", "f0", "t2_5"}) {
       Map<String, Long> row = exact.get(anchor);
       long at = row.values().stream().mapToLong(Long::longValue).sum();
