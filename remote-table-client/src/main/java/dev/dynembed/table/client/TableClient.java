@@ -37,11 +37,7 @@ public interface TableClient extends AutoCloseable {
    */
   default EmbeddingTable growTable(String name, int dim,
       dev.dynembed.table.v1.InitializerConfig initializer) {
-    GrowTableRequest.Builder req = GrowTableRequest.newBuilder().setTable(name).setDim(dim);
-    if (initializer != null) {
-      req.setInitializer(initializer);
-    }
-    return growTable(req.build());
+    return growTable(dev.dynembed.table.common.TableConfigs.grow(name, dim, initializer));
   }
 
   /**

@@ -503,16 +503,12 @@ public final class ShardEngine {
    * table's exclusive lock. A table already that wide is answered as it is.
    */
   public TableStore grow(String name, int dim) {
-    return grow(GrowTableRequest.newBuilder().setTable(name).setDim(dim).build());
+    return grow(TableConfigs.grow(name, dim, null));
   }
 
   /** As above, new columns and new keys from {@code init} on (null: the table's initializer). */
   public TableStore grow(String name, int dim, dev.dynembed.table.v1.InitializerConfig init) {
-    GrowTableRequest.Builder g = GrowTableRequest.newBuilder().setTable(name).setDim(dim);
-    if (init != null) {
-      g.setInitializer(init);
-    }
-    return grow(g.build());
+    return grow(TableConfigs.grow(name, dim, init));
   }
 
   /** As above, as the request (the log's record) asks: see {@link TableGrowth}. */

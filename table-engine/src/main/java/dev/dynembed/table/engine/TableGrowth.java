@@ -40,10 +40,10 @@ final class TableGrowth {
    */
   static boolean check(TableStore t, GrowTableRequest g) {
     int dim = g.getDim();
-    if (dim == t.dim && grown(t, g).equals(t.config())) {
-      return true;
-    }
     if (dim == t.dim) {
+      if (grown(t, g).equals(t.config())) {
+        return true;
+      }
       throw TableException.invalid("table '%s' already has dim %d: a grow to another dim may"
           + " change its initializer, not a grow to its own", t.name(), dim);
     }
@@ -56,13 +56,15 @@ final class TableGrowth {
           + " supported yet (save it, restore it into a table without a tier, grow that)",
           t.name(), t.config().getDiskTier() ? "disk" : "Redis");
     }
-    newColumns(t, g);
+    newColumns(t, grown(t, g), g);
     return false;
   }
 
-  /** The initializer of the held rows' new columns, checked as a table's would be. */
-  private static InitializerConfig newColumns(TableStore t, GrowTableRequest g) {
-    TableConfig cfg = grown(t, g);
+  /**
+   * The initializer of the held rows' new columns under the grown config {@code cfg}, checked as
+   * a table's would be.
+   */
+  private static InitializerConfig newColumns(TableStore t, TableConfig cfg, GrowTableRequest g) {
     if (!g.hasNewColumns()) {
       return cfg.getInitializer();
     }
@@ -87,7 +89,7 @@ final class TableGrowth {
     int slots = t.rowFloats / d - 1;
     float[] newSlots = new float[slots * dim];
     fresh.optimizer.initSlots(newSlots, 0); // a new row's slots: the same for every key
-    RowInitializer rows = new RowInitializer(newColumns(t, g));
+    RowInitializer rows = new RowInitializer(newColumns(t, cfg, g));
     float[] rec = new float[fresh.rowFloats];
     TableStore.Frozen f = t.freezeHot();
     for (int r = 0; r < f.size(); r++) {

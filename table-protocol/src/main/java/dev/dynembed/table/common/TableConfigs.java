@@ -1,5 +1,6 @@
 package dev.dynembed.table.common;
 
+import dev.dynembed.table.v1.GrowTableRequest;
 import dev.dynembed.table.v1.InitializerConfig;
 import dev.dynembed.table.v1.InitializerKind;
 import dev.dynembed.table.v1.OptimizerConfig;
@@ -56,6 +57,18 @@ public final class TableConfigs {
   public static InitializerConfig normal(float mean, float stddev, long seed) {
     return InitializerConfig.newBuilder().setKind(InitializerKind.NORMAL).setMean(mean)
         .setStddev(stddev).setSeed(seed).build();
+  }
+
+  /**
+   * A grow of {@code table} to {@code dim}, its new columns and new keys from {@code init} (null:
+   * the table's own initializer).
+   */
+  public static GrowTableRequest grow(String table, int dim, InitializerConfig init) {
+    GrowTableRequest.Builder g = GrowTableRequest.newBuilder().setTable(table).setDim(dim);
+    if (init != null) {
+      g.setInitializer(init);
+    }
+    return g.build();
   }
 
   public static InitializerConfig zeros() {
