@@ -57,6 +57,11 @@ final class RedisTable {
 
   /** Refuses what the Redis backend does not do, naming the setting. */
   static void checkSupported(TableConfig c) {
+    if (c.hasAdmissionPressure()) {
+      throw TableException.invalid("table '%s': the Redis backend has no memory budget to read;"
+          + " admission_pressure is for table shards (bound Redis with maxmemory instead)",
+          c.getName());
+    }
     if (c.getAdmissionSketchKib() > 0) {
       throw TableException.invalid("table '%s': the Redis backend counts admissions exactly in"
           + " Redis; admission_sketch_kib is for table shards (leave it 0)", c.getName());

@@ -66,6 +66,12 @@ public final class ShardCommands {
     void awaitAll();
 
     void afterInsert(TableStore t);
+
+    /** The shard's memory budget in bytes (0 = none). */
+    long memoryBudget();
+
+    /** The bytes the shard's tables hold now. */
+    long bytesInUse();
   }
 
   private final Engine engine;
@@ -346,7 +352,8 @@ public final class ShardCommands {
         Inserts ins = inserts.get(i);
         if (ins != null) {
           TableStore t = engine.get(codec.table(items.get(i)));
-          if (t.config().getMinCount() <= 1 || !ins.noCount()) {
+          // a table whose admission tightens under pressure checks the room per admitted key
+          if (!t.pressured() && (t.config().getMinCount() <= 1 || !ins.noCount())) {
             need += t.bytesForNewKeys(ins.keys(), ins.keyBytes());
           }
         }
@@ -363,20 +370,44 @@ public final class ShardCommands {
         // whole (RESOURCE_EXHAUSTED), instead of leaving changes that no record holds
         reservation = logs ? engine.reserveLog(logBound(items, inserts, codec)) : 0;
         int changed = 0;
+        long budget = engine.memoryBudget();
+        long used = -1; // the shard's bytes in use, taken once per call when a policy needs it
         for (int i = 0; i < items.size(); i++) {
           I item = items.get(i);
+          Inserts ins = inserts.get(i);
+          TableStore pressured = ins == null ? null : engine.lookup(codec.table(item));
+          if (pressured != null && !pressured.pressured()) {
+            pressured = null;
+          }
+          AdmissionContext ctx = null;
+          if (pressured != null) {
+            if (used < 0) {
+              used = budget > 0 ? engine.bytesInUse() : 0;
+            }
+            ctx = AdmissionContext.open(budget, used);
+          }
           try {
             out.add(codec.run(item, duplicate));
           } catch (RuntimeException | Error e) {
             failure = e; // earlier items' counting stays (and is logged below)
             break;
+          } finally {
+            if (ctx != null) {
+              AdmissionContext.close();
+              if (ctx.budget > 0) { // what the item admitted, for the next item's room
+                used += (ctx.budget - ctx.used) - ctx.room;
+              }
+            }
           }
-          Inserts ins = inserts.get(i);
           if (ins != null && mayChange(codec.table(item), ins.noCount() || duplicate)) {
             changed++;
             if (logs) {
-              logged.addItems(ReadItem.newBuilder().setFindOrInsert(
-                  codec.logged(item, ins.noCount() || duplicate)));
+              FindOrInsertRequest f = codec.logged(item, ins.noCount() || duplicate);
+              if (ctx != null && ctx.admitted != null) { // the decisions, for replays (0027)
+                f = f.toBuilder().setAdmitted(com.google.protobuf.ByteString.copyFrom(
+                    ctx.admitted)).setAdmissionLogged(true).build();
+              }
+              logged.addItems(ReadItem.newBuilder().setFindOrInsert(f));
             }
           }
         }
@@ -588,7 +619,7 @@ public final class ShardCommands {
   /** Whether a find_or_insert can change the table: it counts, or it creates missing rows. */
   private boolean mayChange(String table, boolean noCount) {
     TableStore t = engine.lookup(table);
-    return !noCount || (t != null && t.config().getMinCount() <= 1);
+    return !noCount || (t != null && (t.config().getMinCount() <= 1 || t.pressured()));
   }
 
   /**

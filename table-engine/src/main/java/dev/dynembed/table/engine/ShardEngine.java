@@ -616,9 +616,22 @@ public final class ShardEngine {
         .setConfig(s.config())
         .setShardIndex(shardIndex)
         .setNumShards(numShards)
-        .setCounters(withIndex(s.name(), c != null ? c : s.counters()))
+        .setCounters(withAdmission(s, withIndex(s.name(), c != null ? c : s.counters())))
         .setIndex(indexes.info(s.name()))
         .build();
+  }
+
+  /** {@code c} with the count a key of {@code t} needs now (and the pressure it came from). */
+  private dev.dynembed.table.v1.TableCounters withAdmission(TableStore t,
+      dev.dynembed.table.v1.TableCounters c) {
+    long budget = memoryBudget;
+    double shard = budget > 0 ? (double) bytesInUse() / budget : 0;
+    int need = t.admissionCount(shard);
+    var b = c.toBuilder().setAdmissionCount(need == Integer.MAX_VALUE ? 0 : need);
+    if (t.pressured()) {
+      b.setMemoryPressure(t.pressure(shard));
+    }
+    return b.build();
   }
 
   /** Candidate sampling over this shard's keys of {@code table} (draws with replacement). */

@@ -322,8 +322,15 @@ public final class ShardState implements AutoCloseable, ShardJournal {
             if (f.getOccurrencesCount() > 0) {
               occ = f.getOccurrencesList().stream().mapToInt(Integer::intValue).toArray();
             }
-            t.findOrInsert(PackedKeys.fromProto(f.getKeys(), t.maxKeyBytes, "keys"), occ,
-                !f.getNoCount(), (float[]) null, null, null);
+            if (f.getAdmissionLogged()) { // admitted under pressure: the logged rows, no other
+              AdmissionContext.replaying(f.getAdmitted().toByteArray());
+            }
+            try {
+              t.findOrInsert(PackedKeys.fromProto(f.getKeys(), t.maxKeyBytes, "keys"), occ,
+                  !f.getNoCount(), (float[]) null, null, null);
+            } finally {
+              AdmissionContext.close();
+            }
           }
         }
         engine.ledger().replayed(r.getInsert().getCallId(), lsn, null);

@@ -63,6 +63,10 @@ public final class TableStore extends StoreIndex {
 
   private final LongAdder totalFrequency = new LongAdder();
   private final int minCount;
+  /** admission_pressure: the count a key needs rises with the memory held (design 0027). */
+  private final boolean pressured;
+  /** This shard's share of max_bytes (0 = none): the table's part of the pressure. */
+  private final long share;
   /**
    * Admission counts of keys without a row (min_count &gt; 1), by 64-bit key hash: no key bytes
    * and no row until admitted. Two keys whose hashes collide share a count (odds ~n^2/2^65).
@@ -89,6 +93,9 @@ public final class TableStore extends StoreIndex {
   public TableStore(TableConfig config, int shardIndex, int numShards) {
     super(config, shardIndex, numShards);
     this.minCount = config.getMinCount();
+    this.pressured = config.hasAdmissionPressure();
+    this.share = config.getMaxBytes() > 0
+        ? (config.getMaxBytes() + numShards - 1) / numShards : 0;
     this.sketch = config.getAdmissionSketchKib() > 0
         ? new AdmissionSketch(config.getAdmissionSketchKib()) : null;
     this.initializer = new RowInitializer(config.getInitializer());
@@ -203,11 +210,15 @@ public final class TableStore extends StoreIndex {
       }
     }
     int[] rows = frequencies == null ? null : new int[n];
+    AdmissionContext ctx = pressured ? AdmissionContext.current() : null;
+    byte[] logged = ctx == null ? null : ctx.logged;
+    byte[] had = ctx != null && logged == null ? new byte[(n + 7) >>> 3] : null;
     ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
     q.lock();
     ColdRows ahead = null;
     try {
       ahead = prefetchCold(keys);
+      int need = pressured && logged == null ? admissionCount(ctx) : 0;
       long added = 0;
       for (int i = 0; i < n; i++) {
         if ((i & (WARM_CHUNK - 1)) == 0) {
@@ -215,7 +226,18 @@ public final class TableStore extends StoreIndex {
         }
         long occ = occurrences == null ? 1L : (long) occurrences[i];
         int row;
-        if (minCount <= 1) {
+        if (pressured) {
+          row = lookup(keys, i);
+          if (row >= 0 && count) {
+            LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
+            added += occ;
+          } else if (row < 0) {
+            row = admitUnderPressure(keys, i, occ, count, need, logged, ctx);
+          }
+          if (row >= 0 && had != null) {
+            had[i >>> 3] |= (byte) (1 << (i & 7));
+          }
+        } else if (minCount <= 1) {
           row = lookupOrInsert(keys, i);
           if (count) {
             LONGS.getAndAdd(metaPages[row >>> pageShift], (row & pageMask) * META + M_FREQ, occ);
@@ -256,6 +278,9 @@ public final class TableStore extends StoreIndex {
         }
       }
       totalFrequency.add(added);
+      if (had != null) {
+        ctx.admitted = had;
+      }
       SlotMoves.Tracker mt = moveTracker;
       if (mt != null) {
         mt.touched(keys); // after the change: an export that drains the key reads it
@@ -324,6 +349,86 @@ public final class TableStore extends StoreIndex {
     return admitted[0];
   }
 
+  /**
+   * Counts key i (without a row when looked up) in the admission sketch and creates its row when
+   * admitted: by the logged decision in a replay, else when its count reaches {@code need} and
+   * the shard's budget has room for it. A call that does not count still creates a key while no
+   * pressure raises the count above 1. Under the sketch's lock, as {@link #countForAdmission}.
+   *
+   * @return the row, or -1 while the key is not admitted
+   */
+  private int admitUnderPressure(PackedKeys keys, int i, long occ, boolean count, int need,
+      byte[] logged, AdmissionContext ctx) {
+    synchronized (sketch) {
+      int row = lookup(keys, i); // admitted by a racing caller meanwhile?
+      if (row >= 0) {
+        if (count) {
+          creditFrequency(row, occ);
+        }
+        return row;
+      }
+      long total = count ? sketch.add(keys.hash(i), occ) : sketch.estimate(keys.hash(i));
+      boolean admit;
+      if (logged != null) {
+        admit = (logged[i >>> 3] & (1 << (i & 7))) != 0;
+      } else {
+        admit = total >= need || (!count && need <= 1);
+        if (admit && ctx != null) {
+          long bytes = bytesForNewKeys(1, keys.length(i));
+          admit = bytes <= ctx.room;
+          if (admit) {
+            ctx.room -= bytes;
+          }
+        }
+      }
+      if (!admit) {
+        return -1;
+      }
+      row = lookupOrInsert(keys, i);
+      if (total > 0) {
+        creditFrequency(row, total);
+      }
+      return row;
+    }
+  }
+
+  /**
+   * The count a key needs for a row now ({@code TableConfig.admission_pressure}): from the shard's
+   * memory in {@code ctx} (null: none known) and this table's bytes over its max_bytes share;
+   * {@link Integer#MAX_VALUE} while the shard's budget is full.
+   */
+  int admissionCount(AdmissionContext ctx) {
+    return admissionCount(ctx == null ? 0 : ctx.shardPressure());
+  }
+
+  /**
+   * The count a key needs for a row now, given the shard's bytes in use over its budget ({@code
+   * shardPressure}, 0 without a budget): {@link Integer#MAX_VALUE} while that is full and the
+   * table's admission tightens under pressure.
+   */
+  public int admissionCount(double shardPressure) {
+    if (pressured && shardPressure >= 1) {
+      return Integer.MAX_VALUE;
+    }
+    return dev.dynembed.table.common.TableConfigs.admissionCount(config(),
+        pressure(shardPressure));
+  }
+
+  /** The pressure admission_pressure reads: the larger of the shard's and the table's. */
+  public double pressure(double shardPressure) {
+    return Math.max(shardPressure, tablePressure());
+  }
+
+  /** This table's bytes over its share of max_bytes, at most 1 (0 without max_bytes). */
+  double tablePressure() {
+    return share > 0 ? Math.min(1, (double) bytesEstimate() / share) : 0;
+  }
+
+  /** Whether the count a key needs rises with memory pressure (admission_pressure). */
+  public boolean pressured() {
+    return pressured;
+  }
+
   /** Keys counted but not admitted yet, as (key hash, count): for checkpoints. */
   public java.util.Map<Long, Long> pendingCounts() {
     return pending;
@@ -351,7 +456,8 @@ public final class TableStore extends StoreIndex {
   /**
    * Applies gradient rows with the table's optimizer. The batch is checked whole first (width,
    * NaN/Inf); duplicate keys are summed; keys without a row are created, then updated (with
-   * admission, min_count &gt; 1, keys not yet admitted are skipped: their gradients are dropped).
+   * admission, min_count &gt; 1 or admission_pressure, keys without a row are skipped: their
+   * gradients are dropped).
    *
    * @param gradients FLOAT [n, dim], row i for key i
    * @param learningRate &gt; 0 overrides the configured rate; 0 uses it
@@ -387,7 +493,7 @@ public final class TableStore extends StoreIndex {
       cr = prefetchCold(keys);
       int applied = 0;
       for (int u = 0; u < dedup.uniqueCount(); u++) {
-        int row = minCount <= 1 ? lookupOrInsert(keys, dedup.firstPosition(u))
+        int row = minCount <= 1 && !pressured ? lookupOrInsert(keys, dedup.firstPosition(u))
             : lookup(keys, dedup.firstPosition(u));
         if (row < 0) {
           continue; // not admitted: its gradient is dropped

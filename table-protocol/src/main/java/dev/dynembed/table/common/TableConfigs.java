@@ -136,7 +136,10 @@ public final class TableConfigs {
       throw TableException.invalid("table '%s': min_count must be in [0, %d] but was %d",
           c.getName(), Integer.MAX_VALUE, Integer.toUnsignedLong(c.getMinCount()));
     }
-    if (c.getAdmissionSketchKib() > 0 && c.getMinCount() <= 1) {
+    if (c.hasAdmissionPressure()) {
+      checkPressure(c);
+    }
+    if (c.getAdmissionSketchKib() > 0 && c.getMinCount() <= 1 && !c.hasAdmissionPressure()) {
       throw TableException.invalid("table '%s': admission_sketch_kib (%d) counts keys awaiting"
           + " admission, which needs min_count > 1 (was %d)", c.getName(),
           c.getAdmissionSketchKib(), c.getMinCount());
@@ -159,6 +162,50 @@ public final class TableConfigs {
         .setOptimizer(withPolicy(c.getName(), c.getDim(), c.getOptimizer(),
             normalize(c.getName(), c.getOptimizer())))
         .build();
+  }
+
+  /** Largest admission_pressure.max_count. */
+  public static final int MAX_PRESSURE_COUNT = 1 << 20;
+
+  private static void checkPressure(TableConfig c) {
+    dev.dynembed.table.v1.AdmissionPressure p = c.getAdmissionPressure();
+    if (!(p.getFrom() > 0 && p.getFrom() < 1)) {
+      throw TableException.invalid("table '%s': admission_pressure.from must be in (0, 1) (the"
+          + " fraction of the memory where admission starts to tighten) but was %s", c.getName(),
+          p.getFrom());
+    }
+    long base = Math.max(1, c.getMinCount());
+    long max = Integer.toUnsignedLong(p.getMaxCount());
+    if (max <= base || max > MAX_PRESSURE_COUNT) {
+      throw TableException.invalid("table '%s': admission_pressure.max_count must be in (%d, %d]"
+          + " (above max(min_count, 1)) but was %d", c.getName(), base, MAX_PRESSURE_COUNT, max);
+    }
+    if (c.getAdmissionSketchKib() == 0) {
+      throw TableException.invalid("table '%s': admission_pressure needs admission_sketch_kib > 0:"
+          + " the counts of keys kept out under pressure must stay in a fixed memory",
+          c.getName());
+    }
+    if (c.getDiskTier() || c.getRedisTier()) {
+      throw TableException.invalid("table '%s': admission_pressure is not for a table with a tier"
+          + " (its memory is full by design, and a cold row comes back without admission)",
+          c.getName());
+    }
+  }
+
+  /**
+   * The count a key of table {@code c} needs for a row at memory pressure {@code p}: max(min_count,
+   * 1) below admission_pressure.from (and without the policy), rising geometrically to max_count
+   * at p = 1 (and above).
+   */
+  public static int admissionCount(TableConfig c, double p) {
+    int base = Math.max(1, c.getMinCount());
+    if (!c.hasAdmissionPressure() || !(p > c.getAdmissionPressure().getFrom())) {
+      return base;
+    }
+    double from = c.getAdmissionPressure().getFrom();
+    int max = c.getAdmissionPressure().getMaxCount();
+    double f = Math.min(1, (p - from) / (1 - from));
+    return (int) Math.min(max, Math.ceil(base * Math.pow((double) max / base, f) - 1e-9));
   }
 
   private static InitializerConfig normalize(String table, InitializerConfig i) {

@@ -62,6 +62,8 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
   private final MultiGauge updates;
   private final MultiGauge pending;
   private final MultiGauge frozen;
+  private final MultiGauge admissionCount;
+  private final MultiGauge pressure;
   private final MultiGauge gradientNorm;
   private final JvmGcMetrics gc = new JvmGcMetrics();
   private HttpServer http;
@@ -83,6 +85,12 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
         .description("keys counted but not admitted yet (min_count)").register(registry);
     frozen = MultiGauge.builder("dynembed.table.frozen.keys")
         .description("rows a key policy froze (settled), in memory").register(registry);
+    admissionCount = MultiGauge.builder("dynembed.table.admission.count")
+        .description("occurrences a key needs for a row now (admission_pressure; 0: none is"
+            + " admitted, the memory budget is full)").register(registry);
+    pressure = MultiGauge.builder("dynembed.table.memory.pressure")
+        .description("the memory pressure admission_pressure reads (shard bytes over budget,"
+            + " or table bytes over its max_bytes share)").register(registry);
     gradientNorm = MultiGauge.builder("dynembed.table.gradient.norm.mean")
         .description("mean over rows in memory of their gradient norm's running mean (key"
             + " policy)").register(registry);
@@ -165,6 +173,8 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
     List<MultiGauge.Row<?>> p = new ArrayList<>();
     List<MultiGauge.Row<?>> z = new ArrayList<>();
     List<MultiGauge.Row<?>> g = new ArrayList<>();
+    List<MultiGauge.Row<?>> ac = new ArrayList<>();
+    List<MultiGauge.Row<?>> mp = new ArrayList<>();
     for (TableStore t : engine.tables()) {
       Tags tags = Tags.of("table", t.name());
       dev.dynembed.table.v1.TableCounters c = t.counters();
@@ -173,6 +183,11 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
       p.add(MultiGauge.Row.of(tags, c.getPendingKeys()));
       f.add(MultiGauge.Row.of(tags, c.getTotalFrequency()));
       u.add(MultiGauge.Row.of(tags, c.getUpdates()));
+      if (t.pressured()) {
+        dev.dynembed.table.v1.TableCounters a = engine.info(t).getCounters();
+        ac.add(MultiGauge.Row.of(tags, a.getAdmissionCount()));
+        mp.add(MultiGauge.Row.of(tags, a.getMemoryPressure()));
+      }
       if (t.config().getOptimizer().hasKeyPolicy()) {
         z.add(MultiGauge.Row.of(tags, c.getFrozenKeys()));
         long inMemory = c.getKeys() - c.getColdKeys();
@@ -180,6 +195,8 @@ public final class ShardMetrics implements ServerInterceptor, AutoCloseable {
       }
     }
     frozen.register(z, true);
+    admissionCount.register(ac, true);
+    pressure.register(mp, true);
     gradientNorm.register(g, true);
     keys.register(k, true);
     bytes.register(b, true);

@@ -621,8 +621,12 @@ public final class ShardedTable implements EmbeddingTable {
 
   static TableInfo sum(List<TableInfo> infos) {
     TableCounters.Builder c = TableCounters.newBuilder();
+    boolean full = false; // a shard admits no key: the strictest count there is
     for (TableInfo i : infos) {
       TableCounters x = i.getCounters();
+      full |= x.getAdmissionCount() == 0 && i.getConfig().hasAdmissionPressure();
+      c.setAdmissionCount(Math.max(c.getAdmissionCount(), x.getAdmissionCount()))
+          .setMemoryPressure(Math.max(c.getMemoryPressure(), x.getMemoryPressure()));
       c.setKeys(c.getKeys() + x.getKeys())
           .setBytesUsed(c.getBytesUsed() + x.getBytesUsed())
           .setBytesRaw(c.getBytesRaw() + x.getBytesRaw())
@@ -638,6 +642,9 @@ public final class ShardedTable implements EmbeddingTable {
           .setFrozenKeys(c.getFrozenKeys() + x.getFrozenKeys())
           .setGradientNormSum(c.getGradientNormSum() + x.getGradientNormSum())
           .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
+    }
+    if (full) {
+      c.setAdmissionCount(0);
     }
     return TableInfo.newBuilder().setConfig(infos.get(0).getConfig()).setShardIndex(0)
         .setNumShards(infos.size()).setCounters(c).build();

@@ -101,6 +101,10 @@ public final class TableCli {
     @Option(names = "--eviction-policy", defaultValue = "LFU", description = "victims past a"
         + " cap: LFU or LRU (default ${DEFAULT-VALUE})")
     dev.dynembed.table.v1.EvictionPolicy evictionPolicy;
+    @Option(names = "--admission-pressure", paramLabel = "FROM:MAX_COUNT", description = "the"
+        + " count a key needs for a row rises from max(min-count, 1) at this fraction of the"
+        + " memory (shard budget, or the table's max-bytes share) to MAX_COUNT when full, e.g."
+        + " 0.8:64; needs --admission-sketch-kib") String pressure;
 
     @Override
     void run(TableClient c) throws Exception {
@@ -127,11 +131,30 @@ public final class TableCli {
         default -> throw new IllegalArgumentException(
             "--init must be one of zeros, uniform, normal but was '" + init + "'");
       };
-      EmbeddingTable t = c.createTable(TableConfigs.builder(table, dim).setOptimizer(opt)
+      var b = TableConfigs.builder(table, dim).setOptimizer(opt)
           .setInitializer(ini).setMinCount(minCount).setAdmissionSketchKib(sketchKib)
-          .setMaxKeys(maxKeys).setMaxBytes(maxBytes).setEvictionPolicy(evictionPolicy).build());
+          .setMaxKeys(maxKeys).setMaxBytes(maxBytes).setEvictionPolicy(evictionPolicy);
+      if (pressure != null) {
+        b.setAdmissionPressure(admissionPressure(pressure));
+      }
+      EmbeddingTable t = c.createTable(b.build());
       System.out.println(json(t.describe()));
     }
+  }
+
+  /** {@code FROM:MAX_COUNT} of --admission-pressure; the shards check the ranges. */
+  static dev.dynembed.table.v1.AdmissionPressure admissionPressure(String s) {
+    String[] p = s.split(":", -1);
+    try {
+      if (p.length == 2) {
+        return dev.dynembed.table.v1.AdmissionPressure.newBuilder()
+            .setFrom(Float.parseFloat(p[0])).setMaxCount(Integer.parseInt(p[1])).build();
+      }
+    } catch (NumberFormatException e) {
+      // refused below
+    }
+    throw new IllegalArgumentException("--admission-pressure must be FROM:MAX_COUNT (e.g."
+        + " 0.8:64) but was '" + s + "'");
   }
 
   @Command(name = "describe", description = "Config and counters of a table, summed over shards.")
