@@ -5,16 +5,13 @@ import dev.dynembed.table.client.KeyCounts;
 import dev.dynembed.table.client.TableClient;
 import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.common.TableConfigs;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -48,34 +45,10 @@ public final class AdmissionBench implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    List<String[]> batches = new ArrayList<>();
-    String source;
-    if (corpus != null) {
-      String[] words = Files.readString(corpus, StandardCharsets.UTF_8).trim().split("\\s+");
-      for (int i = 0; i < words.length; i += 8192) {
-        batches.add(Arrays.copyOfRange(words, i, Math.min(words.length, i + 8192)));
-      }
-      source = String.format(Locale.ROOT, "the %,d words of %s", words.length,
-          corpus.getFileName());
-    } else {
-      Zipf z = new Zipf(numKeys, zipf);
-      SplittableRandom rnd = new SplittableRandom(7);
-      for (int done = 0; done < occurrences; done += 8192) {
-        String[] b = new String[Math.min(8192, occurrences - done)];
-        for (int i = 0; i < b.length; i++) {
-          b[i] = "key:" + z.next(rnd);
-        }
-        batches.add(b);
-      }
-      source = String.format(Locale.ROOT, "%,d Zipf(s=%.2f) draws over %,d keys", occurrences,
-          zipf, numKeys);
-    }
-    Map<String, Integer> truth = new HashMap<>();
-    for (String[] b : batches) {
-      for (String k : b) {
-        truth.merge(k, 1, Integer::sum);
-      }
-    }
+    KeyStream stream = KeyStream.of(corpus, numKeys, occurrences, zipf, 8192);
+    List<String[]> batches = stream.batches();
+    String source = stream.source();
+    Map<String, Integer> truth = stream.counts();
     String[] keys = truth.keySet().toArray(new String[0]);
     long below = truth.values().stream().filter(c -> c < minCount).count();
     System.out.printf(Locale.ROOT, "admission with min_count %d over %s: %,d distinct keys,"

@@ -11,18 +11,13 @@ import dev.dynembed.table.server.TableServer;
 import dev.dynembed.table.v1.AdmissionPressure;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -62,34 +57,10 @@ public final class PressureBench implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    List<String[]> batches = new ArrayList<>();
-    String source;
-    if (corpus != null) {
-      String[] words = Files.readString(corpus, StandardCharsets.UTF_8).trim().split("\\s+");
-      for (int i = 0; i < words.length; i += batch) {
-        batches.add(Arrays.copyOfRange(words, i, Math.min(words.length, i + batch)));
-      }
-      source = String.format(Locale.ROOT, "the %,d words of %s", words.length,
-          corpus.getFileName());
-    } else {
-      Zipf z = new Zipf(numKeys, 1.0);
-      SplittableRandom rnd = new SplittableRandom(7);
-      for (int done = 0; done < occurrences; done += batch) {
-        String[] b = new String[Math.min(batch, occurrences - done)];
-        for (int i = 0; i < b.length; i++) {
-          b[i] = "key:" + z.next(rnd);
-        }
-        batches.add(b);
-      }
-      source = String.format(Locale.ROOT, "%,d Zipf(s=1) draws over %,d keys", occurrences,
-          numKeys);
-    }
-    Map<String, Integer> truth = new HashMap<>();
-    for (String[] b : batches) {
-      for (String k : b) {
-        truth.merge(k, 1, Integer::sum);
-      }
-    }
+    KeyStream stream = KeyStream.of(corpus, numKeys, occurrences, 1.0, batch);
+    List<String[]> batches = stream.batches();
+    String source = stream.source();
+    Map<String, Integer> truth = stream.counts();
     int rowsThatFit = (int) Math.max(1, truth.size() * fit);
     double best = topCoverage(batches, truth, rowsThatFit);
     String[] p = pressure.split(":");

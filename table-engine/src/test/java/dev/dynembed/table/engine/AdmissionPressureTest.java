@@ -11,11 +11,6 @@ import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.v1.AdmissionPressure;
 import dev.dynembed.table.v1.ApplyGradientsRequest;
-import dev.dynembed.table.v1.FindOrInsertRequest;
-import dev.dynembed.table.v1.LogRecord;
-import dev.dynembed.table.v1.ReadItem;
-import dev.dynembed.table.v1.ReadRequest;
-import dev.dynembed.table.v1.ReadResult;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import dev.dynembed.table.v1.WriteRequest;
@@ -83,14 +78,7 @@ class AdmissionPressureTest {
    */
   private static List<String> count(ShardEngine e, String[] keys) {
     byte[] found = new byte[(keys.length + 7) / 8];
-    e.read(ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(
-        FindOrInsertRequest.newBuilder().setTable("p").setKeys(PackedKeys.of(keys).toProto())
-            .setOmitRows(true))).build(), (item, resent) -> {
-              FindOrInsertRequest f = item.getFindOrInsert();
-              e.get("p").findOrInsert(PackedKeys.fromProto(f.getKeys(), 256, "keys"), null,
-                  !resent, (float[]) null, found, null);
-              return ReadResult.getDefaultInstance();
-            });
+    Fixtures.countedRead(e, "p", keys, found);
     List<String> had = new ArrayList<>();
     for (int i = 0; i < keys.length; i++) {
       if ((found[i >>> 3] & (1 << (i & 7))) != 0) {
@@ -255,15 +243,9 @@ class AdmissionPressureTest {
     int need = e.info(e.get("p")).getCounters().getAdmissionCount();
     assertTrue(need == 0 || need > 1, "tightened: " + need);
 
-    ShardEngine follower = new ShardEngine(0, 1, dir.resolve("follower"));
-    Path fstates = dir.resolve("follower/state");
-    Files.createDirectories(ShardState.root(fstates, 0));
-    ShardState fstate = ShardState.recover(follower, fstates, ShardLog.Fsync.ALWAYS, 1L << 30,
-        x -> { });
-    ShardLog.replay(state.walDirectory(), fstate.lastLsn() + 1, (lsn, payload) ->
-        fstate.applyReplicated(lsn, LogRecord.parseFrom(payload)));
-    assertSameRows(live, records(follower), "a follower");
-    fstate.close(false);
+    Fixtures.Follower follower = Fixtures.follow(dir.resolve("follower"), state.walDirectory());
+    assertSameRows(live, records(follower.engine()), "a follower");
+    follower.state().close(false);
     state.crash();
 
     ShardEngine again = new ShardEngine(0, 1, dir); // no budget: it must not decide again
@@ -299,13 +281,9 @@ class AdmissionPressureTest {
   }
 
   private static Map<String, TableStore.Record> records(ShardEngine e) {
-    Map<String, TableStore.Record> m = new HashMap<>();
-    TableStore t = e.get("p");
-    for (String k : t.keys()) {
-      m.put(k, t.record(k));
-    }
-    return m;
+    return Fixtures.snapshot(e.get("p"));
   }
+
 
   /** The same keys with the same rows (weights and updates; frequencies may differ by order). */
   private static void assertSameRows(Map<String, TableStore.Record> want,

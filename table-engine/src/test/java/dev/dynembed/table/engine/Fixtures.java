@@ -27,6 +27,44 @@ public final class Fixtures {
     return out;
   }
 
+  /**
+   * A counting find_or_insert of {@code keys} through the engine's command path (logged, as a
+   * shard's Read call), run by the table's store.
+   *
+   * @param found bitmap of the keys with a row after it (LSB first), or null
+   */
+  public static void countedRead(ShardEngine e, String table, String[] keys, byte[] found) {
+    e.read(dev.dynembed.table.v1.ReadRequest.newBuilder().addItems(
+        dev.dynembed.table.v1.ReadItem.newBuilder().setFindOrInsert(
+            dev.dynembed.table.v1.FindOrInsertRequest.newBuilder().setTable(table)
+                .setKeys(PackedKeys.of(keys).toProto()).setOmitRows(true))).build(),
+        (item, resent) -> {
+          var f = item.getFindOrInsert();
+          e.get(table).findOrInsert(PackedKeys.fromProto(f.getKeys(), 256, "keys"), null,
+              !resent, (float[]) null, found, null);
+          return dev.dynembed.table.v1.ReadResult.getDefaultInstance();
+        });
+  }
+
+  /** A follower: its engine and its durable state. */
+  public record Follower(ShardEngine engine, ShardState state) {}
+
+  /**
+   * A shard of its own under {@code dir} that applied every record of the log in {@code walDir}
+   * as a replica applies its primary's (close its state when done).
+   */
+  public static Follower follow(java.nio.file.Path dir, java.nio.file.Path walDir)
+      throws Exception {
+    ShardEngine follower = new ShardEngine(0, 1, dir);
+    java.nio.file.Path states = dir.resolve("state");
+    java.nio.file.Files.createDirectories(ShardState.root(states, 0));
+    ShardState state = ShardState.recover(follower, states, ShardLog.Fsync.ALWAYS, 1L << 30,
+        x -> { });
+    ShardLog.replay(walDir, state.lastLsn() + 1, (lsn, payload) ->
+        state.applyReplicated(lsn, dev.dynembed.table.v1.LogRecord.parseFrom(payload)));
+    return new Follower(follower, state);
+  }
+
   /** Every stored record (weights, slots, metadata) by key. */
   public static Map<String, TableStore.Record> snapshot(TableStore t) {
     Map<String, TableStore.Record> m = new HashMap<>();

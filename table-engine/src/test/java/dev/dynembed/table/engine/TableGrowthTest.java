@@ -12,11 +12,7 @@ import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.common.Rows;
 import dev.dynembed.table.v1.ApplyGradientsRequest;
-import dev.dynembed.table.v1.FindOrInsertRequest;
 import dev.dynembed.table.v1.KeyPolicy;
-import dev.dynembed.table.v1.ReadItem;
-import dev.dynembed.table.v1.ReadRequest;
-import dev.dynembed.table.v1.ReadResult;
 import dev.dynembed.table.v1.WriteRequest;
 import dev.dynembed.table.v1.TableConfig;
 import java.nio.file.Files;
@@ -53,14 +49,7 @@ class TableGrowthTest {
       for (int i = 0; i < k.length; i++) {
         k[i] = KEYS[r.nextInt(KEYS.length)];
       }
-      e.read(ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(
-          FindOrInsertRequest.newBuilder().setTable("g").setKeys(PackedKeys.of(k).toProto())
-              .setOmitRows(true))).build(), (item, resent) -> {
-                FindOrInsertRequest f = item.getFindOrInsert();
-                e.get("g").findOrInsert(PackedKeys.fromProto(f.getKeys(), 256, "keys"), null,
-                    !resent, (float[]) null, null, null);
-                return ReadResult.getDefaultInstance();
-              });
+      Fixtures.countedRead(e, "g", k, null);
       float[] g = new float[k.length * dim];
       for (int i = 0; i < g.length; i++) {
         g[i] = (float) r.nextGaussian();
@@ -84,12 +73,7 @@ class TableGrowthTest {
     ShardState state = durable(e);
     TableStore t = e.create(config(4));
     train(e, 30, 1);
-    e.read(ReadRequest.newBuilder().addItems(ReadItem.newBuilder().setFindOrInsert(
-        FindOrInsertRequest.newBuilder().setTable("g").setKeys(PackedKeys.of("rare").toProto())
-            .setOmitRows(true))).build(), (item, resent) -> {
-              t.findOrInsert(PackedKeys.of("rare"), null, !resent, (float[]) null, null, null);
-              return ReadResult.getDefaultInstance();
-            }); // counted once: not admitted
+    Fixtures.countedRead(e, "g", new String[] {"rare"}, null); // counted once: not admitted
     java.util.Map<String, TableStore.Record> before = new java.util.HashMap<>();
     for (String k : KEYS) {
       before.put(k, t.record(k));
@@ -133,17 +117,11 @@ class TableGrowthTest {
       after.put(k, grown.record(k));
     }
     // a follower applies the primary's records (create, writes, grow, writes) as they come
-    ShardEngine follower = new ShardEngine(0, 1, dir.resolve("follower"));
-    Path fstates = dir.resolve("follower/state");
-    Files.createDirectories(ShardState.root(fstates, 0));
-    ShardState fstate = ShardState.recover(follower, fstates, ShardLog.Fsync.ALWAYS, 1L << 30,
-        x -> { });
-    ShardLog.replay(state.walDirectory(), fstate.lastLsn() + 1, (lsn, payload) ->
-        fstate.applyReplicated(lsn, dev.dynembed.table.v1.LogRecord.parseFrom(payload)));
+    Fixtures.Follower follower = Fixtures.follow(dir.resolve("follower"), state.walDirectory());
     for (String k : KEYS) {
-      assertEquals(after.get(k), follower.get("g").record(k), k + " on a follower");
+      assertEquals(after.get(k), follower.engine().get("g").record(k), k + " on a follower");
     }
-    fstate.close(false);
+    follower.state().close(false);
     state.crash();
 
     ShardEngine again = new ShardEngine(0, 1, dir);

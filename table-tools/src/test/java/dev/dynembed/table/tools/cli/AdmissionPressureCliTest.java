@@ -10,16 +10,12 @@ import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
 import dev.dynembed.table.v1.TableCounters;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 /**
  * {@code table-cli create --admission-pressure FROM:MAX_COUNT} on 2 loopback shards with a
@@ -28,25 +24,6 @@ import picocli.CommandLine;
  */
 class AdmissionPressureCliTest {
   @TempDir Path dir;
-
-  private record Cli(int exit, String out, String err) {}
-
-  private static Cli cli(String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    PrintStream o = System.out;
-    PrintStream e = System.err;
-    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-    System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
-    try {
-      int exit = new CommandLine(new TableCli()).execute(args);
-      return new Cli(exit, out.toString(StandardCharsets.UTF_8),
-          err.toString(StandardCharsets.UTF_8));
-    } finally {
-      System.setOut(o);
-      System.setErr(e);
-    }
-  }
 
   @Test
   void aPressuredTable_fromTheCli_tightensAsItsShardsFill_andRefusesNoCall() throws Exception {
@@ -60,21 +37,21 @@ class AdmissionPressureCliTest {
     }
     String endpoints = "127.0.0.1:" + shards.get(0).port() + ",127.0.0.1:" + shards.get(1).port();
     try {
-      Cli bad = cli("create", "--endpoints", endpoints, "--table", "w", "--dim", "32",
-          "--admission-sketch-kib", "64", "--admission-pressure", "0.8");
+      CliRun bad = CliRun.of("create", "--endpoints", endpoints, "--table", "w",
+          "--dim", "32", "--admission-sketch-kib", "64", "--admission-pressure", "0.8");
       assertEquals(1, bad.exit());
       assertTrue(bad.err().contains("--admission-pressure must be FROM:MAX_COUNT"), bad.err());
-      Cli low = cli("create", "--endpoints", endpoints, "--table", "w", "--dim", "32",
-          "--admission-sketch-kib", "64", "--admission-pressure", "0.8:1");
+      CliRun low = CliRun.of("create", "--endpoints", endpoints, "--table", "w",
+          "--dim", "32", "--admission-sketch-kib", "64", "--admission-pressure", "0.8:1");
       assertEquals(1, low.exit());
       assertTrue(low.err().contains("admission_pressure.max_count"), low.err());
-      Cli noSketch = cli("create", "--endpoints", endpoints, "--table", "w", "--dim", "32",
-          "--admission-pressure", "0.5:32");
+      CliRun noSketch = CliRun.of("create", "--endpoints", endpoints, "--table", "w",
+          "--dim", "32", "--admission-pressure", "0.5:32");
       assertEquals(1, noSketch.exit());
       assertTrue(noSketch.err().contains("admission_sketch_kib"), noSketch.err());
 
-      Cli made = cli("create", "--endpoints", endpoints, "--table", "w", "--dim", "32",
-          "--admission-sketch-kib", "64", "--admission-pressure", "0.5:32");
+      CliRun made = CliRun.of("create", "--endpoints", endpoints, "--table", "w",
+          "--dim", "32", "--admission-sketch-kib", "64", "--admission-pressure", "0.5:32");
       assertEquals(0, made.exit(), made.err());
       assertTrue(made.out().contains("\"maxCount\": 32"), made.out());
       assertTrue(made.out().contains("\"admissionCount\": 1"), made.out());
@@ -102,7 +79,7 @@ class AdmissionPressureCliTest {
         for (ShardEngine e : engines) {
           assertTrue(e.bytesInUse() <= e.memoryBudget(), e.bytesInUse() + " bytes");
         }
-        Cli described = cli("describe", "--endpoints", endpoints, "--table", "w");
+        CliRun described = CliRun.of("describe", "--endpoints", endpoints, "--table", "w");
         assertTrue(described.out().contains("\"memoryPressure\""), described.out());
       }
     } finally {

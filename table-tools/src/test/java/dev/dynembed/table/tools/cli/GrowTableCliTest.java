@@ -12,16 +12,12 @@ import dev.dynembed.table.common.TableConfigs;
 import dev.dynembed.table.common.TableException;
 import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 /**
  * {@code table-cli grow} on 2 loopback shards: rows keep their columns and take new ones, a
@@ -35,19 +31,11 @@ class GrowTableCliTest {
   private static final String[] KEYS = {"a", "b", "мир", "d", "e"};
 
   private static int cli(StringBuilder err, String... args) {
-    ByteArrayOutputStream e = new ByteArrayOutputStream();
-    PrintStream was = System.err;
-    PrintStream out = System.out;
-    System.setErr(new PrintStream(e, true, StandardCharsets.UTF_8));
-    System.setOut(new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
-    try {
-      return new CommandLine(new TableCli()).execute(args);
-    } finally {
-      System.setErr(was);
-      System.setOut(out);
-      err.append(e.toString(StandardCharsets.UTF_8));
-    }
+    CliRun r = CliRun.of(args);
+    err.append(r.err());
+    return r.exit();
   }
+
 
   private static float[] gradients(int n, int dim, float v) {
     float[] g = new float[n * dim];

@@ -10,16 +10,12 @@ import dev.dynembed.table.client.TableClients;
 import dev.dynembed.table.engine.ShardEngine;
 import dev.dynembed.table.server.TableServer;
 import dev.dynembed.table.v1.OptimizerKind;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 /**
  * A table whose rule is a shipped reaction, made with {@code table-cli create --optimizer
@@ -29,25 +25,6 @@ import picocli.CommandLine;
  */
 class RuleTablesCliTest {
   @TempDir Path dir;
-
-  private record Cli(int exit, String out, String err) {}
-
-  private static Cli cli(String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    PrintStream o = System.out;
-    PrintStream e = System.err;
-    System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-    System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
-    try {
-      int exit = new CommandLine(new TableCli()).execute(args);
-      return new Cli(exit, out.toString(StandardCharsets.UTF_8),
-          err.toString(StandardCharsets.UTF_8));
-    } finally {
-      System.setOut(o);
-      System.setErr(e);
-    }
-  }
 
   private static List<TableServer> shards(Path d) throws Exception {
     List<TableServer> s = new ArrayList<>();
@@ -75,7 +52,7 @@ class RuleTablesCliTest {
     List<TableServer> a = shards(dir.resolve("a"));
     List<TableServer> b = shards(dir.resolve("b"));
     try {
-      Cli made = cli("create", "--endpoints", endpoints(a), "--table", "avg", "--dim", "3",
+      CliRun made = CliRun.of("create", "--endpoints", endpoints(a), "--table", "avg", "--dim", "3",
           "--optimizer", "moving_average", "--rule-param", "rate=0.25", "--init", "zeros");
       assertEquals(0, made.exit(), made.err());
       assertTrue(made.out().contains("\"rule\": \"moving_average\"")
@@ -97,8 +74,8 @@ class RuleTablesCliTest {
         t.save(dir.resolve("a/ckpt"), 2); // inside the shards' data directory
         copyTree(dir.resolve("a/ckpt"), dir.resolve("b/ckpt"));
         try (TableClient fresh = TableClients.connect(List.of(endpoints(b).split(",")))) {
-          Cli restored = cli("restore", "--endpoints", endpoints(b), "--table", "avg", "--dir",
-              dir.resolve("b/ckpt").toString());
+          CliRun restored = CliRun.of("restore", "--endpoints", endpoints(b), "--table", "avg",
+              "--dir", dir.resolve("b/ckpt").toString());
           assertEquals(0, restored.exit(), restored.err() + restored.out());
           EmbeddingTable r = fresh.openTable("avg");
           assertEquals(Map.of("rate", 0.25), r.config().getOptimizer().getParamsMap());
@@ -108,13 +85,13 @@ class RuleTablesCliTest {
           assertArrayEquals(t.find(keys).rows(), r.find(keys).rows());
         }
       }
-      Cli missing = cli("create", "--endpoints", endpoints(a), "--table", "other", "--dim", "3",
-          "--optimizer", "no_such_rule");
+      CliRun missing = CliRun.of("create", "--endpoints", endpoints(a), "--table", "other",
+          "--dim", "3", "--optimizer", "no_such_rule");
       assertEquals(1, missing.exit());
       assertTrue(missing.err().contains("optimizer rule 'no_such_rule' is not installed"),
           missing.err());
-      Cli misplaced = cli("create", "--endpoints", endpoints(a), "--table", "other", "--dim",
-          "3", "--optimizer", "adagrad", "--rule-param", "rate=0.5");
+      CliRun misplaced = CliRun.of("create", "--endpoints", endpoints(a), "--table", "other",
+          "--dim", "3", "--optimizer", "adagrad", "--rule-param", "rate=0.5");
       assertEquals(1, misplaced.exit());
       assertTrue(misplaced.err().contains("--rule-param is for a row-update rule"),
           misplaced.err());
