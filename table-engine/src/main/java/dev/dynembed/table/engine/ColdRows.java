@@ -58,6 +58,15 @@ interface ColdRows {
     return false;
   }
 
+  /**
+   * Rewrites every record as {@code widen} makes it, {@code floats} floats wide: the table grew
+   * (the caller holds its lock exclusively). A tier that cannot refuses, naming itself.
+   */
+  default void widen(int floats, java.util.function.UnaryOperator<Record> widen) {
+    throw dev.dynembed.table.common.TableException.precondition("this tier cannot widen its"
+        + " records");
+  }
+
   /** The table's current store (a new, rebuilt, restored or recovered one), once attached. */
   default void attached(TableStore store) {}
 

@@ -130,7 +130,8 @@ public final class ColdTier implements AutoCloseable {
   /** A table's column family. */
   public final class Table extends ColdKeys {
     private final String name;
-    private final int recordFloats;
+    /** Floats of a record (row and slots); changed only by {@link #widen}, under this lock. */
+    private volatile int recordFloats;
     private final ColumnFamilyHandle family;
     /** Views open (a checkpoint being written); a dropped family is closed after the last. */
     private int openViews;
@@ -161,6 +162,49 @@ public final class ColdTier implements AutoCloseable {
 
     Record decode(byte[] key, byte[] v) {
       return ColdRows.decode(key, v, recordFloats, name, "disk-tier");
+    }
+
+    /**
+     * Rewrites every cold record as {@code widen} makes it, {@code floats} floats wide (a grow of
+     * the table, under its exclusive lock): read from one snapshot, written back in batches of
+     * 4,096. Keys, frequencies and counts stay. A view opened before reads the records it saw,
+     * at their width; a scan in progress starts again.
+     */
+    @Override
+    public synchronized void widen(int floats, java.util.function.UnaryOperator<Record> widen) {
+      checkLive();
+      if (scan != null) {
+        scan.close();
+        scan = null;
+      }
+      int was = recordFloats;
+      Snapshot snap = db.getSnapshot();
+      try (ReadOptions ro = new ReadOptions().setFillCache(false).setSnapshot(snap);
+          RocksIterator it = db.newIterator(family, ro)) {
+        WriteBatch batch = new WriteBatch();
+        try {
+          int n = 0;
+          for (it.seekToFirst(); it.isValid(); it.next()) {
+            Record r = widen.apply(ColdRows.decode(it.key(), it.value(), was, name,
+                "disk-tier"));
+            batch.put(family, r.key(), ColdRows.encode(r.values(), 0, floats, r.frequency(),
+                r.step(), r.updates()));
+            if (++n % 4096 == 0) {
+              db.write(writes, batch);
+              batch.close();
+              batch = new WriteBatch();
+            }
+          }
+          db.write(writes, batch);
+        } finally {
+          batch.close();
+        }
+      } catch (RocksDBException e) {
+        throw failed("widening table '" + name + "'", e);
+      } finally {
+        db.releaseSnapshot(snap);
+      }
+      recordFloats = floats;
     }
 
     @Override
@@ -353,6 +397,8 @@ public final class ColdTier implements AutoCloseable {
     /** A snapshot of the table's cold rows; close it to release the snapshot. */
     public final class View implements ColdRows.View {
       private final Snapshot snapshot;
+      /** The records' width when the view was opened (a grow may widen them meanwhile). */
+      private final int floats = recordFloats;
 
       private View(Snapshot snapshot) {
         this.snapshot = snapshot;
@@ -364,7 +410,7 @@ public final class ColdTier implements AutoCloseable {
         try (ReadOptions ro = new ReadOptions().setSnapshot(snapshot).setFillCache(false);
             RocksIterator it = db.newIterator(family, ro)) {
           for (it.seekToFirst(); it.isValid(); it.next()) {
-            if (!out.test(decode(it.key(), it.value()))) {
+            if (!out.test(ColdRows.decode(it.key(), it.value(), floats, name, "disk-tier"))) {
               return;
             }
           }

@@ -544,6 +544,7 @@ public final class ShardEngine {
                 + " changed", shardIndex, name, dim, after >> 20, budget >> 20);
           }
           lsn = log(LogRecord.newBuilder().setGrow(g).build());
+          TableGrowth.widenCold(old, fresh, g); // a disk tier's rows, now the grow is logged
           old.retired = true;
           put(name, fresh);
         } finally {

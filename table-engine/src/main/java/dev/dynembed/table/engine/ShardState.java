@@ -277,7 +277,9 @@ public final class ShardState implements AutoCloseable, ShardJournal {
         TableStore t = engine.lookup(name);
         if (t != null && lsn >= thresholds.getOrDefault(name, start)
             && t.dim < r.getGrow().getDim()) {
-          engine.install(name, TableGrowth.widen(t, r.getGrow()));
+          TableStore grown = TableGrowth.widen(t, r.getGrow());
+          TableGrowth.widenCold(t, grown, r.getGrow());
+          engine.install(name, grown);
         }
       }
       case SLOT_MAP -> engine.installNewerSlotMap(r.getSlotMap());

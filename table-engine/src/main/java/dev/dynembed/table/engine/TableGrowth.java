@@ -51,10 +51,10 @@ final class TableGrowth {
       throw TableException.invalid("table '%s' has dim %d: it can grow to a dim in [%d, %d],"
           + " not %d", t.name(), t.dim, t.dim, Limits.MAX_DIM, dim);
     }
-    if (t.config().getDiskTier() || t.config().getRedisTier()) {
-      throw TableException.precondition("table '%s' keeps rows in a %s tier: growing it is not"
-          + " supported yet (save it, restore it into a table without a tier, grow that)",
-          t.name(), t.config().getDiskTier() ? "disk" : "Redis");
+    if (t.config().getRedisTier()) {
+      throw TableException.precondition("table '%s' keeps rows in a Redis tier: growing it is"
+          + " not supported yet (save it, restore it into a table without a tier, grow that)",
+          t.name());
     }
     newColumns(t, grown(t, g), g);
     return false;
@@ -77,19 +77,44 @@ final class TableGrowth {
     }
   }
 
+  /** One row's record (row, then slot rows) at the grown width. */
+  private static final class Widening {
+    final int d;
+    final int dim;
+    final int slots;
+    final float[] newSlots;
+    final RowInitializer rows;
+
+    Widening(TableStore t, TableStore fresh, GrowTableRequest g) {
+      this.d = t.dim;
+      this.dim = g.getDim();
+      this.slots = t.rowFloats / d - 1;
+      this.newSlots = new float[slots * dim];
+      fresh.optimizer.initSlots(newSlots, 0); // a new row's slots: the same for every key
+      this.rows = new RowInitializer(newColumns(t, fresh.config(), g));
+    }
+
+    /** Writes into {@code rec} the record of key {@code hash} whose old one is at src[off]. */
+    void widen(long hash, float[] src, int off, float[] rec) {
+      rows.fill(hash, rec, 0, dim);
+      System.arraycopy(src, off, rec, 0, d);
+      for (int k = 0; k < slots; k++) {
+        System.arraycopy(newSlots, k * dim, rec, dim + k * dim, dim);
+        System.arraycopy(src, off + d + k * d, rec, dim + k * dim, d);
+      }
+    }
+  }
+
   /**
    * The store of {@code t} (quiesced by the caller) with every row {@code g.dim} wide, the held
-   * rows' new columns from {@code g}'s new_columns, else its initializer, else the table's.
+   * rows' new columns from {@code g}'s new_columns, else its initializer, else the table's. A
+   * disk tier is shared with the new store; its rows are widened by {@link #widenCold}, once the
+   * grow is decided and logged.
    */
   static TableStore widen(TableStore t, GrowTableRequest g) {
-    int dim = g.getDim();
     TableConfig cfg = grown(t, g);
     TableStore fresh = new TableStore(cfg, t.shardIndex, t.numShards);
-    int d = t.dim;
-    int slots = t.rowFloats / d - 1;
-    float[] newSlots = new float[slots * dim];
-    fresh.optimizer.initSlots(newSlots, 0); // a new row's slots: the same for every key
-    RowInitializer rows = new RowInitializer(newColumns(t, cfg, g));
+    Widening w = new Widening(t, fresh, g);
     float[] rec = new float[fresh.rowFloats];
     TableStore.Frozen f = t.freezeHot();
     for (int r = 0; r < f.size(); r++) {
@@ -99,14 +124,7 @@ final class TableGrowth {
       PackedKeys.Builder b = new PackedKeys.Builder(1);
       f.appendKey(r, b);
       PackedKeys key = b.build();
-      float[] page = f.rowPage(r);
-      int base = f.rowBase(r);
-      rows.fill(key.hash(0), rec, 0, dim);
-      System.arraycopy(page, base, rec, 0, d);
-      for (int k = 0; k < slots; k++) {
-        System.arraycopy(newSlots, k * dim, rec, dim + k * dim, dim);
-        System.arraycopy(page, base + d + k * d, rec, dim + k * dim, d);
-      }
+      w.widen(key.hash(0), f.rowPage(r), f.rowBase(r), rec);
       fresh.restoreRow(key, 0, rec, 0, f.meta(r, TableStore.M_FREQ),
           f.meta(r, TableStore.M_STEP), f.meta(r, TableStore.M_UPDATES));
     }
@@ -115,6 +133,29 @@ final class TableGrowth {
       fresh.admissionSketch().merge(AdmissionSketch.of(fresh.admissionSketch().width(),
           f.sketchCounters()));
     }
+    if (t.cold() != null) {
+      fresh.attachCold(t.cold());
+    }
     return fresh;
+  }
+
+  /**
+   * Rewrites the rows {@code t}'s disk tier holds at the width of {@code fresh} (the store {@link
+   * #widen} made of it, sharing the tier), as {@link #widen} does the rows in memory. Called with
+   * the table's lock held exclusively, after the grow was logged: a replay of the record does it
+   * again on the rows the tier holds then.
+   */
+  static void widenCold(TableStore t, TableStore fresh, GrowTableRequest g) {
+    ColdRows cold = t.cold();
+    if (cold == null) {
+      return;
+    }
+    Widening w = new Widening(t, fresh, g);
+    cold.widen(fresh.rowFloats, r -> {
+      float[] rec = new float[fresh.rowFloats];
+      w.widen(dev.dynembed.table.common.KeyHashing.hash(r.key(), 0, r.key().length), r.values(),
+          0, rec);
+      return new ColdRows.Record(r.key(), rec, r.frequency(), r.step(), r.updates());
+    });
   }
 }

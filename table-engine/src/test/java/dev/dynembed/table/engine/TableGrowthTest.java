@@ -202,6 +202,60 @@ class TableGrowthTest {
     }
   }
 
+  /**
+   * A disk-tier table with most of its rows on disk grows: the cold rows are rewritten at the new
+   * width as the hot ones are (old columns, slots and metadata kept; new columns a fresh row's
+   * of the new initializer), and a restart from the log (whose replay demotes and grows again)
+   * and a snapshot taken after it hold the same rows.
+   */
+  @Test
+  void aDiskTierTable_growsTheRowsOnDiskToo_throughALogReplayAndASnapshot() throws Exception {
+    ShardEngine e = new ShardEngine(0, 1, dir);
+    ShardState state = durable(e);
+    e.create(config(4).toBuilder().setMinCount(0).setDiskTier(true).setMaxKeys(100_000)
+        .build());
+    train(e, 30, 4);
+    java.util.Map<String, TableStore.Record> before = Fixtures.snapshot(e.get("g"));
+    e.evict(dev.dynembed.table.v1.EvictRequest.newBuilder().setTable("g").setMaxKeys(3).build());
+    assertEquals(KEYS.length - 3, e.get("g").coldKeys().size(), "rows on disk");
+    dev.dynembed.table.v1.InitializerConfig wider = TableConfigs.normal(0f, 0.2f, 11);
+    TableStore grown = e.grow("g", 6, wider);
+    assertEquals(KEYS.length - 3, grown.coldKeys().size(), "still on disk after the grow");
+    java.util.Map<String, TableStore.Record> after = promoted(grown);
+    RowInitializer init = new RowInitializer(wider);
+    for (String k : KEYS) {
+      TableStore.Record old = before.get(k);
+      TableStore.Record now = after.get(k);
+      float[] fresh = new float[6];
+      init.fill(PackedKeys.of(k).hash(0), fresh, 0, 6);
+      assertArrayEquals(old.weights(), Arrays.copyOf(now.weights(), 4), k);
+      assertArrayEquals(Arrays.copyOfRange(fresh, 4, 6), Arrays.copyOfRange(now.weights(), 4, 6),
+          k + ": new columns");
+      assertArrayEquals(old.slots()[0], Arrays.copyOf(now.slots()[0], 4), k);
+      assertArrayEquals(new float[] {0.25f, 0.25f}, Arrays.copyOfRange(now.slots()[0], 4, 6));
+      assertArrayEquals(old.slots()[1], Arrays.copyOf(now.slots()[1], 4), k + ": statistics");
+      assertEquals(old.frequency(), now.frequency(), k);
+      assertEquals(old.updates(), now.updates(), k);
+    }
+    state.crash();
+
+    ShardEngine again = new ShardEngine(0, 1, dir);
+    ShardState replayed = durable(again); // create, writes, evict, grow: from the log
+    assertEquals(KEYS.length - 3, again.get("g").coldKeys().size(), "on disk after the replay");
+    assertEquals(after, promoted(again.get("g")), "after a replay");
+    replayed.close(true);
+    ShardEngine third = new ShardEngine(0, 1, dir);
+    durable(third).close(false);
+    assertEquals(after, promoted(third.get("g")), "from the snapshot");
+  }
+
+  /** Every key's record, the rows on disk promoted back to memory first. */
+  private static java.util.Map<String, TableStore.Record> promoted(TableStore t) {
+    t.find(PackedKeys.of(KEYS), new float[KEYS.length * t.dim], new byte[1]);
+    assertEquals(0, t.coldKeys().size(), "every row back in memory");
+    return Fixtures.snapshot(t);
+  }
+
   @Test
   void badGrows_areRefusedByName_andChangeNothing() {
     ShardEngine e = new ShardEngine(0, 1, dir);
@@ -215,12 +269,6 @@ class TableGrowthTest {
     assertEquals(ErrorCode.NOT_FOUND,
         assertThrows(TableException.class, () -> e.grow("nope", 8)).code());
     assertSame(t, e.get("g"));
-    TableStore tiered = e.create(TableConfigs.builder("tiered", 4).setMaxKeys(100)
-        .setDiskTier(true).build());
-    TableException tier = assertThrows(TableException.class, () -> e.grow("tiered", 8));
-    assertEquals(ErrorCode.FAILED_PRECONDITION, tier.code());
-    assertTrue(tier.getMessage().contains("disk tier"), tier.getMessage());
-    assertSame(tiered, e.get("tiered"));
     e.setMemoryBudget(e.bytesInUse() + 1024);
     TableException budget = assertThrows(TableException.class, () -> e.grow("g", 4096));
     assertEquals(ErrorCode.RESOURCE_EXHAUSTED, budget.code());
