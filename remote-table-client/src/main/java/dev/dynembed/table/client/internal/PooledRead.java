@@ -54,8 +54,8 @@ final class PooledRead extends ShardCalls.ReadItem<float[]> {
       if (o == null) {
         continue;
       }
-      Shard.PooledReply r = (Shard.PooledReply) o;
-      ShardCalls.requireOpenedWidth(table, r.pooled().dim, dim);
+      // a table grown since this client opened it: the old columns of the pooled vectors
+      Shard.PooledReply r = (Shard.PooledReply) ShardCalls.narrowed(table, o, dim, 0);
       if (r.pooled().size() != bags) {
         throw new IllegalStateException("a shard answered " + r.pooled().size()
             + " pooled rows for " + bags + " bags");

@@ -62,10 +62,8 @@ final class RowsRead extends ShardCalls.ReadItem<RowsRead.Result> {
 
   @Override
   Result merge(Object[] replies) {
-    for (Object o : replies) { // a table grown since this client opened it
-      if (o instanceof Shard.RowsReply r && r.rows() != null) {
-        ShardCalls.requireOpenedWidth(table, r.rows().dim, dim);
-      }
+    for (int s = 0; s < replies.length; s++) { // a table grown since this client opened it
+      replies[s] = ShardCalls.narrowed(table, replies[s], dim, slotFloats / dim);
     }
     int n = keys.size();
     boolean wantRows = mode == null || mode.rows();

@@ -216,8 +216,9 @@ final class SampleRead<T> extends ShardCalls.ReadItem<T> {
       if (r == null || kept[s] == 0) {
         continue;
       }
-      if (!omitRows && r.rows() != null) {
-        ShardCalls.requireOpenedWidth(table, r.rows().dim, dim);
+      if (!omitRows) { // a table grown since this client opened it: its old columns
+        r = (Shard.SampleReply) ShardCalls.narrowed(table, r, dim, slotFloats / dim);
+        replies[s] = r;
       }
       int distinctCount = r.keys().size() - shardPositives[s].size();
       renumber[s] = new int[distinctCount];

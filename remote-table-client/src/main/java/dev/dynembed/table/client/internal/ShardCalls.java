@@ -1,11 +1,11 @@
 package dev.dynembed.table.client.internal;
 
+import dev.dynembed.table.client.spi.ReplyRows;
+import dev.dynembed.table.client.spi.Shard;
 import dev.dynembed.table.common.TableException;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import dev.dynembed.table.client.spi.Shard;
 
 /**
  * Reads and writes of any number of tables of one deployment, as one call per shard.
@@ -22,14 +22,52 @@ import dev.dynembed.table.client.spi.Shard;
  */
 final class ShardCalls {
   /**
-   * Refuses a reply's rows of another width than the client opened the table at: the table grew
-   * since (docs/design/0025), and rows sliced at the old width would be wrong, not short.
+   * Refuses a reply's rows narrower than the client opened the table at: it opened the table
+   * while a grow was under way (a shard not grown yet), and rows sliced at the new width would be
+   * wrong, not short. Wider rows are a grow since the client opened it ({@link #narrowed}).
    */
   static void requireOpenedWidth(String table, int got, int opened) {
-    if (got != opened) {
-      throw TableException.precondition("table '%s' has rows of dim %d on its shards but was"
-          + " opened here at dim %d (grown since?): open it again", table, got, opened);
+    if (got < opened) {
+      throw TableException.precondition("table '%s' has rows of dim %d on a shard but was opened"
+          + " here at dim %d: a grow has not reached every shard (run it again to finish it)",
+          table, got, opened);
     }
+  }
+
+  /**
+   * A shard's reply as a client that opened {@code table} at width {@code opened} reads it: rows
+   * and slot rows ({@code slotBlocks} per key) of a shard that grew the table since are cut to
+   * their old columns, which such a caller goes on training (its writes are widened with zero
+   * columns, {@link Widening}); a shard narrower than the client is refused by name (the client
+   * opened the table while a grow was under way: finish it, open the table again).
+   */
+  static Object narrowed(String table, Object reply, int opened, int slotBlocks) {
+    if (reply instanceof Shard.RowsReply r) {
+      ReplyRows rows = narrowed(table, r.rows(), 1, opened);
+      ReplyRows slots = narrowed(table, r.slots(), slotBlocks, opened);
+      return rows == r.rows() && slots == r.slots() ? r
+          : new Shard.RowsReply(rows, r.found(), r.frequencies(), slots, r.updateCounts());
+    }
+    if (reply instanceof Shard.SampleReply r) {
+      ReplyRows rows = narrowed(table, r.rows(), 1, opened);
+      ReplyRows slots = narrowed(table, r.slots(), slotBlocks, opened);
+      return rows == r.rows() && slots == r.slots() ? r
+          : new Shard.SampleReply(r.keys(), r.positive(), r.probability(), r.mass(), r.numKeys(),
+              rows, r.drawIndex(), slots, r.updateCounts());
+    }
+    if (reply instanceof Shard.PooledReply r) {
+      ReplyRows pooled = narrowed(table, r.pooled(), 1, opened);
+      return pooled == r.pooled() ? r : new Shard.PooledReply(pooled, r.found());
+    }
+    return reply;
+  }
+
+  private static ReplyRows narrowed(String table, ReplyRows rows, int blocks, int opened) {
+    if (rows == null || blocks == 0 || rows.dim == blocks * opened) {
+      return rows;
+    }
+    requireOpenedWidth(table, rows.dim / blocks, opened);
+    return rows.narrowed(blocks, opened);
   }
 
   private ShardCalls() {}
@@ -175,7 +213,7 @@ final class ShardCalls {
           reqs.add(w);
         }
       }
-      calls.add(reqs.isEmpty() ? null : Rerouted.write(router, s, reqs, epoch, 0));
+      calls.add(reqs.isEmpty() ? null : Widening.write(router, s, reqs, epoch));
     }
     return Futures.all(calls).handle((replies, failure) -> {
       for (WriteItem it : items) {

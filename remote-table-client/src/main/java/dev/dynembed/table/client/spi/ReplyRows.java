@@ -30,6 +30,61 @@ public abstract class ReplyRows {
   /** All rows as an array of [size, dim] (not copied when they already are one). */
   public abstract float[] toArray();
 
+  /**
+   * These rows cut to their first {@code width} values of each of {@code blocks} blocks (a row,
+   * or a key's slot rows one after another): what a client that opened a table at a width reads
+   * of a shard that grew it since (the old columns of every row and slot).
+   */
+  public ReplyRows narrowed(int blocks, int width) {
+    if (dim % blocks != 0 || width > dim / blocks) {
+      throw new IllegalArgumentException("rows of dim " + dim + " cannot narrow to " + blocks
+          + " blocks of " + width);
+    }
+    return width == dim / blocks ? this : new Narrowed(this, blocks, width);
+  }
+
+  private static final class Narrowed extends ReplyRows {
+    private final ReplyRows wide;
+    private final int blocks;
+    private final int width;
+
+    Narrowed(ReplyRows wide, int blocks, int width) {
+      super(blocks * width);
+      this.wide = wide;
+      this.blocks = blocks;
+      this.width = width;
+    }
+
+    @Override
+    public int size() {
+      return wide.size();
+    }
+
+    @Override
+    public void get(int row, float[] dst, int off) {
+      float[] w = new float[wide.dim];
+      wide.get(row, w, 0);
+      int from = wide.dim / blocks;
+      for (int b = 0; b < blocks; b++) {
+        System.arraycopy(w, b * from, dst, off + b * width, width);
+      }
+    }
+
+    @Override
+    public void getAll(float[] dst, int off) {
+      for (int r = 0; r < size(); r++) {
+        get(r, dst, off + r * dim);
+      }
+    }
+
+    @Override
+    public float[] toArray() {
+      float[] out = new float[size() * dim];
+      getAll(out, 0);
+      return out;
+    }
+  }
+
   public static ReplyRows of(float[] rows, int dim) {
     return new Floats(rows, dim);
   }
