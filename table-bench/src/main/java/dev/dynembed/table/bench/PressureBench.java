@@ -63,9 +63,7 @@ public final class PressureBench implements Callable<Integer> {
     Map<String, Integer> truth = stream.counts();
     int rowsThatFit = (int) Math.max(1, truth.size() * fit);
     double best = topCoverage(batches, truth, rowsThatFit);
-    String[] p = pressure.split(":");
-    AdmissionPressure ap = AdmissionPressure.newBuilder().setFrom(Float.parseFloat(p[0]))
-        .setMaxCount(Integer.parseInt(p[1])).build();
+    AdmissionPressure ap = dev.dynembed.table.tools.cli.TableCli.admissionPressure(pressure);
     Path dir = Files.createTempDirectory("pressure-bench");
     long perRow = bytesPerRow(dir);
     long rowBytes = (long) rowsThatFit * perRow;

@@ -52,6 +52,11 @@ final class AdmissionContext {
     CURRENT.remove();
   }
 
+  /** The shard's bytes in use after the item: what it began with and the rows it admitted. */
+  long usedAfter() {
+    return budget > 0 ? budget - room : used;
+  }
+
   /** The shard's part of the pressure: bytes in use over the budget (0 without a budget). */
   double shardPressure() {
     return budget > 0 ? (double) used / budget : 0;

@@ -161,7 +161,12 @@ public final class ColdTier implements AutoCloseable {
     }
 
     Record decode(byte[] key, byte[] v) {
-      return ColdRows.decode(key, v, recordFloats, name, "disk-tier");
+      return decode(key, v, recordFloats);
+    }
+
+    /** A record of {@code floats} floats (a width it had before a grow). */
+    Record decode(byte[] key, byte[] v, int floats) {
+      return ColdRows.decode(key, v, floats, name, "disk-tier");
     }
 
     /**
@@ -185,8 +190,7 @@ public final class ColdTier implements AutoCloseable {
         try {
           int n = 0;
           for (it.seekToFirst(); it.isValid(); it.next()) {
-            Record r = widen.apply(ColdRows.decode(it.key(), it.value(), was, name,
-                "disk-tier"));
+            Record r = widen.apply(decode(it.key(), it.value(), was));
             batch.put(family, r.key(), ColdRows.encode(r.values(), 0, floats, r.frequency(),
                 r.step(), r.updates()));
             if (++n % 4096 == 0) {
@@ -410,7 +414,7 @@ public final class ColdTier implements AutoCloseable {
         try (ReadOptions ro = new ReadOptions().setSnapshot(snapshot).setFillCache(false);
             RocksIterator it = db.newIterator(family, ro)) {
           for (it.seekToFirst(); it.isValid(); it.next()) {
-            if (!out.test(ColdRows.decode(it.key(), it.value(), floats, name, "disk-tier"))) {
+            if (!out.test(decode(it.key(), it.value(), floats))) {
               return;
             }
           }

@@ -394,9 +394,7 @@ public final class ShardCommands {
           } finally {
             if (ctx != null) {
               AdmissionContext.close();
-              if (ctx.budget > 0) { // what the item admitted, for the next item's room
-                used += (ctx.budget - ctx.used) - ctx.room;
-              }
+              used = ctx.usedAfter(); // the next item's room is what this one left
             }
           }
           if (ins != null && mayChange(codec.table(item), ins.noCount() || duplicate)) {

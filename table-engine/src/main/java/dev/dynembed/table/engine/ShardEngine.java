@@ -626,7 +626,8 @@ public final class ShardEngine {
   private dev.dynembed.table.v1.TableCounters withAdmission(TableStore t,
       dev.dynembed.table.v1.TableCounters c) {
     long budget = memoryBudget;
-    double shard = budget > 0 ? (double) bytesInUse() / budget : 0;
+    // only a pressured table reads the shard's memory: the others need max(min_count, 1)
+    double shard = t.pressured() && budget > 0 ? (double) bytesInUse() / budget : 0;
     int need = t.admissionCount(shard);
     var b = c.toBuilder().setAdmissionCount(need == Integer.MAX_VALUE ? 0 : need);
     if (t.pressured()) {

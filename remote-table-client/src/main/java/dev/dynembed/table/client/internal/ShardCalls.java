@@ -22,19 +22,6 @@ import java.util.concurrent.CompletableFuture;
  */
 final class ShardCalls {
   /**
-   * Refuses a reply's rows narrower than the client opened the table at: it opened the table
-   * while a grow was under way (a shard not grown yet), and rows sliced at the new width would be
-   * wrong, not short. Wider rows are a grow since the client opened it ({@link #narrowed}).
-   */
-  static void requireOpenedWidth(String table, int got, int opened) {
-    if (got < opened) {
-      throw TableException.precondition("table '%s' has rows of dim %d on a shard but was opened"
-          + " here at dim %d: a grow has not reached every shard (run it again to finish it)",
-          table, got, opened);
-    }
-  }
-
-  /**
    * A shard's reply as a client that opened {@code table} at width {@code opened} reads it: rows
    * and slot rows ({@code slotBlocks} per key) of a shard that grew the table since are cut to
    * their old columns, which such a caller goes on training (its writes are widened with zero
@@ -62,11 +49,20 @@ final class ShardCalls {
     return reply;
   }
 
+  /**
+   * {@code rows} cut to {@code opened} columns per block; refused when narrower than that: the
+   * client opened the table while a grow was under way (a shard not grown yet), and rows sliced
+   * at the new width would be wrong, not short.
+   */
   private static ReplyRows narrowed(String table, ReplyRows rows, int blocks, int opened) {
     if (rows == null || blocks == 0 || rows.dim == blocks * opened) {
       return rows;
     }
-    requireOpenedWidth(table, rows.dim / blocks, opened);
+    if (rows.dim / blocks < opened) {
+      throw TableException.precondition("table '%s' has rows of dim %d on a shard but was opened"
+          + " here at dim %d: a grow has not reached every shard (run it again to finish it)",
+          table, rows.dim / blocks, opened);
+    }
     return rows.narrowed(blocks, opened);
   }
 

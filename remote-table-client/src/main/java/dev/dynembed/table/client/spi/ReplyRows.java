@@ -62,7 +62,11 @@ public abstract class ReplyRows {
 
     @Override
     public void get(int row, float[] dst, int off) {
-      float[] w = new float[wide.dim];
+      get(row, dst, off, new float[wide.dim]);
+    }
+
+    /** Row {@code row}'s old columns into {@code dst}, read through {@code w} (a wide row). */
+    private void get(int row, float[] dst, int off, float[] w) {
       wide.get(row, w, 0);
       int from = wide.dim / blocks;
       for (int b = 0; b < blocks; b++) {
@@ -72,8 +76,9 @@ public abstract class ReplyRows {
 
     @Override
     public void getAll(float[] dst, int off) {
+      float[] w = new float[wide.dim]; // one wide row read at a time
       for (int r = 0; r < size(); r++) {
-        get(r, dst, off + r * dim);
+        get(r, dst, off + r * dim, w);
       }
     }
 

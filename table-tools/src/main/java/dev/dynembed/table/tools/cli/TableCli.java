@@ -143,7 +143,7 @@ public final class TableCli {
   }
 
   /** {@code FROM:MAX_COUNT} of --admission-pressure; the shards check the ranges. */
-  static dev.dynembed.table.v1.AdmissionPressure admissionPressure(String s) {
+  public static dev.dynembed.table.v1.AdmissionPressure admissionPressure(String s) {
     String[] p = s.split(":", -1);
     try {
       if (p.length == 2) {
