@@ -279,6 +279,10 @@ public final class RedisShard implements Shard {
               + " import into it; import into a table shard, whose Redis tier keeps them);"
               + " nothing was applied", t.name());
         }
+        if (w.pairs() != null) {
+          throw TableException.invalid("table '%s': the Redis backend keeps no co-occurrence"
+              + " counts; nothing was applied", t.name());
+        }
         float[] g = w.gradients();
         if (w.bags() != null) {
           w.bags().requireKeys(w.keys().size());

@@ -62,6 +62,10 @@ final class RedisTable {
           + " admission_pressure is for table shards (bound Redis with maxmemory instead)",
           c.getName());
     }
+    if (c.hasCooccurrence()) {
+      throw TableException.invalid("table '%s': the Redis backend keeps no co-occurrence counts;"
+          + " cooccurrence is for table shards", c.getName());
+    }
     if (c.getAdmissionSketchKib() > 0) {
       throw TableException.invalid("table '%s': the Redis backend counts admissions exactly in"
           + " Redis; admission_sketch_kib is for table shards (leave it 0)", c.getName());

@@ -1,5 +1,7 @@
 package dev.dynembed.table.client;
 
+import dev.dynembed.table.v1.PartnerWeight;
+
 import dev.dynembed.table.common.KeyBags;
 import dev.dynembed.table.v1.CheckpointManifest;
 import dev.dynembed.table.v1.SamplerKind;
@@ -252,5 +254,45 @@ public interface EmbeddingTable {
   default long remove(String... keys) {
     throw new UnsupportedOperationException("table '" + name() + "' ("
         + getClass().getSimpleName() + ") does not remove keys");
+  }
+
+  /**
+   * Reports co-occurring pairs to the shards that own their anchors, which count them in the
+   * table's co-occurrence summaries (a table created with {@code cooccurrence}; design 0026).
+   * Anchors may repeat; rows and frequencies are not touched. Applied once however often it is
+   * resent.
+   *
+   * @param counts each pair's count (&gt;= 1), or null for 1 each
+   * @param step recorded with the call (the log's replay order)
+   * @return pairs counted (pairs of anchors past max_anchors are dropped)
+   */
+  default int reportPairs(String[] anchors, String[] partners, int[] counts, long step) {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") keeps no co-occurrence counts");
+  }
+
+  /**
+   * {@code numDraws} partners of each anchor drawn with replacement from its co-occurrence
+   * summary, by positive PMI or by count (none for an anchor without a partner of positive
+   * weight). A function of the counts, the anchor, its occurrence in the batch and the seed.
+   */
+  default PartnerDraws partners(String[] anchors, int numDraws, PartnerWeight weight, long seed) {
+    throw new UnsupportedOperationException("table '" + name() + "' ("
+        + getClass().getSimpleName() + ") keeps no co-occurrence counts");
+  }
+
+  /**
+   * Partner draws: anchor i's are {@code keys[offset(i) .. offset(i) + counts[i])}, each with its
+   * probability among that anchor's partners.
+   */
+  record PartnerDraws(String[] keys, float[] probability, int[] counts) {
+    /** Where anchor i's draws start in {@link #keys}. */
+    public int[] offsets() {
+      int[] o = new int[counts.length + 1];
+      for (int i = 0; i < counts.length; i++) {
+        o[i + 1] = o[i] + counts[i];
+      }
+      return o;
+    }
   }
 }

@@ -100,6 +100,10 @@ final class LocalShard implements Shard {
         return ShardCommands.ReadCost.pooled(p.keys().size(), p.bags().bags(), t.dim(),
             Float.BYTES);
       }
+      if (item instanceof Shard.Partners p) {
+        return ShardCommands.ReadCost.sample((long) p.anchors().size() * Math.max(0, p.numDraws()),
+            p.anchors().size(), 0, Float.BYTES);
+      }
       Sample s = (Sample) item;
       return ShardCommands.ReadCost.sample(Math.max(0, s.numSampled()), s.positives().size(),
           s.distinct() && !s.omitRows() ? t.dim() + (s.withSlots() ? (long) t.slotFloats() : 0L) : 0L,
@@ -114,6 +118,8 @@ final class LocalShard implements Shard {
         return findOrInsert(f, f.mode().count() && !resent);
       } else if (item instanceof Pooled p) {
         return pooled(p, p.count() && !resent);
+      } else if (item instanceof Shard.Partners p) {
+        return partners(p);
       }
       return sample((Sample) item);
     }
@@ -164,6 +170,15 @@ final class LocalShard implements Shard {
     return new PooledReply(ReplyRows.of(pooled, t.dim()), found);
   }
 
+  private Shard.PartnersReply partners(Shard.Partners p) {
+    TableStore t = engine.get(p.table());
+    TableStore.PartnerDraws d = t.drawPartners(p.anchors(), p.numDraws(),
+        p.weight() == dev.dynembed.table.v1.PartnerWeight.COUNT_WEIGHT
+            ? dev.dynembed.table.engine.PairCounts.Weight.COUNT
+            : dev.dynembed.table.engine.PairCounts.Weight.PPMI, p.seed());
+    return new Shard.PartnersReply(d.keys(), d.probability(), d.counts());
+  }
+
   private SampleReply sample(Sample s) {
     TableStore t = engine.get(s.table());
     SampleCandidates c = engine.sample(t, s.positives(), s.numSampled(), s.sampler(), s.alpha(),
@@ -204,6 +219,9 @@ final class LocalShard implements Shard {
     public TableStore.CheckedGradients check(TableStore t, Write w) {
       if (w.assign() != null) {
         return t.checkAssign(w.keys(), w.gradients(), w.assign().frequencies());
+      }
+      if (w.pairs() != null) {
+        return t.checkPairs(w.keys(), w.pairs().partners(), w.pairs().counts());
       }
       return w.bags() != null
           ? PooledRows.checkGradients(t, w.keys(), w.bags(), w.gradients(), w.learningRate())

@@ -180,6 +180,9 @@ public final class CheckpointIo {
         }
         writePending(out, pending);
       }
+      if (t.config().hasCooccurrence()) { // the anchors this file's keys are: its own
+        f.pairs.write(out, owned == null ? h -> true : h -> owned.ownerOf(h) == t.shardIndex);
+      }
       out.flush();
       writeInt(out, (int) whole.getValue());
       out.flush();
@@ -249,6 +252,20 @@ public final class CheckpointIo {
       counters[i] = b.getInt();
     }
     mine.merge(AdmissionSketch.of(width, counters));
+  }
+
+  /**
+   * Reads a file's co-occurrence counts: a file of the same shard and layout is its exact state
+   * (totals and sketch too); after a change of shard count each owned anchor's summary is taken
+   * and its kept counts added to the totals and sketch (PMI then reads this shard's shares).
+   */
+  private static void readPairs(DataInputStream in, String p, Target target, CheckpointHeader h)
+      throws IOException {
+    boolean sameLayout = h.getNumShards() == target.numShards
+        && (target.map == null || target.map.epoch() == 0);
+    boolean exact = target.all || target.numShards <= 1 && h.getNumShards() <= 1
+        || sameLayout && h.getShardIndex() == target.shardIndex;
+    target.table.pairs().read(in, target::owns, exact, p);
   }
 
   private static void readPending(DataInputStream in, String p, Target target) throws IOException {
@@ -409,6 +426,9 @@ public final class CheckpointIo {
         readSketch(in, p, target, h);
       } else if (cfg.getMinCount() > 1) {
         readPending(in, p, target);
+      }
+      if (cfg.hasCooccurrence()) {
+        readPairs(in, p, target, h);
       }
       int expected = (int) whole.getValue();
       int stored = Integer.reverseBytes(new DataInputStream(raw).readInt());

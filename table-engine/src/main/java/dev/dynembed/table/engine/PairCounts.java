@@ -45,6 +45,11 @@ public final class PairCounts {
   private final AdmissionSketch marginals;
   private final AtomicLong total = new AtomicLong();
   private final LongAdder dropped = new LongAdder();
+  /** The summaries' bytes, kept as they change (the memory budget reads it per call). */
+  private final AtomicLong summaryBytes = new AtomicLong();
+  private static final int SUMMARY_BYTES = 64;
+  private static final int ENTRY_BYTES = 40;
+  private static final int KEY_BYTES = 16;
 
   /**
    * @param partners the partners kept per anchor (1..1024)
@@ -62,6 +67,12 @@ public final class PairCounts {
     this.partners = partners;
     this.maxAnchors = maxAnchors;
     this.marginals = new AdmissionSketch(sketchKib);
+  }
+
+  private PairCounts(int partners, int maxAnchors, AdmissionSketch marginals) {
+    this.partners = partners;
+    this.maxAnchors = maxAnchors;
+    this.marginals = marginals;
   }
 
   /** One anchor's Space-Saving summary: parallel arrays, at most {@code partners} entries. */
@@ -96,27 +107,27 @@ public final class PairCounts {
       return -1;
     }
 
-    void add(long h, byte[] k, long c, int capacity) {
+    /** @return the change of the summary's bytes */
+    long add(long h, byte[] k, long c, int capacity) {
       total += c;
       int i = find(h, k);
       if (i >= 0) {
         count[i] += c;
-        return;
+        return 0;
       }
+      long delta = 0;
       if (size < capacity) {
         if (size == hash.length) {
-          int n = Math.min(capacity, size * 2);
-          hash = Arrays.copyOf(hash, n);
-          key = Arrays.copyOf(key, n);
-          count = Arrays.copyOf(count, n);
-          error = Arrays.copyOf(error, n);
+          int n = Math.min(capacity, Math.max(4, size * 2));
+          delta += (long) ENTRY_BYTES * (n - size);
+          resize(n);
         }
         hash[size] = h;
         key[size] = k;
         count[size] = c;
         error[size] = 0;
         size++;
-        return;
+        return delta + KEY_BYTES + k.length;
       }
       int min = 0; // Space-Saving: the new partner takes the least count's place
       for (int j = 1; j < size; j++) {
@@ -124,10 +135,38 @@ public final class PairCounts {
           min = j;
         }
       }
+      delta += k.length - key[min].length;
       hash[min] = h;
       key[min] = k;
       error[min] = count[min];
       count[min] += c;
+      return delta;
+    }
+
+    void resize(int n) {
+      hash = Arrays.copyOf(hash, n);
+      key = Arrays.copyOf(key, n);
+      count = Arrays.copyOf(count, n);
+      error = Arrays.copyOf(error, n);
+    }
+
+    long bytes() {
+      long b = SUMMARY_BYTES + (long) ENTRY_BYTES * hash.length;
+      for (int i = 0; i < size; i++) {
+        b += KEY_BYTES + key[i].length;
+      }
+      return b;
+    }
+
+    Summary copy() {
+      Summary c = new Summary(0);
+      c.hash = hash.clone();
+      c.key = key.clone(); // the partner keys' bytes are never changed in place
+      c.count = count.clone();
+      c.error = error.clone();
+      c.size = size;
+      c.total = total;
+      return c;
     }
   }
 
@@ -146,10 +185,14 @@ public final class PairCounts {
         dropped.add(count);
         return false;
       }
-      s = anchors.computeIfAbsent(anchorHash, h -> new Summary(partners));
+      s = anchors.computeIfAbsent(anchorHash, h -> {
+        Summary n = new Summary(partners);
+        summaryBytes.addAndGet(SUMMARY_BYTES + (long) ENTRY_BYTES * n.hash.length);
+        return n;
+      });
     }
     synchronized (s) {
-      s.add(partnerHash, partnerKey, count, partners);
+      summaryBytes.addAndGet(s.add(partnerHash, partnerKey, count, partners));
     }
     marginals.add(partnerHash, count);
     total.addAndGet(count);
@@ -206,18 +249,202 @@ public final class PairCounts {
     return anchors.size();
   }
 
-  /** Memory held: the anchors' entries (with their partner keys' bytes) and the sketch. */
+  /**
+   * Memory held, in O(1): the anchors' entries (with their partner keys' bytes) and the sketch;
+   * the draws' tables (built on demand, 12 bytes a partner) are not counted.
+   */
   public long bytes() {
-    long b = marginals.bytes();
-    for (Summary s : anchors.values()) {
+    return marginals.bytes() + summaryBytes.get();
+  }
+
+  /** The partners kept per anchor. */
+  public int partnersPerAnchor() {
+    return partners;
+  }
+
+  /**
+   * A deep copy (a checkpoint's cut): the caller keeps reports out meanwhile (the table's
+   * exclusive lock).
+   */
+  public PairCounts copy() {
+    PairCounts c = new PairCounts(partners, maxAnchors,
+        AdmissionSketch.of(marginals.width(), marginals.counters()));
+    anchors.forEach((h, s) -> {
       synchronized (s) {
-        b += 64 + 40L * s.hash.length + (s.cum == null ? 0 : 32 + 12L * s.cum.length);
+        c.anchors.put(h, s.copy());
+      }
+    });
+    c.total.set(total.get());
+    c.dropped.add(dropped.sum());
+    c.summaryBytes.set(summaryBytes.get());
+    return c;
+  }
+
+  /**
+   * Removes the summaries of the anchors {@code gone} selects (a slot move gave them away); the
+   * totals and the partners' sketch keep what those anchors counted: PMI reads them as shares.
+   */
+  public void dropAnchors(java.util.function.LongPredicate gone) {
+    anchors.entrySet().removeIf(e -> {
+      if (!gone.test(e.getKey())) {
+        return false;
+      }
+      synchronized (e.getValue()) {
+        summaryBytes.addAndGet(-e.getValue().bytes());
+      }
+      return true;
+    });
+  }
+
+  /**
+   * Takes the anchors of {@code from} (a slot move's import: anchors this shard did not own),
+   * replacing a summary of the same anchor; their kept counts are added to this shard's totals
+   * and partner sketch, so that PMI goes on reading this shard's own figures.
+   */
+  public void merge(PairCounts from) {
+    from.anchors.forEach((h, s) -> {
+      Summary c;
+      synchronized (s) {
+        c = s.copy();
+      }
+      Summary old = anchors.put(h, c);
+      if (old != null) {
+        summaryBytes.addAndGet(-old.bytes());
+      }
+      summaryBytes.addAndGet(c.bytes());
+      for (int i = 0; i < c.size; i++) {
+        marginals.add(c.hash[i], c.count[i]);
+      }
+      total.addAndGet(c.total);
+    });
+  }
+
+  // ---------------------------------------------------------------- checkpoint section
+
+  /**
+   * Writes the counts (the anchors {@code keep} selects) as a checkpoint section: the totals, the
+   * partners' sketch and each anchor's summary in its own order (Space-Saving's next replacement
+   * depends on it), checked by a CRC-32C.
+   */
+  public void write(java.io.DataOutputStream out, java.util.function.LongPredicate keep)
+      throws java.io.IOException {
+    java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream(1 << 16);
+    java.io.DataOutputStream d = new java.io.DataOutputStream(buf);
+    d.writeLong(total.get());
+    d.writeLong(dropped.sum());
+    int[] counters = marginals.counters();
+    d.writeInt(marginals.width());
+    for (int c : counters) {
+      d.writeInt(c);
+    }
+    java.util.List<java.util.Map.Entry<Long, Summary>> kept = new java.util.ArrayList<>();
+    for (java.util.Map.Entry<Long, Summary> e : anchors.entrySet()) {
+      if (keep.test(e.getKey())) {
+        kept.add(e);
+      }
+    }
+    d.writeInt(kept.size());
+    for (java.util.Map.Entry<Long, Summary> e : kept) {
+      Summary s = e.getValue();
+      synchronized (s) {
+        d.writeLong(e.getKey());
+        d.writeLong(s.total);
+        d.writeShort(s.size);
         for (int i = 0; i < s.size; i++) {
-          b += 16 + s.key[i].length;
+          d.writeLong(s.hash[i]);
+          d.writeLong(s.count[i]);
+          d.writeLong(s.error[i]);
+          d.writeShort(s.key[i].length);
+          d.write(s.key[i]);
         }
       }
     }
-    return b;
+    d.flush();
+    byte[] b = buf.toByteArray();
+    java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+    crc.update(b);
+    out.writeInt(b.length);
+    out.write(b);
+    out.writeInt((int) crc.getValue());
+  }
+
+  /**
+   * Reads a section {@link #write} wrote into this (empty or not) instance: with {@code exact},
+   * the file's totals and sketch are this shard's own (a file of the same shard and layout);
+   * otherwise each kept anchor's counts are added to them (the file is another layout's).
+   *
+   * @param owns whether this shard owns an anchor (others are skipped)
+   * @param where names the file in errors
+   */
+  public void read(java.io.DataInputStream in, java.util.function.LongPredicate owns,
+      boolean exact, String where) throws java.io.IOException {
+    int len = in.readInt();
+    if (len < 0) {
+      throw dev.dynembed.table.common.TableException.dataLoss(
+          "%s: co-occurrence section of %d bytes", where, len);
+    }
+    byte[] b = in.readNBytes(len);
+    if (b.length != len) {
+      throw new java.io.EOFException();
+    }
+    java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+    crc.update(b);
+    if (in.readInt() != (int) crc.getValue()) {
+      throw dev.dynembed.table.common.TableException.dataLoss(
+          "%s: co-occurrence section checksum mismatch (corrupt)", where);
+    }
+    java.io.DataInputStream d = new java.io.DataInputStream(new java.io.ByteArrayInputStream(b));
+    long fileTotal = d.readLong();
+    long fileDropped = d.readLong();
+    int width = d.readInt();
+    if (width != marginals.width()) {
+      throw dev.dynembed.table.common.TableException.dataLoss("%s: co-occurrence sketch of"
+          + " width %d, the config makes %d", where, width, marginals.width());
+    }
+    int[] counters = new int[AdmissionSketch.DEPTH * width];
+    for (int i = 0; i < counters.length; i++) {
+      counters[i] = d.readInt();
+    }
+    int n = d.readInt();
+    for (int a = 0; a < n; a++) {
+      long anchor = d.readLong();
+      Summary s = new Summary(0);
+      s.total = d.readLong();
+      int size = d.readShort();
+      if (size < 0 || size > partners) {
+        throw dev.dynembed.table.common.TableException.dataLoss("%s: an anchor with %d partners,"
+            + " the config keeps %d", where, size, partners);
+      }
+      s.resize(Math.max(size, Math.min(partners, 4)));
+      for (int i = 0; i < size; i++) {
+        s.hash[i] = d.readLong();
+        s.count[i] = d.readLong();
+        s.error[i] = d.readLong();
+        byte[] k = new byte[d.readUnsignedShort()];
+        d.readFully(k);
+        s.key[i] = k;
+      }
+      s.size = size;
+      if (!owns.test(anchor)) {
+        continue;
+      }
+      Summary old = anchors.put(anchor, s);
+      if (old != null) {
+        summaryBytes.addAndGet(-old.bytes());
+      }
+      summaryBytes.addAndGet(s.bytes());
+      if (!exact) {
+        for (int i = 0; i < size; i++) {
+          marginals.add(s.hash[i], s.count[i]);
+        }
+        total.addAndGet(s.total);
+      }
+    }
+    if (exact) {
+      marginals.merge(AdmissionSketch.of(width, counters));
+      total.addAndGet(fileTotal);
+      dropped.add(fileDropped);
+    }
   }
 
   /** The weight of a kept partner under {@code w}: its count, or its PMI if positive, else 0. */

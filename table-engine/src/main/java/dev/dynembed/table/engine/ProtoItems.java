@@ -1,6 +1,7 @@
 package dev.dynembed.table.engine;
 
 import dev.dynembed.table.common.KeyBags;
+import dev.dynembed.table.common.PackedKeys;
 import dev.dynembed.table.v1.ApplyGradientsRequest;
 import dev.dynembed.table.v1.CallId;
 import dev.dynembed.table.v1.FindOrInsertRequest;
@@ -28,6 +29,7 @@ public final class ProtoItems {
           case FIND -> item.getFind().getTable();
           case FIND_OR_INSERT -> item.getFindOrInsert().getTable();
           case SAMPLE -> item.getSample().getTable();
+          case PARTNERS -> item.getPartners().getTable();
           default -> "";
         };
       }
@@ -94,8 +96,36 @@ public final class ProtoItems {
                 ? t.dim + (s.getWithSlots() ? (long) t.slotFloats() : 0L) : 0L,
             bytesPerValue(s.getRowEncodingValue()));
       }
+      case PARTNERS -> {
+        var p = item.getPartners();
+        long anchors = p.getAnchors().getLengthsCount();
+        yield ShardCommands.ReadCost.sample(anchors * Integer.toUnsignedLong(p.getNumDraws()),
+            anchors, 0, 4);
+      }
       default -> ShardCommands.ReadCost.NONE;
     };
+  }
+
+  /** A partners item answered from the table's co-occurrence counts. */
+  public static dev.dynembed.table.v1.PartnersResponse partners(ShardEngine engine,
+      dev.dynembed.table.v1.PartnersRequest req) {
+    TableStore t = engine.get(req.getTable());
+    PackedKeys anchors = PackedKeys.fromProto(req.getAnchors(), t.maxKeyBytes, "anchors");
+    PairCounts.Weight w = switch (req.getWeight()) {
+      case COUNT_WEIGHT -> PairCounts.Weight.COUNT;
+      case PPMI_WEIGHT, PARTNER_WEIGHT_UNSPECIFIED -> PairCounts.Weight.PPMI;
+      default -> throw dev.dynembed.table.common.TableException.invalid(
+          "table '%s': partner weight %d is not PPMI or COUNT", t.name(), req.getWeightValue());
+    };
+    TableStore.PartnerDraws d = t.drawPartners(anchors, req.getNumDraws(), w, req.getSeed());
+    var b = dev.dynembed.table.v1.PartnersResponse.newBuilder().setKeys(d.keys().toProto());
+    for (float x : d.probability()) {
+      b.addProbabilities(x);
+    }
+    for (int c : d.counts()) {
+      b.addCounts(c);
+    }
+    return b.build();
   }
 
   private static int bytesPerValue(int encoding) {

@@ -75,6 +75,12 @@ public final class ShardCommands {
   }
 
   private final Engine engine;
+  /**
+   * Calls that report co-occurring pairs apply and log under it, so that the shard counts them in
+   * log order, as a replay and a follower will (Space-Saving's counts depend on the order).
+   */
+  private final java.util.concurrent.locks.ReentrantLock pairOrder =
+      new java.util.concurrent.locks.ReentrantLock();
 
   /**
    * The map epoch of a call that needs no routing: the in-process table (one shard) and the
@@ -490,7 +496,10 @@ public final class ShardCommands {
             throw movedOr(e, mapEpoch);
           }
           stores.add(t);
-          if (t.config().getMinCount() <= 1) { // keys without a row get one
+          TableStore.CheckedGradients c = checked.get(checked.size() - 1);
+          if (c.partners != null) { // each pair may add an anchor's summary and an entry
+            need += (long) c.keys.size() * 104 + c.partners.bytes().length;
+          } else if (t.config().getMinCount() <= 1) { // keys without a row get one
             Inserts k = codec.keys(item);
             need += t.bytesForNewKeys(k.keys(), k.keyBytes());
           }
@@ -518,6 +527,13 @@ public final class ShardCommands {
       int[] out = new int[checked.size()];
       long lsn = 0;
       long reservation = 0;
+      boolean ordered = false;
+      for (TableStore.CheckedGradients c : checked) {
+        ordered |= c.partners != null;
+      }
+      if (ordered) {
+        pairOrder.lock();
+      }
       try {
         // the record and its room in the log first: a full disk refuses the call before any
         // gradient is applied (RESOURCE_EXHAUSTED), instead of after
@@ -535,6 +551,9 @@ public final class ShardCommands {
         ledger.done(id, lsn, out);
         done = true;
       } finally {
+        if (ordered) {
+          pairOrder.unlock();
+        }
         engine.releaseLog(reservation);
         ShardEngine.unlockShared(locked);
       }

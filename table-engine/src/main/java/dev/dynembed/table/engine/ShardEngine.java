@@ -633,6 +633,10 @@ public final class ShardEngine {
     if (t.pressured()) {
       b.setMemoryPressure(t.pressure(shard));
     }
+    PairCounts pc = t.pairs();
+    if (pc != null) {
+      b.setPairsCounted(pc.total()).setPairsDropped(pc.dropped()).setPairAnchors(pc.anchors());
+    }
     return b.build();
   }
 

@@ -917,6 +917,17 @@ public final class ShardState implements AutoCloseable, ShardJournal {
   /** Checks one item of a write (plain or pooled) whole; also how a logged write is replayed. */
   public static TableStore.CheckedGradients checkWrite(TableStore t, ApplyGradientsRequest req) {
     PackedKeys keys = PackedKeys.fromProto(req.getKeys(), t.maxKeyBytes, "keys");
+    if (req.hasPairs()) {
+      if (req.hasPool() || !req.getGradients().isEmpty() || !req.getAssignValues().isEmpty()
+          || req.getAssignFrequenciesCount() > 0) {
+        throw TableException.invalid("table '%s': a pair report carries anchors and partners"
+            + " only (no gradients, bags or rows); nothing was applied", t.name());
+      }
+      var p = req.getPairs();
+      return t.checkPairs(keys, PackedKeys.fromProto(p.getPartners(), t.maxKeyBytes, "partners"),
+          p.getCountsCount() == 0 ? null
+              : p.getCountsList().stream().mapToInt(Integer::intValue).toArray());
+    }
     if (!req.getAssignValues().isEmpty()) {
       if (req.hasPool() || !req.getGradients().isEmpty()) {
         throw TableException.invalid("table '%s': an assign carries rows only (no gradients, no"

@@ -622,6 +622,9 @@ public final class SlotMoves {
           from.meta(r, TableStore.M_STEP), from.meta(r, TableStore.M_UPDATES));
     }
     live.pendingCounts().putAll(from.pendingCounts());
+    if (from.pairs() != null && live.pairs() != null) {
+      live.pairs().merge(from.pairs()); // the moved anchors' co-occurrence summaries
+    }
     live.samplers().invalidate(); // the shard's sampler mass changed
     return from.rowCount();
   }
@@ -864,6 +867,9 @@ public final class SlotMoves {
       TableStore now = engine.lookup(name);
       if (now != null) {
         now.pendingCounts().keySet().removeIf(h -> m.ownerOf(h) != engine.shardIndex());
+        if (now.pairs() != null) {
+          now.pairs().dropAnchors(h -> m.ownerOf(h) != engine.shardIndex());
+        }
         now.moveTracker = null;
         if (!gone.isEmpty()) {
           now.samplers().invalidate();

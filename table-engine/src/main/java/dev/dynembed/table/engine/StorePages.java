@@ -236,6 +236,10 @@ abstract class StorePages {
     final boolean assign;
     /** With assign: each key's new frequency, or null to leave counts. */
     final long[] frequencies;
+    /** A pair report: {@code keys} are the anchors, these their partners (else null). */
+    PackedKeys partners;
+    /** With partners: each pair's count. */
+    int[] pairCounts;
 
     private CheckedGradients(TableStore table, PackedKeys keys, BatchDedup dedup, float[] summed,
         float lr) {
@@ -266,6 +270,46 @@ abstract class StorePages {
     BatchDedup dedup = GradientChecks.checkAssign(name(), keys, dim, maxKeyBytes, values,
         frequencies);
     return new CheckedGradients((TableStore) this, keys, dedup, values, 0f, true, frequencies);
+  }
+
+  /**
+   * Checks a report of co-occurring pairs whole (the table keeps co-occurrence counts, anchors
+   * owned here, partners one per anchor and of valid length, counts &gt;= 1), changing nothing;
+   * applied by {@link TableStore#apply} like a gradient batch, so that it is logged, replicated
+   * and de-duplicated as writes are.
+   *
+   * @param counts each pair's count, or null for 1 each
+   */
+  public CheckedGradients checkPairs(PackedKeys anchors, PackedKeys partners, int[] counts) {
+    if (!config.hasCooccurrence()) {
+      throw TableException.invalid("table '%s' keeps no co-occurrence counts (create it with"
+          + " cooccurrence, table-cli create --cooccurrence): pairs refused", name());
+    }
+    checkKeys(anchors, "anchors");
+    int n = anchors.size();
+    if (partners.size() != n) {
+      throw TableException.invalid("table '%s': %d anchors but %d partners (one per anchor)",
+          name(), n, partners.size());
+    }
+    if (counts != null && counts.length != n) {
+      throw TableException.invalid("table '%s': %d anchors but %d pair counts (one per anchor, or"
+          + " none for 1 each)", name(), n, counts.length);
+    }
+    for (int i = 0; i < n; i++) {
+      int len = partners.length(i);
+      if (len == 0 || len > maxKeyBytes) {
+        throw TableException.invalid("table '%s': partner %d is %d bytes long (1 to the table's"
+            + " max_key_bytes %d)", name(), i, len, maxKeyBytes);
+      }
+      if (counts != null && counts[i] < 1) {
+        throw TableException.invalid("table '%s': pair %d has count %d (each must be >= 1)",
+            name(), i, Integer.toUnsignedLong(counts[i]));
+      }
+    }
+    CheckedGradients c = new CheckedGradients((TableStore) this, anchors, null, new float[0], 0f);
+    c.partners = partners;
+    c.pairCounts = counts;
+    return c;
   }
 
   /**
@@ -370,7 +414,11 @@ abstract class StorePages {
       this.pending = withCold ? new java.util.HashMap<>(t.pending) : java.util.Map.of();
       this.sketchCounters = t.sketch == null ? null : t.sketch.counters();
       this.cold = withCold && t.cold != null ? t.cold.view() : null;
+      this.pairs = withCold && t.pairs() != null ? t.pairs().copy() : null;
     }
+
+    /** The co-occurrence counts at the cut (null without them). */
+    final PairCounts pairs;
 
     /** The admission sketch's counters (null without one); its width is the table's. */
     int[] sketchCounters() {

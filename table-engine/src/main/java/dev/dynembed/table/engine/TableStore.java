@@ -75,6 +75,8 @@ public final class TableStore extends StoreIndex {
       new java.util.concurrent.ConcurrentHashMap<>();
   /** With admission_sketch_kib: the counts of keys awaiting admission, instead of {@link #pending}. */
   final AdmissionSketch sketch;
+  /** With cooccurrence: the pairs reported for this shard's anchors (design 0026), else null. */
+  private PairCounts pairs;
   private final LongAdder updates = new LongAdder();
   /** This store's identity for scans: a new store (eviction, restore, restart) has another. */
   final long generation = java.util.concurrent.ThreadLocalRandom.current().nextLong(1,
@@ -103,6 +105,59 @@ public final class TableStore extends StoreIndex {
       stripes[i] = new Object();
     }
     this.samplers = new Samplers(this);
+    if (config.hasCooccurrence()) {
+      var c = config.getCooccurrence();
+      this.pairs = new PairCounts(c.getPartnersPerKey(), c.getMaxAnchors(), c.getSketchKib());
+    }
+  }
+
+  /** The co-occurrence counts (cooccurrence), or null. */
+  public PairCounts pairs() {
+    return pairs;
+  }
+
+  /** Partner draws of a batch of anchors: anchor i's are keys [sum(counts[&lt;i]), + counts[i]). */
+  public record PartnerDraws(PackedKeys keys, float[] probability, int[] counts) {}
+
+  /**
+   * {@code n} partners of each anchor drawn with replacement from its co-occurrence summary
+   * ({@link PairCounts#sample}); none for an anchor without a partner of positive weight. The
+   * k-th occurrence of an anchor in the batch draws with its own stream of {@code seed}, so the
+   * draws do not depend on where in the batch (or on which client split) an anchor stands.
+   */
+  public PartnerDraws drawPartners(PackedKeys anchors, int n, PairCounts.Weight weight,
+      long seed) {
+    if (pairs == null) {
+      throw TableException.invalid("table '%s' keeps no co-occurrence counts (create it with"
+          + " cooccurrence, table-cli create --cooccurrence): no partners to draw", name());
+    }
+    checkKeys(anchors, "anchors");
+    if (n < 1 || n > 4096) {
+      throw TableException.invalid("table '%s': num_draws must be in [1, 4096] but was %d",
+          name(), Integer.toUnsignedLong(n));
+    }
+    if ((long) n * anchors.size() > Limits.MAX_NUM_SAMPLED) {
+      throw TableException.exhausted("table '%s': %d anchors x %d draws exceed the limit of %d"
+          + " draws per call", name(), anchors.size(), n, Limits.MAX_NUM_SAMPLED);
+    }
+    PackedKeys.Builder keys = new PackedKeys.Builder(anchors.size() * n);
+    float[] prob = new float[anchors.size() * n];
+    int[] counts = new int[anchors.size()];
+    java.util.HashMap<Long, Integer> seen = new java.util.HashMap<>();
+    int at = 0;
+    for (int i = 0; i < anchors.size(); i++) {
+      long h = anchors.hash(i);
+      int k = seen.merge(h, 1, Integer::sum) - 1;
+      long s = seed ^ (h * 0x9E3779B97F4A7C15L) ^ ((long) k * 0xC2B2AE3D27D4EB4FL);
+      PairCounts.Draws d = pairs.sample(h, n, weight, s);
+      counts[i] = d.keys().length;
+      for (int j = 0; j < d.keys().length; j++) {
+        byte[] b = d.keys()[j].getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        keys.add(b, 0, b.length);
+        prob[at++] = (float) d.probability()[j];
+      }
+    }
+    return new PartnerDraws(keys.build(), java.util.Arrays.copyOf(prob, at), counts);
   }
 
   // ---------------------------------------------------------------- lookups
@@ -482,6 +537,9 @@ public final class TableStore extends StoreIndex {
     if (c.assign) {
       return assign(c, step);
     }
+    if (c.partners != null) {
+      return countPairs(c);
+    }
     BatchDedup dedup = c.dedup;
     PackedKeys keys = c.keys;
     float[] g = c.summed;
@@ -518,6 +576,31 @@ public final class TableStore extends StoreIndex {
   }
 
 
+
+  /**
+   * Counts a checked pair report into the co-occurrence counts. The caller applies reports in
+   * the order it logs them ({@link ShardCommands}: Space-Saving depends on the order).
+   *
+   * @return the pairs counted (not dropped for an anchor past max_anchors)
+   */
+  private int countPairs(CheckedGradients c) {
+    ReentrantReadWriteLock.ReadLock q = quiesce.readLock();
+    q.lock();
+    try {
+      PackedKeys a = c.keys;
+      PackedKeys p = c.partners;
+      int counted = 0;
+      for (int i = 0; i < a.size(); i++) {
+        if (pairs.add(a.hash(i), p.hash(i), p.keyBytes(i),
+            c.pairCounts == null ? 1 : c.pairCounts[i])) {
+          counted++;
+        }
+      }
+      return counted;
+    } finally {
+      q.unlock();
+    }
+  }
 
   /**
    * Sets the checked rows (an import): each key created if missing, whatever the admission
@@ -672,6 +755,7 @@ public final class TableStore extends StoreIndex {
    */
   void adoptPending(TableStore old) {
     this.pending = old.pending;
+    this.pairs = old.pairs; // and the co-occurrence counts
   }
 
   /** Attaches the table's disk tier (before the store is published). */
@@ -942,7 +1026,8 @@ public final class TableStore extends StoreIndex {
 
   @Override
   long admissionBytes() {
-    return (long) PENDING_BYTES * pending.size() + (sketch == null ? 0 : sketch.bytes());
+    return (long) PENDING_BYTES * pending.size() + (sketch == null ? 0 : sketch.bytes())
+        + (pairs == null ? 0 : pairs.bytes());
   }
 
   @Override

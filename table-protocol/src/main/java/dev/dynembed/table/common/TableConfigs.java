@@ -139,6 +139,9 @@ public final class TableConfigs {
     if (c.hasAdmissionPressure()) {
       checkPressure(c);
     }
+    if (c.hasCooccurrence()) {
+      checkCooccurrence(c);
+    }
     if (c.getAdmissionSketchKib() > 0 && c.getMinCount() <= 1 && !c.hasAdmissionPressure()) {
       throw TableException.invalid("table '%s': admission_sketch_kib (%d) counts keys awaiting"
           + " admission, which needs min_count > 1 (was %d)", c.getName(),
@@ -162,6 +165,31 @@ public final class TableConfigs {
         .setOptimizer(withPolicy(c.getName(), c.getDim(), c.getOptimizer(),
             normalize(c.getName(), c.getOptimizer())))
         .build();
+  }
+
+  /** Largest cooccurrence.max_anchors per shard. */
+  public static final int MAX_PAIR_ANCHORS = 1 << 26;
+
+  /** Largest cooccurrence.sketch_kib (1 GiB). */
+  public static final int MAX_PAIR_SKETCH_KIB = 1 << 20;
+
+  private static void checkCooccurrence(TableConfig c) {
+    dev.dynembed.table.v1.Cooccurrence p = c.getCooccurrence();
+    long partners = Integer.toUnsignedLong(p.getPartnersPerKey());
+    if (partners < 1 || partners > 1024) {
+      throw TableException.invalid("table '%s': cooccurrence.partners_per_key must be in [1, 1024]"
+          + " but was %d", c.getName(), partners);
+    }
+    long anchors = Integer.toUnsignedLong(p.getMaxAnchors());
+    if (anchors < 1 || anchors > MAX_PAIR_ANCHORS) {
+      throw TableException.invalid("table '%s': cooccurrence.max_anchors must be in [1, %d] but"
+          + " was %d", c.getName(), MAX_PAIR_ANCHORS, anchors);
+    }
+    long kib = Integer.toUnsignedLong(p.getSketchKib());
+    if (kib < 1 || kib > MAX_PAIR_SKETCH_KIB) {
+      throw TableException.invalid("table '%s': cooccurrence.sketch_kib must be in [1, %d] but"
+          + " was %d", c.getName(), MAX_PAIR_SKETCH_KIB, kib);
+    }
   }
 
   /** Largest admission_pressure.max_count. */

@@ -210,6 +210,8 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
       case FIND_OR_INSERT ->
           ReadResult.newBuilder().setRows(findOrInsert(item.getFindOrInsert(), noCount)).build();
       case SAMPLE -> ReadResult.newBuilder().setSample(sample(item.getSample())).build();
+      case PARTNERS -> ReadResult.newBuilder()
+          .setPartners(ProtoItems.partners(engine, item.getPartners())).build();
       default -> throw TableException.invalid("a read item is empty");
     };
   }
@@ -225,6 +227,7 @@ final class TableGrpcService extends EmbeddingTableServiceGrpc.EmbeddingTableSer
       case FIND -> item.getFind().getTable();
       case FIND_OR_INSERT -> item.getFindOrInsert().getTable();
       case SAMPLE -> item.getSample().getTable();
+      case PARTNERS -> item.getPartners().getTable();
       default -> "";
     };
   }

@@ -320,6 +320,7 @@ public final class GrpcShard implements Shard {
       for (int i = 0; i < items.size(); i++) {
         ReadResult r = reply.getResults(i);
         out.add(items.get(i) instanceof Sample s ? sample(r.getSample(), s)
+            : items.get(i) instanceof Shard.Partners ? partners(r.getPartners())
             : items.get(i) instanceof Pooled p ? pooled(r.getRows(), p)
             : rows(r.getRows(), items.get(i)));
       }
@@ -357,6 +358,11 @@ public final class GrpcShard implements Shard {
       return ReadItem.newBuilder().setFindOrInsert(FindOrInsertRequest.newBuilder()
           .setTable(p.table()).setKeys(p.keys().toProto()).setNoCount(!p.count())
           .setPool(p.bags().toProto()).setRowEncoding(encoding)).build();
+    }
+    if (r instanceof Shard.Partners p) {
+      return ReadItem.newBuilder().setPartners(dev.dynembed.table.v1.PartnersRequest.newBuilder()
+          .setTable(p.table()).setAnchors(p.anchors().toProto()).setNumDraws(p.numDraws())
+          .setWeight(p.weight()).setSeed(p.seed())).build();
     }
     Sample s = (Sample) r;
     return ReadItem.newBuilder().setSample(SampleRequest.newBuilder().setTable(s.table())
@@ -400,6 +406,26 @@ public final class GrpcShard implements Shard {
     }
     return new PooledReply(ReplyRows.of(r.getPooled().asReadOnlyByteBuffer(), r.getRowEncoding(),
         dim), r.getFound().isEmpty() ? null : r.getFound().toByteArray());
+  }
+
+  private static Shard.PartnersReply partners(dev.dynembed.table.v1.PartnersResponse r) {
+    PackedKeys keys = PackedKeys.fromProto(r.getKeys(), dev.dynembed.table.common.Limits.MAX_KEY_BYTES,
+        "partners");
+    float[] prob = new float[r.getProbabilitiesCount()];
+    for (int i = 0; i < prob.length; i++) {
+      prob[i] = r.getProbabilities(i);
+    }
+    int[] counts = new int[r.getCountsCount()];
+    long sum = 0;
+    for (int i = 0; i < counts.length; i++) {
+      counts[i] = r.getCounts(i);
+      sum += counts[i];
+    }
+    if (sum != keys.size() || prob.length != keys.size()) {
+      throw new IllegalStateException("partners reply: " + keys.size() + " keys, " + prob.length
+          + " probabilities, counts summing to " + sum);
+    }
+    return new Shard.PartnersReply(keys, prob, counts);
   }
 
   private static SampleReply sample(SampleResponse r, Sample s) {

@@ -184,6 +184,19 @@ final class Rerouted {
     if (r instanceof Shard.Pooled p) {
       return pooledParts(p, map, n);
     }
+    if (r instanceof Shard.Partners p) {
+      PairSplit ps = PairSplit.of(p.anchors(), map, n);
+      Parts parts = new Parts(n) {
+        @Override
+        Object join(Object[] replies) {
+          return ps.join(replies);
+        }
+      };
+      for (int o = 0; o < n; o++) {
+        parts.byOwner[o] = ps.partners(p, o);
+      }
+      return parts;
+    }
     return sampleParts((Shard.Sample) r, map, n, refused);
   }
 
@@ -358,8 +371,15 @@ final class Rerouted {
 
   /** A write's parts by owner: its keys' gradient rows, or its bags' entries of their keys. */
   private static Shard.Write[] split(Shard.Write w, SlotMap map, int n) {
-    KeySplit ks = KeySplit.of(w.keys(), map, n);
     Shard.Write[] out = new Shard.Write[n];
+    if (w.pairs() != null) { // anchors repeat: split in order, nothing summed
+      PairSplit ps = PairSplit.of(w.keys(), map, n);
+      for (int o = 0; o < n; o++) {
+        out[o] = ps.pairs(w.table(), w.pairs().partners(), w.pairs().counts(), w.step(), o);
+      }
+      return out;
+    }
+    KeySplit ks = KeySplit.of(w.keys(), map, n);
     if (w.bags() != null) {
       KeyBags[] bags = ks.route.split(w.bags());
       for (int o = 0; o < n; o++) {

@@ -390,6 +390,34 @@ public final class ShardedTable implements EmbeddingTable {
   }
 
   @Override
+  public int reportPairs(String[] anchors, String[] partners, int[] counts, long step) {
+    if (partners.length != anchors.length || counts != null && counts.length != anchors.length) {
+      throw invalid("reportPairs", "%d anchors need as many partners (%d) and counts (%s)",
+          anchors.length, partners.length, counts == null ? "none" : counts.length);
+    }
+    PackedKeys a = pack(anchors, "reportPairs");
+    if (a.size() == 0) {
+      return 0;
+    }
+    PairsWrite w = new PairsWrite(name(), a, pack(partners, "reportPairs"), counts, step,
+        router.map(), n());
+    ShardCalls.write(router, List.of(w));
+    return Futures.await(w.result);
+  }
+
+  @Override
+  public PartnerDraws partners(String[] anchors, int numDraws,
+      dev.dynembed.table.v1.PartnerWeight weight, long seed) {
+    PackedKeys a = pack(anchors, "partners");
+    if (a.size() == 0) {
+      return new PartnerDraws(new String[0], new float[0], new int[0]);
+    }
+    Shard.PartnersReply r = readOne(new PartnersRead(
+        new Shard.Partners(name(), a, numDraws, weight, seed), router.map(), n()));
+    return new PartnerDraws(r.keys().toStrings(), r.probability(), r.counts());
+  }
+
+  @Override
   public float[] pooled(String[] keys, KeyBags bags, boolean insert, boolean count) {
     if (cache != null) { // rows from the cache, pooled here: as a batch of reads does it
       ReadBatch b = new ReadBatch();
@@ -641,6 +669,9 @@ public final class ShardedTable implements EmbeddingTable {
           .setLastFlushKeys(c.getLastFlushKeys() + x.getLastFlushKeys())
           .setFrozenKeys(c.getFrozenKeys() + x.getFrozenKeys())
           .setGradientNormSum(c.getGradientNormSum() + x.getGradientNormSum())
+          .setPairsCounted(c.getPairsCounted() + x.getPairsCounted())
+          .setPairsDropped(c.getPairsDropped() + x.getPairsDropped())
+          .setPairAnchors(c.getPairAnchors() + x.getPairAnchors())
           .setLastStep(Math.max(c.getLastStep(), x.getLastStep()));
     }
     if (full) {

@@ -36,7 +36,7 @@ final class Widening {
       Shard shard = router.shards().get(s);
       Set<String> tables = new LinkedHashSet<>();
       for (Shard.Write w : items) {
-        if (w.assign() == null) {
+        if (w.assign() == null && w.pairs() == null) { // rows of gradients only
           tables.add(w.table());
         }
       }
@@ -68,7 +68,7 @@ final class Widening {
 
   /** {@code w} with each gradient row widened to {@code dim} by zero columns, or {@code w}. */
   static Shard.Write widened(Shard.Write w, Integer dim) {
-    if (w.assign() != null || dim == null) {
+    if (w.assign() != null || w.pairs() != null || dim == null) {
       return w;
     }
     int rows = w.bags() != null ? w.bags().bags() : w.keys().size();

@@ -33,7 +33,7 @@ public interface Shard extends AutoCloseable {
   }
 
   /** One read of a {@link #read} call. */
-  sealed interface Read permits Find, FindOrInsert, Sample, Pooled {
+  sealed interface Read permits Find, FindOrInsert, Sample, Pooled, Partners {
     String table();
   }
 
@@ -77,6 +77,19 @@ public interface Shard extends AutoCloseable {
   record Pooled(String table, PackedKeys keys, KeyBags bags, boolean insert, boolean count)
       implements Read {}
 
+  /**
+   * Draws of each anchor's partners from its co-occurrence counts (the table's cooccurrence);
+   * replied with a {@link PartnersReply}.
+   */
+  record Partners(String table, PackedKeys anchors, int numDraws,
+      dev.dynembed.table.v1.PartnerWeight weight, long seed) implements Read {}
+
+  /**
+   * Reply of a partners read: anchor i's draws are keys [sum(counts[&lt;i]), + counts[i]), each
+   * with its probability among that anchor's partners.
+   */
+  record PartnersReply(PackedKeys keys, float[] probability, int[] counts) {}
+
   /** The call an item stands for, in error messages. */
   static String callName(Read r) {
     if (r instanceof FindOrInsert f) {
@@ -84,6 +97,9 @@ public interface Shard extends AutoCloseable {
     }
     if (r instanceof Pooled p) {
       return p.insert() ? "pooled findOrInsert" : "pooled find";
+    }
+    if (r instanceof Partners) {
+      return "partners";
     }
     return r instanceof Find ? "find" : "sample";
   }
@@ -102,6 +118,9 @@ public interface Shard extends AutoCloseable {
         out.add(findOrInsert.apply(f));
       } else if (r instanceof Pooled p) {
         out.add(pooled.apply(p));
+      } else if (r instanceof Partners p) {
+        throw dev.dynembed.table.common.TableException.invalid("table '%s': this backend keeps"
+            + " no co-occurrence counts (partners)", p.table());
       } else {
         out.add(sample.apply((Sample) r));
       }
@@ -155,7 +174,12 @@ public interface Shard extends AutoCloseable {
    * {@code bags}, one gradient row per bag, spread over the bags' keys by the shard.
    */
   record Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step,
-      KeyBags bags, Assign assign) {
+      KeyBags bags, Assign assign, Pairs pairs) {
+    public Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step,
+        KeyBags bags, Assign assign) {
+      this(table, keys, gradients, learningRate, step, bags, assign, null);
+    }
+
     public Write(String table, PackedKeys keys, float[] gradients, float learningRate, long step) {
       this(table, keys, gradients, learningRate, step, null, null);
     }
@@ -175,11 +199,31 @@ public interface Shard extends AutoCloseable {
       return new Write(table, keys, values, 0f, step, null, new Assign(frequencies));
     }
 
+    /**
+     * A report of co-occurring pairs ({@code EmbeddingTable.reportPairs}): {@code anchors[i]}
+     * occurred with {@code partners[i]} {@code counts[i]} times.
+     *
+     * @param counts each pair's count, or null for 1 each
+     */
+    public static Write pairs(String table, PackedKeys anchors, PackedKeys partners,
+        int[] counts, long step) {
+      return new Write(table, anchors, new float[0], 0f, step, null, null,
+          new Pairs(partners, counts));
+    }
+
     /** This item as the shards' protocol carries it (and as a shard logs it). */
     public dev.dynembed.table.v1.ApplyGradientsRequest toProto() {
       dev.dynembed.table.v1.ApplyGradientsRequest.Builder item =
           dev.dynembed.table.v1.ApplyGradientsRequest.newBuilder().setTable(table)
               .setKeys(keys.toProto()).setLearningRate(learningRate).setStep(step);
+      if (pairs != null) {
+        dev.dynembed.table.v1.PairReport.Builder p = dev.dynembed.table.v1.PairReport.newBuilder()
+            .setPartners(pairs.partners().toProto());
+        for (int i = 0; pairs.counts() != null && i < pairs.counts().length; i++) {
+          p.addCounts(pairs.counts()[i]);
+        }
+        return item.setPairs(p).build();
+      }
       if (assign != null) {
         item.setAssignValues(dev.dynembed.table.common.Rows.encode(gradients));
         long[] f = assign.frequencies();
@@ -202,6 +246,13 @@ public interface Shard extends AutoCloseable {
    * @param frequencies each key's new frequency, or null to leave counts
    */
   record Assign(long[] frequencies) {}
+
+  /**
+   * Marks a {@link Write} as a pair report: its keys are the anchors, these their partners.
+   *
+   * @param counts each pair's count, or null for 1 each
+   */
+  record Pairs(PackedKeys partners, int[] counts) {}
 
   /**
    * Runs the reads in order; the reply list answers them in order ({@link RowsReply} or {@link
