@@ -416,7 +416,8 @@ public final class Resharding {
   private long put(int to, String table, ExportSlotsResponse page) {
     int n = page.getRows().getFrequenciesCount();
     if (n > 0 || page.getRows().getPendingHashesCount() > 0
-        || page.getRows().getRemoved().getLengthsCount() > 0) {
+        || page.getRows().getRemoved().getLengthsCount() > 0
+        || !page.getRows().getPairSummaries().isEmpty()) {
       Futures.await(shards().get(to).importSlots(ImportSlotsRequest.newBuilder()
           .setTable(table).setRows(page.getRows()).build()));
     }

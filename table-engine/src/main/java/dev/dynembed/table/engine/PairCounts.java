@@ -302,7 +302,9 @@ public final class PairCounts {
    * and partner sketch, so that PMI goes on reading this shard's own figures.
    */
   public void merge(PairCounts from) {
-    from.anchors.forEach((h, s) -> {
+    // in anchor-hash order: the partners' sketch (conservative update) depends on the order
+    java.util.TreeMap<Long, Summary> sorted = new java.util.TreeMap<>(from.anchors);
+    sorted.forEach((h, s) -> {
       Summary c;
       synchronized (s) {
         c = s.copy();
@@ -338,7 +340,7 @@ public final class PairCounts {
       d.writeInt(c);
     }
     java.util.List<java.util.Map.Entry<Long, Summary>> kept = new java.util.ArrayList<>();
-    for (java.util.Map.Entry<Long, Summary> e : anchors.entrySet()) {
+    for (java.util.Map.Entry<Long, Summary> e : new java.util.TreeMap<>(anchors).entrySet()) {
       if (keep.test(e.getKey())) {
         kept.add(e);
       }

@@ -157,7 +157,7 @@ public final class SlotMoves {
    */
   public record Page(PackedKeys keys, float[] records, int recordFloats, long[] frequencies,
       long[] steps, long[] updates, long[] pendingHashes, long[] pendingCounts,
-      PackedKeys removed, long next) {}
+      PackedKeys removed, long next, byte[] pairs) {}
 
   /** A page in its wire form. */
   public static dev.dynembed.table.v1.SlotRows toProto(Page p) {
@@ -173,6 +173,9 @@ public final class SlotMoves {
     if (p.removed().size() > 0) {
       b.setRemoved(p.removed().toProto());
     }
+    if (p.pairs() != null && p.pairs().length > 0) {
+      b.setPairSummaries(com.google.protobuf.ByteString.copyFrom(p.pairs()));
+    }
     return b.build();
   }
 
@@ -184,7 +187,8 @@ public final class SlotMoves {
         r.getRecordFloats(), toArray(r.getFrequenciesList()), toArray(r.getStepsList()),
         toArray(r.getUpdatesList()), toArray(r.getPendingHashesList()),
         toArray(r.getPendingCountsList()), PackedKeys.fromProto(r.getRemoved(),
-            dev.dynembed.table.common.Limits.MAX_KEY_BYTES, "removed keys"), next);
+            dev.dynembed.table.common.Limits.MAX_KEY_BYTES, "removed keys"), next,
+        r.getPairSummaries().toByteArray());
   }
 
   private static long[] toArray(List<Long> values) {
@@ -325,7 +329,7 @@ public final class SlotMoves {
       }
     }
     long next = row < n ? row : t.cold() != null ? COLD : 0;
-    return g.page(null, null, next);
+    return g.page(null, null, next, null);
   }
 
   /** Adds row {@code r} of {@code t} (key {@code k}) to {@code g}. */
@@ -338,7 +342,7 @@ public final class SlotMoves {
   private Page scanCold(Tracker tr, TableStore t, long pos, int limit) {
     ColdRows cold = t.cold();
     if (cold == null) {
-      return new Gathered(t.rowFloats, 1).page(null, null, 0);
+      return new Gathered(t.rowFloats, 1).page(null, null, 0, null);
     }
     List<ColdRows.Record> got = cold.page(pos, limit);
     Gathered g = new Gathered(t.rowFloats, Math.min(limit, 1024));
@@ -348,7 +352,7 @@ public final class SlotMoves {
         g.add(k, r);
       }
     }
-    return g.page(null, null, got.size() < limit ? 0 : COLD + pos + got.size());
+    return g.page(null, null, got.size() < limit ? 0 : COLD + pos + got.size(), null);
   }
 
   /** Records gathered into an export page, from memory rows or from the tier below. */
@@ -389,7 +393,7 @@ public final class SlotMoves {
       add(k, r.values(), 0, r.frequency(), r.step(), r.updates());
     }
 
-    Page page(Map<Long, Long> pending, List<String> removed, long next) {
+    Page page(Map<Long, Long> pending, List<String> removed, long next, byte[] pairs) {
       int n = keys.size();
       long[] ph = new long[pending == null ? 0 : pending.size()];
       long[] pc = new long[ph.length];
@@ -403,7 +407,8 @@ public final class SlotMoves {
       return new Page(keys.build(), java.util.Arrays.copyOf(records, n * rf), rf,
           java.util.Arrays.copyOf(f, n), java.util.Arrays.copyOf(s, n),
           java.util.Arrays.copyOf(u, n), ph, pc, removed == null || removed.isEmpty()
-              ? PackedKeys.of() : PackedKeys.of(removed.toArray(String[]::new)), next);
+              ? PackedKeys.of() : PackedKeys.of(removed.toArray(String[]::new)), next,
+          pairs == null ? new byte[0] : pairs);
     }
   }
 
@@ -430,6 +435,16 @@ public final class SlotMoves {
     boolean more = !tr.dirty.isEmpty();
     Map<Long, Long> pending = null;
     List<String> gone = null;
+    byte[] pairs = null;
+    if (last && !more && t.pairs() != null) { // the moving anchors' co-occurrence summaries
+      java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
+      try {
+        t.pairs().write(new java.io.DataOutputStream(b), h -> tr.moving[tr.map.slotOf(h)]);
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException(e); // in memory: cannot happen
+      }
+      pairs = b.toByteArray();
+    }
     if (last && !more) {
       pending = new HashMap<>();
       for (Map.Entry<Long, Long> e : t.pendingCounts().entrySet()) {
@@ -444,7 +459,7 @@ public final class SlotMoves {
         }
       }
     }
-    return g.page(pending, gone, more ? 1 : 0);
+    return g.page(pending, gone, more ? 1 : 0, pairs);
   }
 
   /** Adds key {@code k}'s record from memory or the tier below to {@code g}; false: neither. */
@@ -524,6 +539,19 @@ public final class SlotMoves {
     for (int j = 0; j < page.pendingHashes().length; j++) {
       st.store.pendingCounts().put(page.pendingHashes()[j], page.pendingCounts()[j]);
     }
+    if (page.pairs() != null && page.pairs().length > 0) {
+      if (st.store.pairs() == null) {
+        throw TableException.invalid("table '%s': an import page carries co-occurrence"
+            + " summaries but the table keeps none", table);
+      }
+      try { // merged into the live table's with the rows (merge)
+        st.store.pairs().read(new java.io.DataInputStream(
+            new java.io.ByteArrayInputStream(page.pairs())), h -> true, false, "slot import");
+      } catch (java.io.IOException e) {
+        throw TableException.invalid("table '%s': an import page's co-occurrence summaries are"
+            + " truncated", table);
+      }
+    }
     received += n;
     PackedKeys gone = page.removed();
     for (int i = 0; i < gone.size(); i++) {
@@ -577,7 +605,8 @@ public final class SlotMoves {
     try {
       for (Map.Entry<String, Staged> e : staging.entrySet()) {
         TableStore st = e.getValue().store;
-        if (st.rowCount() == 0 && st.pendingCounts().isEmpty()) {
+        if (st.rowCount() == 0 && st.pendingCounts().isEmpty()
+            && (st.pairs() == null || st.pairs().anchors() == 0)) {
           continue;
         }
         java.nio.file.Files.createDirectories(dir);
