@@ -105,6 +105,11 @@ public final class TableCli {
         + " count a key needs for a row rises from max(min-count, 1) at this fraction of the"
         + " memory (shard budget, or the table's max-bytes share) to MAX_COUNT when full, e.g."
         + " 0.8:64; needs --admission-sketch-kib") String pressure;
+    @Option(names = "--cooccurrence", paramLabel = "PARTNERS:ANCHORS:SKETCH_KIB", description =
+        "keep co-occurrence counts of the key pairs trainers report: per shard, up to ANCHORS"
+        + " anchor keys with their PARTNERS most frequent partners, the partners' counts in a"
+        + " sketch of SKETCH_KIB KiB (e.g. 64:200000:4096); draws of partners by PPMI or count")
+    String cooccurrence;
 
     @Override
     void run(TableClient c) throws Exception {
@@ -137,6 +142,9 @@ public final class TableCli {
       if (pressure != null) {
         b.setAdmissionPressure(admissionPressure(pressure));
       }
+      if (cooccurrence != null) {
+        b.setCooccurrence(cooccurrence(cooccurrence));
+      }
       EmbeddingTable t = c.createTable(b.build());
       System.out.println(json(t.describe()));
     }
@@ -155,6 +163,22 @@ public final class TableCli {
     }
     throw new IllegalArgumentException("--admission-pressure must be FROM:MAX_COUNT (e.g."
         + " 0.8:64) but was '" + s + "'");
+  }
+
+  /** {@code PARTNERS:ANCHORS:SKETCH_KIB} of --cooccurrence; the shards check the ranges. */
+  public static dev.dynembed.table.v1.Cooccurrence cooccurrence(String s) {
+    String[] p = s.split(":", -1);
+    try {
+      if (p.length == 3) {
+        return dev.dynembed.table.v1.Cooccurrence.newBuilder()
+            .setPartnersPerKey(Integer.parseInt(p[0])).setMaxAnchors(Integer.parseInt(p[1]))
+            .setSketchKib(Integer.parseInt(p[2])).build();
+      }
+    } catch (NumberFormatException e) {
+      // refused below
+    }
+    throw new IllegalArgumentException("--cooccurrence must be PARTNERS:ANCHORS:SKETCH_KIB (e.g."
+        + " 64:200000:4096) but was '" + s + "'");
   }
 
   @Command(name = "describe", description = "Config and counters of a table, summed over shards.")
