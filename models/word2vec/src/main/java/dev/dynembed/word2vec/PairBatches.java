@@ -33,6 +33,11 @@ final class PairBatches implements Iterator<Map<String, INDArray>> {
   private final ArrayList<String> centers = new ArrayList<>();
   private final ArrayList<String> contexts = new ArrayList<>();
   private long rnd;
+  /** PMI: the first epoch reports its window pairs; later epochs draw positives by PPMI. */
+  private final boolean reportPairs;
+  private final boolean drawPositives;
+  private final int epoch;
+  private final ArrayList<String> drawAnchors = new ArrayList<>();
   private long reportedBytes;
   private long total;
   private int chunks;
@@ -49,6 +54,9 @@ final class PairBatches implements Iterator<Map<String, INDArray>> {
     this.reader = new TokenReader(split, Word2Vec.MAX_WORD_BYTES);
     this.rnd = KeyHashing.splitMix64(
         cfg.seed() * 0x9E3779B97F4A7C15L + epoch * 1_000_003L + split.index());
+    this.epoch = epoch;
+    this.reportPairs = cfg.pmiPositives() > 0 && epoch == 0;
+    this.drawPositives = cfg.pmiPositives() > 0 && epoch > 0;
   }
 
   private long nextRandom() {
@@ -123,9 +131,64 @@ final class PairBatches implements Iterator<Map<String, INDArray>> {
       }
       at += sent.length;
       addWindows();
+      if (drawPositives) {
+        drawAnchors.addAll(kept);
+      }
+    }
+    if (reportPairs && centers.size() > before) {
+      report((int) before);
+    }
+    if (drawPositives && !drawAnchors.isEmpty()) {
+      addPmiPositives();
     }
     st.words.addAndGet(admitted);
     st.pairs.addAndGet(centers.size() - before);
+  }
+
+  /** A (center, context) pair, as the report aggregates them. */
+  private record Pair(String center, String context) {}
+
+  /**
+   * Reports the chunk's window pairs from {@code from} on to the output table's shards, each
+   * distinct pair once with its count: each pair goes to its center's shard, which keeps the
+   * center's most frequent contexts (design 0026). One write call per chunk.
+   */
+  private void report(int from) {
+    java.util.LinkedHashMap<Pair, int[]> counts = new java.util.LinkedHashMap<>();
+    for (int i = from; i < centers.size(); i++) {
+      counts.computeIfAbsent(new Pair(centers.get(i), contexts.get(i)), k -> new int[1])[0]++;
+    }
+    String[] a = new String[counts.size()];
+    String[] p = new String[a.length];
+    int[] c = new int[a.length];
+    int i = 0;
+    for (Map.Entry<Pair, int[]> e : counts.entrySet()) {
+      a[i] = e.getKey().center();
+      p[i] = e.getKey().context();
+      c[i++] = e.getValue()[0];
+    }
+    out.reportPairs(a, p, c, epoch);
+  }
+
+  /**
+   * Adds {@code pmiPositives} pairs per kept center word of the chunk, each context drawn from
+   * the center's partners by positive PMI (none for a word without partners of positive PMI).
+   * The draws are a function of the counts and of (seed, epoch, range, chunk): a resumed run
+   * draws the same ones once the counts are the same.
+   */
+  private void addPmiPositives() {
+    long seed = KeyHashing.splitMix64(rnd ^ 0x5DEECE66DL * (chunks + 1));
+    EmbeddingTable.PartnerDraws d = out.partners(drawAnchors.toArray(new String[0]),
+        cfg.pmiPositives(), dev.dynembed.table.v1.PartnerWeight.PPMI_WEIGHT, seed);
+    int at = 0;
+    for (int i = 0; i < drawAnchors.size(); i++) {
+      for (int j = 0; j < d.counts()[i]; j++) {
+        centers.add(drawAnchors.get(i));
+        contexts.add(d.keys()[at++]);
+      }
+    }
+    st.pmiPairs.addAndGet(at);
+    drawAnchors.clear();
   }
 
   /** The (center, context) pairs of the kept words of one sentence. */

@@ -20,6 +20,8 @@ final class TrainingState {
   final AtomicLong words = new AtomicLong();
   final AtomicLong pairs = new AtomicLong();
   final AtomicLong skippedLong = new AtomicLong();
+  /** PMI positives added this run (in pairs too; not kept in checkpoints). */
+  final AtomicLong pmiPairs = new AtomicLong();
   double elapsed;
   /**
    * Continual training (--init-from): the model started from, the work (bytes x epochs) it and

@@ -207,13 +207,33 @@ public final class Word2Vec {
         .setRedisTier(cfg.redisTier()).build();
   }
 
-  /** Output vectors: zeros; the counting table, with admission at min_count. */
+  /**
+   * Output vectors: zeros; the counting table, with admission at min_count. With PMI positives
+   * it also keeps the co-occurrence counts of (center, context) pairs: 64 partners per word, as
+   * the Brown experiment (design 0026), up to 2^20 anchors per shard.
+   */
   static TableConfig outConfig(Word2VecConfig cfg) {
-    return TableConfigs.builder(cfg.outTable(), cfg.dim()).setOptimizer(optimizer(cfg))
+    TableConfig.Builder b = TableConfigs.builder(cfg.outTable(), cfg.dim())
+        .setOptimizer(optimizer(cfg))
         .setInitializer(TableConfigs.zeros()).setMinCount(cfg.minCount())
         .setMaxBytes(cfg.tableMaxBytes()).setDiskTier(cfg.diskTier())
-        .setRedisTier(cfg.redisTier()).build();
+        .setRedisTier(cfg.redisTier());
+    if (cfg.pmiPositives() > 0) {
+      b.setCooccurrence(dev.dynembed.table.v1.Cooccurrence.newBuilder()
+          .setPartnersPerKey(PMI_PARTNERS).setMaxAnchors(1 << 20).setSketchKib(4096));
+    }
+    return b.build();
   }
+
+  private volatile long pmiPositivesDrawn;
+
+  /** The PMI positives this process added in its last {@code train} (0 without them). */
+  public long pmiPositivesDrawn() {
+    return pmiPositivesDrawn;
+  }
+
+  /** Partners kept per word for PMI positives. */
+  static final int PMI_PARTNERS = 64;
 
   /**
    * The tables' optimizer. Adagrad by default: the loss is summed over a batch of thousands of
@@ -707,6 +727,7 @@ public final class Word2Vec {
   private Result result(TrainingState st, List<double[]> curve, double[] lastEpoch,
       Map<Integer, String> counters) {
     long[] reads = readCounts();
+    pmiPositivesDrawn = st.pmiPairs.get();
     long[] sums = {st.tokens.get(), st.words.get(), st.pairs.get()};
     if (!counters.isEmpty()) {
       sums = new long[3];

@@ -133,6 +133,10 @@ public final class Word2VecCli {
     @Option(names = "--disk-tier", description = "words the memory cap pushes out move to the"
         + " shards' disk tier (RocksDB) and come back when next seen: tables larger than memory")
     boolean diskTier;
+    @Option(names = "--pmi-positives", defaultValue = "0", description = "extra positive pairs"
+        + " per center word from the second epoch on, drawn by positive PMI from the counts of the"
+        + " first epoch's window pairs that the shards keep (0 = off; default ${DEFAULT-VALUE})")
+    int pmiPositives;
     @Option(names = "--seed", defaultValue = "" + Word2VecConfig.DEFAULT_SEED, description =
         "seed of the row initializer, the windows, subsampling and negatives (default"
         + " ${DEFAULT-VALUE})") long seed;
@@ -274,7 +278,7 @@ public final class Word2VecCli {
           .batchPairs(batch).seed(seed).name(name).negativePool(negativePool)
           .implicitSteps(implicitSteps.equals("auto") ? null : implicitSteps.equals("on"))
           .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier)
-          .redisTier(service.redisTier() != null).build();
+          .redisTier(service.redisTier() != null).pmiPositives(pmiPositives).build();
     }
 
     /** The client's options: the connection's, the rows' wire encoding, a simulated RTT. */
@@ -450,6 +454,12 @@ public final class Word2VecCli {
           LocalShardProcesses.compilerCpuSeconds(self),
           procs == null ? "" : String.format(Locale.ROOT, " + %.1f s (%s; %.1f s JIT)",
               procs.cpuSeconds(), procs.describe(), procs.compilerCpuSeconds()));
+      if (cfg.pmiPositives() > 0) {
+        var c = client.openTable(cfg.outTable()).describe().getCounters();
+        o.printf(Locale.ROOT, "co-occurrence    %,d pairs counted for %,d words (%,d dropped);"
+            + " %d PMI positive(s) per center from epoch 2%n", c.getPairsCounted(),
+            c.getPairAnchors(), c.getPairsDropped(), cfg.pmiPositives());
+      }
       if (r.skippedLongWords() > 0) {
         o.printf(Locale.ROOT, "skipped          %,d words longer than %d bytes%n",
             r.skippedLongWords(), Word2Vec.MAX_WORD_BYTES);

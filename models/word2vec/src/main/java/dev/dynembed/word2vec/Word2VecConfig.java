@@ -41,11 +41,23 @@ import java.util.Map;
  * @param redisTier the tables keep their rows in the shards' Redis tier too (shards started
  *     with {@code --redis-tier}; docs/design/0018-redis-tier.md): written behind, and with a
  *     cap the words it pushes out live there only
+ * @param pmiPositives extra positive pairs per center word, drawn by positive PMI from the
+ *     co-occurrence counts the output table's shards keep of the first epoch's window pairs
+ *     (docs/design/0026-cooccurrence-sampling.md); 0 = off (the default). From the second epoch
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
     int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
     int negativePool, boolean implicitSteps, boolean countPass, long tableMaxBytes,
-    boolean diskTier, boolean redisTier) {
+    boolean diskTier, boolean redisTier, int pmiPositives) {
+
+  /** Without PMI positives. */
+  public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
+      int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
+      int negativePool, boolean implicitSteps, boolean countPass, long tableMaxBytes,
+      boolean diskTier, boolean redisTier) {
+    this(dim, window, negative, sample, minCount, epochs, alpha, optimizer, batchPairs, seed,
+        name, negativePool, implicitSteps, countPass, tableMaxBytes, diskTier, redisTier, 0);
+  }
 
   /** Without the Redis tier. */
   public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
@@ -128,7 +140,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         .minCount(minCount).epochs(epochs).alpha(alpha).optimizer(optimizer)
         .batchPairs(batchPairs).seed(seed).name(name).negativePool(negativePool)
         .implicitSteps(implicitSteps).countPass(countPass).tableMaxBytes(tableMaxBytes)
-        .diskTier(diskTier).redisTier(redisTier);
+        .diskTier(diskTier).redisTier(redisTier).pmiPositives(pmiPositives);
   }
 
   /**
@@ -155,6 +167,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     private long tableMaxBytes;
     private boolean diskTier;
     private boolean redisTier;
+    private int pmiPositives;
 
     private Builder() {}
 
@@ -246,12 +259,17 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
       return this;
     }
 
+    public Builder pmiPositives(int v) {
+      pmiPositives = v;
+      return this;
+    }
+
     public Word2VecConfig build() {
       return new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
           alpha != null ? alpha : defaultAlpha(optimizer), optimizer, batchPairs, seed, name,
           negativePool != null ? negativePool : defaultPool(batchPairs),
           implicitSteps != null ? implicitSteps : defaultImplicitSteps(optimizer), countPass,
-          tableMaxBytes, diskTier, redisTier);
+          tableMaxBytes, diskTier, redisTier, pmiPositives);
     }
   }
 
@@ -293,6 +311,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         + " pushes out: it needs --table-max-mb");
     check(!(diskTier && redisTier), "choose --disk-tier or --redis-tier, not both (one tier"
         + " below memory per table)");
+    check(pmiPositives >= 0 && pmiPositives <= 16,
+        "pmiPositives (--pmi-positives) must be in 0..16 but was " + pmiPositives);
   }
 
   private static boolean bool(String v) {
@@ -336,6 +356,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("table_max_bytes", String.valueOf(tableMaxBytes));
     m.put("disk_tier", String.valueOf(diskTier));
     m.put("redis_tier", String.valueOf(redisTier));
+    m.put("pmi_positives", String.valueOf(pmiPositives));
     return m;
   }
 
@@ -351,7 +372,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
           bool(m.getOrDefault("count_pass", "false")),
           Long.parseLong(m.getOrDefault("table_max_bytes", "0")), // models before: no cap
           bool(m.getOrDefault("disk_tier", "false")),
-          bool(m.getOrDefault("redis_tier", "false"))); // models before: no Redis tier
+          bool(m.getOrDefault("redis_tier", "false")), // models before: no Redis tier
+          Integer.parseInt(m.getOrDefault("pmi_positives", "0"))); // models before: none
     } catch (RuntimeException e) {
       throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);
     }

@@ -329,6 +329,71 @@ class Word2VecTest {
   }
 
   /**
+   * PMI positives (design 0026): the first epoch reports its window pairs to the output table's
+   * co-occurrence counts, later epochs add drawn positives; the counts are part of the
+   * checkpoint, so a run interrupted in its second epoch and resumed trains exactly as the
+   * uninterrupted one; on 2 loopback shards the counts are the same and the topics separate.
+   */
+  @Test
+  void pmiPositives_areDrawnFromCountsTheCheckpointKeeps_andResumeExactly(@TempDir Path dir)
+      throws Exception {
+    Word2VecConfig cfg = config(2).toBuilder().pmiPositives(1).build();
+    Path a = dir.resolve("a");
+    long counted;
+    try (TableClient c = TableClients.inProcess(a)) {
+      Word2Vec w = new Word2Vec(cfg, c, 1).setPrefetch(0);
+      w.train(List.of(corpus), new Word2Vec.TrainOptions(a, 0, false, false, 3, 0), s -> {});
+      assertTrue(w.pmiPositivesDrawn() > 10_000, "drawn: " + w.pmiPositivesDrawn());
+      var counters = c.openTable("t_out").describe().getCounters();
+      counted = counters.getPairsCounted();
+      assertTrue(counted > 50_000, counters.toString());
+      assertEquals(ANIMALS.length + METALS.length + FUNCTION.length, counters.getPairAnchors(),
+          "pairs of admitted words only");
+    }
+    Path b = dir.resolve("b");
+    try (TableClient c = TableClients.inProcess(b)) {
+      new Word2Vec(cfg, c, 1).setPrefetch(0).train(List.of(corpus),
+          new Word2Vec.TrainOptions(b, 0, false, false, 0, 3), s -> {});
+    }
+    try (TableClient c = TableClients.inProcess(b)) {
+      Word2Vec w = new Word2Vec(cfg, c, 1).setPrefetch(0);
+      w.train(List.of(corpus), new Word2Vec.TrainOptions(b, 0, true, false, 3, 0), s -> {});
+      assertTrue(w.pmiPositivesDrawn() > 0, "the resumed part draws from the restored counts");
+      assertEquals(counted, c.openTable("t_out").describe().getCounters().getPairsCounted());
+    }
+    assertArrayEquals(VectorSet.fromModel(a).raw(), VectorSet.fromModel(b).raw(),
+        "resumed vectors must equal the uninterrupted run's");
+    try (Queries q = new Queries(a)) {
+      assertTopicsSeparate(q);
+    }
+    Path two = dir.resolve("two");
+    List<dev.dynembed.table.server.TableServer> servers = new ArrayList<>();
+    List<String> endpoints = new ArrayList<>();
+    try {
+      for (int i = 0; i < 2; i++) {
+        var srv = new dev.dynembed.table.server.TableServer(
+            new dev.dynembed.table.engine.ShardEngine(i, 2, two), "127.0.0.1", 0, 4);
+        servers.add(srv);
+        endpoints.add("127.0.0.1:" + srv.port());
+      }
+      try (TableClient c = TableClients.connect(endpoints)) {
+        new Word2Vec(cfg, c, 2).train(List.of(corpus),
+            new Word2Vec.TrainOptions(two, 0, false, false), s -> {});
+        // two threads with prefetching: admission and subsampling read live counts, so the
+        // first epoch's pairs are about, not exactly, the single thread's
+        long two = c.openTable("t_out").describe().getCounters().getPairsCounted();
+        assertEquals(counted, two, counted * 0.02,
+            "the first epoch's pairs, counted on their centers' shards");
+      }
+    } finally {
+      servers.forEach(dev.dynembed.table.server.TableServer::close);
+    }
+    try (Queries q = new Queries(two)) {
+      assertTopicsSeparate(q);
+    }
+  }
+
+  /**
    * A model continued at a larger dim (--init-from with a larger --dim): its tables are grown
    * (docs/design/0025), the run trains at the new width, stops part-way, and resumes at it (the
    * grown tables' configs are the ones a run at that dim creates); the topics still separate.
