@@ -454,6 +454,9 @@ public final class PairCounts {
     if (w == Weight.COUNT) {
       return count;
     }
+    if (count <= 0) {
+      return 0;
+    }
     double pmi = Math.log((double) count * total / ((double) anchorTotal * marginal));
     return pmi > 0 ? pmi : 0;
   }
@@ -486,7 +489,11 @@ public final class PairCounts {
         s.cum = new double[p.length];
         double sum = 0;
         for (int i = 0; i < p.length; i++) {
-          sum += weight(w, p[i].count(), s.total, p[i].marginal(), t);
+          // PPMI from the count the summary guarantees (count - error): a partner that just
+          // took a replaced entry's place carries that entry's count as its error, and read as
+          // its own it would give a rare partner a large PMI
+          sum += weight(w, w == Weight.PPMI ? p[i].count() - p[i].error() : p[i].count(),
+              s.total, p[i].marginal(), t);
           s.cum[i] = sum;
           s.drawKeys[i] = p[i].key();
         }
