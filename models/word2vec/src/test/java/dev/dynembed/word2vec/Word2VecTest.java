@@ -65,6 +65,24 @@ class Word2VecTest {
     }
   }
 
+  /** Two table servers on loopback (any free port) sharing {@code dir}; the caller closes them. */
+  static List<dev.dynembed.table.server.TableServer> twoShards(Path dir) throws Exception {
+    List<dev.dynembed.table.server.TableServer> servers = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      servers.add(new dev.dynembed.table.server.TableServer(
+          new dev.dynembed.table.engine.ShardEngine(i, 2, dir), "127.0.0.1", 0, 4));
+    }
+    return servers;
+  }
+
+  static List<String> endpoints(List<dev.dynembed.table.server.TableServer> servers) {
+    List<String> out = new ArrayList<>();
+    for (var s : servers) {
+      out.add("127.0.0.1:" + s.port());
+    }
+    return out;
+  }
+
   static double cos(float[] a, float[] b) {
     double d = 0;
     double na = 0;
@@ -93,15 +111,9 @@ class Word2VecTest {
 
   @Test
   void training_onTwoLoopbackShards_separatesTopics(@TempDir Path model) throws Exception {
-    List<dev.dynembed.table.server.TableServer> servers = new ArrayList<>();
-    List<String> endpoints = new ArrayList<>();
+    List<dev.dynembed.table.server.TableServer> servers = twoShards(model);
+    List<String> endpoints = endpoints(servers);
     try {
-      for (int i = 0; i < 2; i++) {
-        var srv = new dev.dynembed.table.server.TableServer(
-            new dev.dynembed.table.engine.ShardEngine(i, 2, model), "127.0.0.1", 0, 4);
-        servers.add(srv);
-        endpoints.add("127.0.0.1:" + srv.port());
-      }
       try (TableClient c = TableClients.connect(endpoints)) {
         Word2Vec.Result r = new Word2Vec(config(3), c, 2).train(List.of(corpus),
             new Word2Vec.TrainOptions(model, 0, false, false), s -> {});
@@ -367,22 +379,15 @@ class Word2VecTest {
       assertTopicsSeparate(q);
     }
     Path two = dir.resolve("two");
-    List<dev.dynembed.table.server.TableServer> servers = new ArrayList<>();
-    List<String> endpoints = new ArrayList<>();
+    List<dev.dynembed.table.server.TableServer> servers = twoShards(two);
     try {
-      for (int i = 0; i < 2; i++) {
-        var srv = new dev.dynembed.table.server.TableServer(
-            new dev.dynembed.table.engine.ShardEngine(i, 2, two), "127.0.0.1", 0, 4);
-        servers.add(srv);
-        endpoints.add("127.0.0.1:" + srv.port());
-      }
-      try (TableClient c = TableClients.connect(endpoints)) {
+      try (TableClient c = TableClients.connect(endpoints(servers))) {
         new Word2Vec(cfg, c, 2).train(List.of(corpus),
             new Word2Vec.TrainOptions(two, 0, false, false), s -> {});
         // two threads with prefetching: admission and subsampling read live counts, so the
         // first epoch's pairs are about, not exactly, the single thread's
-        long two = c.openTable("t_out").describe().getCounters().getPairsCounted();
-        assertEquals(counted, two, counted * 0.02,
+        long onShards = c.openTable("t_out").describe().getCounters().getPairsCounted();
+        assertEquals(counted, onShards, counted * 0.02,
             "the first epoch's pairs, counted on their centers' shards");
       }
     } finally {

@@ -243,19 +243,8 @@ class AdmissionPressureTest {
     int need = e.info(e.get("p")).getCounters().getAdmissionCount();
     assertTrue(need == 0 || need > 1, "tightened: " + need);
 
-    Fixtures.Follower follower = Fixtures.follow(dir.resolve("follower"), state.walDirectory());
-    assertSameRows(live, records(follower.engine()), "a follower");
-    follower.state().close(false);
-    state.crash();
-
-    ShardEngine again = new ShardEngine(0, 1, dir); // no budget: it must not decide again
-    ShardState replayed = ShardState.recover(again, states, ShardLog.Fsync.ALWAYS, 1L << 30,
-        x -> { });
-    assertSameRows(live, records(again), "a replay");
-    replayed.close(true);
-    ShardEngine third = new ShardEngine(0, 1, dir);
-    ShardState.recover(third, states, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { }).close(false);
-    assertSameRows(live, records(third), "the snapshot");
+    // the replay's engine has no budget: it must not decide again
+    Fixtures.recoveries(dir, state, states, (how, got) -> assertSameRows(live, records(got), how));
   }
 
   /** What the {@code n} most frequent keys of the whole stream cover of its second half. */

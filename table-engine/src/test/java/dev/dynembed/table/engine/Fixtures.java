@@ -65,6 +65,31 @@ public final class Fixtures {
     return new Follower(follower, state);
   }
 
+  /**
+   * Checks a logged shard's state three ways, each with {@code check} (named): a follower that
+   * applied its log, a restart that replays the log after {@code state} crashed, and a restart
+   * from the snapshot that replay took. Leaves no state open.
+   *
+   * @param dir the shard's data directory
+   * @param states the state root {@code state} was recovered from
+   */
+  public static void recoveries(java.nio.file.Path dir, ShardState state,
+      java.nio.file.Path states, java.util.function.BiConsumer<String, ShardEngine> check)
+      throws Exception {
+    Follower follower = follow(dir.resolve("follower"), state.walDirectory());
+    check.accept("a follower", follower.engine());
+    follower.state().close(false);
+    state.crash();
+    ShardEngine again = new ShardEngine(0, 1, dir);
+    ShardState replayed = ShardState.recover(again, states, ShardLog.Fsync.ALWAYS, 1L << 30,
+        x -> { });
+    check.accept("a replay", again);
+    replayed.close(true);
+    ShardEngine third = new ShardEngine(0, 1, dir);
+    ShardState.recover(third, states, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { }).close(false);
+    check.accept("the snapshot", third);
+  }
+
   /** Every stored record (weights, slots, metadata) by key. */
   public static Map<String, TableStore.Record> snapshot(TableStore t) {
     Map<String, TableStore.Record> m = new HashMap<>();

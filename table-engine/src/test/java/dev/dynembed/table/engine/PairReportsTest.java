@@ -140,18 +140,7 @@ class PairReportsTest {
     assertEquals(pc.total(), info.getPairsCounted());
     assertEquals(30, info.getPairAnchors());
 
-    Fixtures.Follower follower = Fixtures.follow(dir.resolve("follower"), state.walDirectory());
-    assertSame(live, counts(follower.engine()), "a follower");
-    follower.state().close(false);
-    state.crash();
-    ShardEngine again = new ShardEngine(0, 1, dir);
-    ShardState replayed = ShardState.recover(again, states, ShardLog.Fsync.NO, 1L << 30,
-        x -> { });
-    assertSame(live, counts(again), "a replay");
-    replayed.close(true);
-    ShardEngine third = new ShardEngine(0, 1, dir);
-    ShardState.recover(third, states, ShardLog.Fsync.NO, 1L << 30, x -> { }).close(false);
-    assertSame(live, counts(third), "the snapshot");
+    Fixtures.recoveries(dir, state, states, (how, got) -> assertSame(live, counts(got), how));
     // and the snapshot goes on counting as the primary would
     List<String[][]> more = stream(20, 48, 300, 99);
     ShardEngine fourth = new ShardEngine(0, 1, dir);
