@@ -789,6 +789,12 @@ public final class SlotMoves {
     if (l.map().epoch() > cur.epoch() || !l.map().sameOwners(cur)) {
       engine.installSlotMap(l.map());
     }
+    for (TableStore t : engine.tables()) {
+      // the merged rows may take a capped table past its cap: its eviction is scheduled now,
+      // as after a call that adds rows (else it waited for the next insert, and a shard that
+      // took a third of a table with no writes after stayed past its cap)
+      engine.evictions().afterInsert(t);
+    }
     logged = null;
     LOG.info(String.format(java.util.Locale.ROOT, "shard %d: slot import committed at map"
         + " epoch %d: durable in %.1f ms, removals and map %.1f ms", engine.shardIndex(),
