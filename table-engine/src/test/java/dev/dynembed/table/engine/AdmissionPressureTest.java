@@ -212,32 +212,23 @@ class AdmissionPressureTest {
     ShardState state = ShardState.recover(e, states, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
     TableStore t = e.create(config(true));
     e.setMemoryBudget(e.bytesInUse() + 800 * t.bytesForNewKeys(1, 6));
-    List<Thread> threads = new ArrayList<>();
-    List<Throwable> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+    List<Fixtures.Work> work = new ArrayList<>();
     for (int w = 0; w < 2; w++) {
       List<String[]> calls = stream(20_000, 150, 128, 100 + w);
       int worker = w;
-      threads.add(new Thread(() -> {
-        try {
-          for (int c = 0; c < calls.size(); c++) {
-            // gradients of keys this call found with rows, as a trainer sends (a key it did not
-            // find may meet a row another caller created and has not logged yet: design 0027)
-            List<String> had = count(e, calls.get(c));
-            if (!had.isEmpty()) {
-              step(e, had.subList(0, Math.min(16, had.size())).toArray(new String[0]),
-                  worker * 1000L + c);
-            }
+      work.add(() -> {
+        for (int c = 0; c < calls.size(); c++) {
+          // gradients of keys this call found with rows, as a trainer sends (a key it did not
+          // find may meet a row another caller created and has not logged yet: design 0027)
+          List<String> had = count(e, calls.get(c));
+          if (!had.isEmpty()) {
+            step(e, had.subList(0, Math.min(16, had.size())).toArray(new String[0]),
+                worker * 1000L + c);
           }
-        } catch (Throwable x) {
-          failures.add(x);
         }
-      }));
+      });
     }
-    threads.forEach(Thread::start);
-    for (Thread th : threads) {
-      th.join();
-    }
-    assertEquals(List.of(), failures);
+    Fixtures.concurrently(work);
     Map<String, TableStore.Record> live = records(e);
     assertTrue(live.size() > 100 && live.size() < 20_000, "rows " + live.size());
     int need = e.info(e.get("p")).getCounters().getAdmissionCount();

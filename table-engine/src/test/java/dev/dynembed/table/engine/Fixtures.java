@@ -90,6 +90,32 @@ public final class Fixtures {
     check.accept("the snapshot", third);
   }
 
+  /** A piece of work a test thread runs, which may throw. */
+  public interface Work {
+    void run() throws Exception;
+  }
+
+  /** Runs each piece of work on its own thread, all at once, and fails with what any threw. */
+  public static void concurrently(java.util.List<Work> work) throws InterruptedException {
+    java.util.List<Throwable> failures =
+        java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+    java.util.List<Thread> threads = new java.util.ArrayList<>();
+    for (Work w : work) {
+      threads.add(new Thread(() -> {
+        try {
+          w.run();
+        } catch (Throwable x) {
+          failures.add(x);
+        }
+      }));
+    }
+    threads.forEach(Thread::start);
+    for (Thread t : threads) {
+      t.join();
+    }
+    assertEquals(java.util.List.of(), failures);
+  }
+
   /** Every stored record (weights, slots, metadata) by key. */
   public static Map<String, TableStore.Record> snapshot(TableStore t) {
     Map<String, TableStore.Record> m = new HashMap<>();

@@ -112,25 +112,16 @@ class PairReportsTest {
     Files.createDirectories(ShardState.root(states, 0));
     ShardState state = ShardState.recover(e, states, ShardLog.Fsync.NO, 1L << 30, x -> { });
     e.create(config(8, 30));
-    List<Thread> threads = new ArrayList<>();
-    List<Throwable> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+    List<Fixtures.Work> work = new ArrayList<>();
     for (int w = 0; w < 2; w++) {
       List<String[][]> calls = stream(400, 48, 300, 17 + w);
-      threads.add(new Thread(() -> {
-        try {
-          for (String[][] c : calls) {
-            report(e, c[0], c[1], null);
-          }
-        } catch (Throwable x) {
-          failures.add(x);
+      work.add(() -> {
+        for (String[][] c : calls) {
+          report(e, c[0], c[1], null);
         }
-      }));
+      });
     }
-    threads.forEach(Thread::start);
-    for (Thread t : threads) {
-      t.join();
-    }
-    assertEquals(List.of(), failures);
+    Fixtures.concurrently(work);
     Map<String, Object> live = counts(e);
     PairCounts pc = e.get("c").pairs();
     assertEquals(2 * 400 * 48L, pc.total() + pc.dropped());
