@@ -206,10 +206,8 @@ class AdmissionPressureTest {
    */
   @Test
   void theLog_holdsTheDecisions_soAReplayAndAFollowerAdmitAlike() throws Exception {
-    ShardEngine e = new ShardEngine(0, 1, dir);
-    Path states = dir.resolve("state");
-    Files.createDirectories(ShardState.root(states, 0));
-    ShardState state = ShardState.recover(e, states, ShardLog.Fsync.ALWAYS, 1L << 30, x -> { });
+    Fixtures.Logged shard = Fixtures.logged(dir, ShardLog.Fsync.ALWAYS);
+    ShardEngine e = shard.engine();
     TableStore t = e.create(config(true));
     e.setMemoryBudget(e.bytesInUse() + 800 * t.bytesForNewKeys(1, 6));
     List<Fixtures.Work> work = new ArrayList<>();
@@ -235,7 +233,7 @@ class AdmissionPressureTest {
     assertTrue(need == 0 || need > 1, "tightened: " + need);
 
     // the replay's engine has no budget: it must not decide again
-    Fixtures.recoveries(dir, state, states, (how, got) -> assertSameRows(live, records(got), how));
+    Fixtures.recoveries(dir, shard, (how, got) -> assertSameRows(live, records(got), how));
   }
 
   /** What the {@code n} most frequent keys of the whole stream cover of its second half. */

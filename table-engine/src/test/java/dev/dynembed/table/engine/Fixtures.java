@@ -90,6 +90,24 @@ public final class Fixtures {
     check.accept("the snapshot", third);
   }
 
+  /** A shard with a log: its engine, its durable state and the state's root. */
+  public record Logged(ShardEngine engine, ShardState state, java.nio.file.Path states) {}
+
+  /** Shard 0 of 1 under {@code dir}, recovered (empty) with a log synced as {@code fsync}. */
+  public static Logged logged(java.nio.file.Path dir, ShardLog.Fsync fsync) throws Exception {
+    ShardEngine e = new ShardEngine(0, 1, dir);
+    java.nio.file.Path states = dir.resolve("state");
+    java.nio.file.Files.createDirectories(ShardState.root(states, 0));
+    return new Logged(e, ShardState.recover(e, states, fsync, 1L << 30, x -> { }), states);
+  }
+
+  /** {@link #recoveries(java.nio.file.Path, ShardState, java.nio.file.Path,
+   * java.util.function.BiConsumer)} of a shard made by {@link #logged}. */
+  public static void recoveries(java.nio.file.Path dir, Logged shard,
+      java.util.function.BiConsumer<String, ShardEngine> check) throws Exception {
+    recoveries(dir, shard.state(), shard.states(), check);
+  }
+
   /** A piece of work a test thread runs, which may throw. */
   public interface Work {
     void run() throws Exception;

@@ -107,10 +107,8 @@ class PairReportsTest {
    */
   @Test
   void reportsAreCountedInLogOrder_soAFollowerAReplayAndASnapshotAgree() throws Exception {
-    ShardEngine e = new ShardEngine(0, 1, dir);
-    Path states = dir.resolve("state");
-    Files.createDirectories(ShardState.root(states, 0));
-    ShardState state = ShardState.recover(e, states, ShardLog.Fsync.NO, 1L << 30, x -> { });
+    Fixtures.Logged shard = Fixtures.logged(dir, ShardLog.Fsync.NO);
+    ShardEngine e = shard.engine();
     e.create(config(8, 30));
     List<Fixtures.Work> work = new ArrayList<>();
     for (int w = 0; w < 2; w++) {
@@ -131,11 +129,11 @@ class PairReportsTest {
     assertEquals(pc.total(), info.getPairsCounted());
     assertEquals(30, info.getPairAnchors());
 
-    Fixtures.recoveries(dir, state, states, (how, got) -> assertSame(live, counts(got), how));
+    Fixtures.recoveries(dir, shard, (how, got) -> assertSame(live, counts(got), how));
     // and the snapshot goes on counting as the primary would
     List<String[][]> more = stream(20, 48, 300, 99);
     ShardEngine fourth = new ShardEngine(0, 1, dir);
-    ShardState s4 = ShardState.recover(fourth, states, ShardLog.Fsync.NO, 1L << 30, x -> { });
+    ShardState s4 = ShardState.recover(fourth, shard.states(), ShardLog.Fsync.NO, 1L << 30, x -> { });
     for (String[][] c : more) {
       report(fourth, c[0], c[1], null);
     }
