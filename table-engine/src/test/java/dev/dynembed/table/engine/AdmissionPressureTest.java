@@ -14,7 +14,6 @@ import dev.dynembed.table.v1.ApplyGradientsRequest;
 import dev.dynembed.table.v1.TableConfig;
 import dev.dynembed.table.v1.TableCounters;
 import dev.dynembed.table.v1.WriteRequest;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
