@@ -173,9 +173,7 @@ final class LocalShard implements Shard {
   private Shard.PartnersReply partners(Shard.Partners p) {
     TableStore t = engine.get(p.table());
     TableStore.PartnerDraws d = t.drawPartners(p.anchors(), p.numDraws(),
-        p.weight() == dev.dynembed.table.v1.PartnerWeight.COUNT_WEIGHT
-            ? dev.dynembed.table.engine.PairCounts.Weight.COUNT
-            : dev.dynembed.table.engine.PairCounts.Weight.PPMI, p.seed());
+        dev.dynembed.table.engine.PairCounts.Weight.of(p.weight().getNumber(), t.name()), p.seed());
     return new Shard.PartnersReply(d.keys(), d.probability(), d.counts());
   }
 

@@ -36,7 +36,23 @@ public final class PairCounts {
   /** What a draw's probability is proportional to. */
   public enum Weight {
     COUNT,
-    PPMI
+    PPMI;
+
+    /**
+     * The protocol's weight by its wire number (unspecified: PPMI); an unknown one is refused,
+     * naming it.
+     */
+    public static Weight of(int wire, String table) {
+      if (wire == dev.dynembed.table.v1.PartnerWeight.COUNT_WEIGHT_VALUE) {
+        return COUNT;
+      }
+      if (wire == dev.dynembed.table.v1.PartnerWeight.PPMI_WEIGHT_VALUE
+          || wire == dev.dynembed.table.v1.PartnerWeight.PARTNER_WEIGHT_UNSPECIFIED_VALUE) {
+        return PPMI;
+      }
+      throw dev.dynembed.table.common.TableException.invalid(
+          "table '%s': partner weight %d is not PPMI or COUNT", table, wire);
+    }
   }
 
   private final int partners;
@@ -50,6 +66,11 @@ public final class PairCounts {
   private static final int SUMMARY_BYTES = 64;
   private static final int ENTRY_BYTES = 40;
   private static final int KEY_BYTES = 16;
+  /**
+   * The most one reported pair can add beside its partner key's bytes: a new anchor's summary
+   * and an entry (the memory budget's check of a report).
+   */
+  public static final int MAX_BYTES_PER_PAIR = SUMMARY_BYTES + ENTRY_BYTES;
 
   /**
    * @param partners the partners kept per anchor (1..1024)
@@ -257,11 +278,6 @@ public final class PairCounts {
     return marginals.bytes() + summaryBytes.get();
   }
 
-  /** The partners kept per anchor. */
-  public int partnersPerAnchor() {
-    return partners;
-  }
-
   /**
    * A deep copy (a checkpoint's cut): the caller keeps reports out meanwhile (the table's
    * exclusive lock).
@@ -309,16 +325,26 @@ public final class PairCounts {
       synchronized (s) {
         c = s.copy();
       }
-      Summary old = anchors.put(h, c);
-      if (old != null) {
-        summaryBytes.addAndGet(-old.bytes());
-      }
-      summaryBytes.addAndGet(c.bytes());
-      for (int i = 0; i < c.size; i++) {
-        marginals.add(c.hash[i], c.count[i]);
-      }
-      total.addAndGet(c.total);
+      install(h, c, true);
     });
+  }
+
+  /**
+   * Puts an anchor's summary in place of any it had; with {@code addCounts}, its kept counts are
+   * added to the partners' sketch and its total to this shard's (a summary from another shard).
+   */
+  private void install(long anchor, Summary s, boolean addCounts) {
+    Summary old = anchors.put(anchor, s);
+    if (old != null) {
+      summaryBytes.addAndGet(-old.bytes());
+    }
+    summaryBytes.addAndGet(s.bytes());
+    if (addCounts) {
+      for (int i = 0; i < s.size; i++) {
+        marginals.add(s.hash[i], s.count[i]);
+      }
+      total.addAndGet(s.total);
+    }
   }
 
   // ---------------------------------------------------------------- checkpoint section
@@ -427,19 +453,8 @@ public final class PairCounts {
         s.key[i] = k;
       }
       s.size = size;
-      if (!owns.test(anchor)) {
-        continue;
-      }
-      Summary old = anchors.put(anchor, s);
-      if (old != null) {
-        summaryBytes.addAndGet(-old.bytes());
-      }
-      summaryBytes.addAndGet(s.bytes());
-      if (!exact) {
-        for (int i = 0; i < size; i++) {
-          marginals.add(s.hash[i], s.count[i]);
-        }
-        total.addAndGet(s.total);
+      if (owns.test(anchor)) {
+        install(anchor, s, !exact);
       }
     }
     if (exact) {

@@ -111,13 +111,8 @@ public final class ProtoItems {
       dev.dynembed.table.v1.PartnersRequest req) {
     TableStore t = engine.get(req.getTable());
     PackedKeys anchors = PackedKeys.fromProto(req.getAnchors(), t.maxKeyBytes, "anchors");
-    PairCounts.Weight w = switch (req.getWeight()) {
-      case COUNT_WEIGHT -> PairCounts.Weight.COUNT;
-      case PPMI_WEIGHT, PARTNER_WEIGHT_UNSPECIFIED -> PairCounts.Weight.PPMI;
-      default -> throw dev.dynembed.table.common.TableException.invalid(
-          "table '%s': partner weight %d is not PPMI or COUNT", t.name(), req.getWeightValue());
-    };
-    TableStore.PartnerDraws d = t.drawPartners(anchors, req.getNumDraws(), w, req.getSeed());
+    TableStore.PartnerDraws d = t.drawPartners(anchors, req.getNumDraws(),
+        PairCounts.Weight.of(req.getWeightValue(), t.name()), req.getSeed());
     var b = dev.dynembed.table.v1.PartnersResponse.newBuilder().setKeys(d.keys().toProto());
     for (float x : d.probability()) {
       b.addProbabilities(x);

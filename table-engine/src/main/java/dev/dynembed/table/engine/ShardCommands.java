@@ -498,7 +498,8 @@ public final class ShardCommands {
           stores.add(t);
           TableStore.CheckedGradients c = checked.get(checked.size() - 1);
           if (c.partners != null) { // each pair may add an anchor's summary and an entry
-            need += (long) c.keys.size() * 104 + c.partners.bytes().length;
+            need += (long) c.keys.size() * PairCounts.MAX_BYTES_PER_PAIR
+                + c.partners.bytes().length;
           } else if (t.config().getMinCount() <= 1) { // keys without a row get one
             Inserts k = codec.keys(item);
             need += t.bytesForNewKeys(k.keys(), k.keyBytes());

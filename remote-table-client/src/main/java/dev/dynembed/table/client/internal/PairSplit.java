@@ -86,38 +86,29 @@ final class PairSplit {
   Shard.PartnersReply join(Object[] replies) {
     int k = owner.length;
     int[] counts = new int[k];
-    int[][] start = new int[replies.length][];
+    int[] from = new int[k]; // anchor i's first draw in its owner's reply
     int total = 0;
     for (int o = 0; o < replies.length; o++) {
       if (index[o].length == 0) {
         continue;
       }
-      Shard.PartnersReply r = (Shard.PartnersReply) replies[o];
-      start[o] = new int[index[o].length];
+      int[] c = ((Shard.PartnersReply) replies[o]).counts();
       int at = 0;
       for (int j = 0; j < index[o].length; j++) {
-        start[o][j] = at;
-        at += r.counts()[j];
-        counts[index[o][j]] = r.counts()[j];
+        from[index[o][j]] = at;
+        counts[index[o][j]] = c[j];
+        at += c[j];
       }
       total += at;
     }
     PackedKeys.Builder keys = new PackedKeys.Builder(total);
     float[] prob = new float[total];
-    int[] pos = new int[k]; // anchor i -> (owner, its j)
-    for (int o = 0; o < replies.length; o++) {
-      for (int j = 0; j < index[o].length; j++) {
-        pos[index[o][j]] = j;
-      }
-    }
     int at = 0;
     for (int i = 0; i < k; i++) {
-      int o = owner[i];
-      Shard.PartnersReply r = (Shard.PartnersReply) replies[o];
-      int from = start[o][pos[i]];
+      Shard.PartnersReply r = (Shard.PartnersReply) replies[owner[i]];
       for (int d = 0; d < counts[i]; d++) {
-        keys.add(r.keys(), from + d);
-        prob[at++] = r.probability()[from + d];
+        keys.add(r.keys(), from[i] + d);
+        prob[at++] = r.probability()[from[i] + d];
       }
     }
     return new Shard.PartnersReply(keys.build(), prob, counts);
