@@ -235,10 +235,12 @@ public final class SampledLogits extends TableOp {
     boolean picks = sampling.perExample() && draws < b * s; // examples pick among pooled draws
     int[] sampIdx = new int[b * s];
     double[] drawProb = new double[b * s];
+    int[] unit = sampling.sharedByRuns() ? runs(ps.posIdx(), b, p) : null;
     for (int e = 0; e < b; e++) {
+      int u = unit == null ? e : unit[e]; // whose candidates example e takes
       for (int k = 0; k < s; k++) {
         int draw = !sampling.perExample() ? k
-            : picks ? pick(r.drawSeed(), e * s + k, draws) : e * s + k;
+            : picks ? pick(r.drawSeed(), u * s + k, draws) : u * s + k;
         int idx = sr.drawIndex()[draw];
         sampIdx[e * s + k] = idx;
         drawProb[e * s + k] = sr.probability()[idx];
@@ -258,6 +260,24 @@ public final class SampledLogits extends TableOp {
     DataType type = act.dataType();
     NdArrays.output(oc, 0, logits, type, b, p + s);
     NdArrays.output(oc, 1, labels, type, b, p + s);
+  }
+
+  /**
+   * The run of each example: consecutive examples whose first positive slot holds the same real
+   * key share a run; runs are numbered from 0 in order, so run r's candidates are those example
+   * r would take alone (r &lt;= e: the draws exist).
+   */
+  static int[] runs(int[] posIdx, int b, int p) {
+    int[] run = new int[b];
+    int r = -1;
+    for (int e = 0; e < b; e++) {
+      int key = p == 0 ? -1 : posIdx[e * p];
+      if (e == 0 || key < 0 || key != posIdx[(e - 1) * p]) {
+        r++;
+      }
+      run[e] = r;
+    }
+    return run;
   }
 
   /** Whether sampled candidate (e, k) equals one of example e's real positives. */
@@ -383,6 +403,7 @@ public final class SampledLogits extends TableOp {
     out.put("countPositives", sampling.countPositives());
     out.put("pool", (long) sampling.pool());
     out.put("implicitRowSteps", sampling.implicitRowSteps());
+    out.put("sharedByRuns", sampling.sharedByRuns());
   }
 
   @Override
@@ -392,6 +413,6 @@ public final class SampledLogits extends TableOp {
     sampling = new Sampling(in.integer("numSampled"), SamplerKind.forNumber(in.integer("sampler")),
         in.floatValue("alpha"), in.bool("removeAccidentalHits"), in.bool("subtractLogQ"),
         in.longValue("seed"), in.bool("perExample"), in.bool("countPositives"),
-        in.integer("pool"), in.bool("implicitRowSteps"));
+        in.integer("pool"), in.bool("implicitRowSteps"), in.bool("sharedByRuns"));
   }
 }

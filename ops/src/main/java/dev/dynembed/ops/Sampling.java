@@ -20,6 +20,9 @@ import dev.dynembed.table.v1.SamplerKind;
  *   <tr><td>{@link Builder#perExample}</td><td>off: S draws shared by the batch</td><td>each
  *       example its own S candidates (word2vec's negatives), from b·S independent draws or,
  *       with a pool P &gt; 0, picked among min(P, b·S) draws per step</td></tr>
+ *   <tr><td>{@link Builder#sharedByRuns}</td><td>off</td><td>with {@code perExample}: a
+ *       run of consecutive examples with the same first positive shares one set of candidates
+ *       (pWord2Vec's negatives shared by a window's context words)</td></tr>
  *   <tr><td>{@link Builder#countPositives}</td><td>on</td><td>each positive occurrence counts
  *       toward its frequency (what the unigram sampler draws from); off for a caller that
  *       counts keys itself</td></tr>
@@ -41,7 +44,7 @@ import dev.dynembed.table.v1.SamplerKind;
  */
 public record Sampling(int numSampled, SamplerKind sampler, float alpha,
     boolean removeAccidentalHits, boolean subtractLogQ, long seed, boolean perExample,
-    boolean countPositives, int pool, boolean implicitRowSteps) {
+    boolean countPositives, int pool, boolean implicitRowSteps, boolean sharedByRuns) {
   public static final float DEFAULT_ALPHA = 0.75f;
 
   public Sampling {
@@ -63,6 +66,10 @@ public record Sampling(int numSampled, SamplerKind sampler, float alpha,
     }
     if (pool < 0) {
       throw new IllegalArgumentException("sampledLogits: pool must be >= 0 but was " + pool);
+    }
+    if (sharedByRuns && !perExample) {
+      throw new IllegalArgumentException("sampledLogits: candidates shared by runs of examples"
+          + " need per-example draws");
     }
     if (pool > 0 && !perExample) {
       throw new IllegalArgumentException("sampledLogits: a pool (" + pool + ") needs per-example"
@@ -96,6 +103,7 @@ public record Sampling(int numSampled, SamplerKind sampler, float alpha,
     private boolean countPositives = true;
     private int pool;
     private boolean implicitRowSteps;
+    private boolean sharedByRuns;
 
     private Builder(int numSampled) {
       this.numSampled = numSampled;
@@ -150,9 +158,21 @@ public record Sampling(int numSampled, SamplerKind sampler, float alpha,
       return this;
     }
 
+    /**
+     * With {@link #perExample}: consecutive examples whose first positive is the same key form a
+     * run, and every example of a run gets the run's candidates (the same picks). Each candidate
+     * is still a draw from the sampler; what changes is that a run's examples share them, so
+     * their rows are read once and stay in the processor's cache for the whole run. word2vec's
+     * {@code --shared-negatives} feeds a window's (context, center) pairs as one run.
+     */
+    public Builder sharedByRuns(boolean on) {
+      this.sharedByRuns = on;
+      return this;
+    }
+
     public Sampling build() {
       return new Sampling(numSampled, sampler, alpha, removeAccidentalHits, subtractLogQ, seed,
-          perExample, countPositives, pool, implicitRowSteps);
+          perExample, countPositives, pool, implicitRowSteps, sharedByRuns);
     }
   }
 }

@@ -276,4 +276,89 @@ class SampledLogitsTest {
       }
     }
   }
+
+  /**
+   * Shared by runs (word2vec's --shared-negatives): consecutive examples with the same positive
+   * take the candidates the run's first example would take, and the gradients are those of the
+   * per-example loss written out directly (a linear loss: each live logit's gradient is 1).
+   */
+  @Test
+  void sharedByRuns_aRunsExamplesShareTheirCandidates_gradientsMatchTheDirectSums() {
+    int dim = 5;
+    ProbeTable t = table("sl8", dim);
+    SameDiff sd = SameDiff.create();
+    int b = 5;
+    SDVariable act = sd.var("act", Nd4j.rand(DataType.DOUBLE, b, dim).subi(0.5)
+        .castTo(DataType.FLOAT));
+    SDVariable p = sd.placeHolder("pos", DataType.UTF8, b, 1);
+    SDVariable m = sd.placeHolder("mask", DataType.FLOAT, b, 1);
+    // S = 2 per example, picked among a pool of 3 draws (the probe draws a, x, y)
+    SDVariable[] out = new DynEmbed(sd).sampledLogits("sl", act, p, m, t,
+        Sampling.builder(2).seed(1).perExample(3).sharedByRuns(true).build());
+    sd.setLossVariables(out[0].sum().rename("loss"));
+    GraphTables.of(sd).setDetachedSettings(0f, 5, 0, true);
+    long drawSeed = 1 + 0x9E3779B97F4A7C15L * 6;
+    // runs: {c, c, c} (examples 0-2), {a} (3), {c} (4: the same key, but not adjacent)
+    String[][] pos = {{"c"}, {"c"}, {"c"}, {"a"}, {"c"}};
+    int[] run = {0, 0, 0, 1, 2};
+    assertEquals(java.util.Arrays.toString(run), java.util.Arrays.toString(
+        SampledLogits.runs(new int[] {0, 0, 0, 1, 0}, b, 1)));
+    Map<String, INDArray> ph = Map.of("pos", Strings.matrix(pos), "mask",
+        Nd4j.ones(DataType.FLOAT, b, 1));
+    INDArray logits = sd.output(ph, out[0].name()).get(out[0].name());
+    INDArray dAct = sd.calculateGradients(ph, "act", DynEmbed.handleName(sd, t)).get("act");
+    String[] pool = {"a", "x", "y"};
+    Map<String, double[]> expectedRows = new java.util.HashMap<>();
+    java.util.Set<String> runZero = new java.util.HashSet<>();
+    for (int e = 0; e < b; e++) {
+      double[] a = act.getArr().getRow(e).toDoubleVector();
+      java.util.List<String> live = new java.util.ArrayList<>(java.util.List.of(pos[e][0]));
+      assertEquals(dot(a, t.row(pos[e][0])), logits.getDouble(e, 0), 1e-5, "positive " + e);
+      for (int k = 0; k < 2; k++) {
+        String key = pool[SampledLogits.pick(drawSeed, run[e] * 2 + k, 3)];
+        if (run[e] == 0) {
+          runZero.add(k + key);
+        }
+        if (key.equals(pos[e][0])) {
+          assertEquals(SampledLogits.MASKED, logits.getDouble(e, 1 + k), "accidental hit");
+          continue;
+        }
+        assertEquals(dot(a, t.row(key)), logits.getDouble(e, 1 + k), 1e-5,
+            "candidate " + e + "," + k + " must be run " + run[e] + "'s draw " + key);
+        live.add(key);
+      }
+      double[] expected = new double[dim];
+      for (String k : live) {
+        for (int j = 0; j < dim; j++) {
+          expected[j] += t.row(k)[j];
+          expectedRows.computeIfAbsent(k, x -> new double[dim])[j] += a[j];
+        }
+      }
+      for (int j = 0; j < dim; j++) {
+        assertEquals(expected[j], dAct.getDouble(e, j), 1e-5, "dL/dact " + e + "," + j);
+      }
+    }
+    assertEquals(2, runZero.size(), "one set of 2 candidates for the 3 examples of run 0");
+    assertEquals(expectedRows.keySet(), t.received.keySet());
+    for (String k : expectedRows.keySet()) {
+      for (int j = 0; j < dim; j++) {
+        assertEquals(expectedRows.get(k)[j], t.received.get(k)[j], 1e-5, "row " + k);
+      }
+    }
+    assertTrue(assertThrowsMessage(() -> Sampling.builder(2).sharedByRuns(true).build())
+        .contains("per-example"), "shared runs need per-example draws");
+  }
+
+  private static double dot(double[] a, float[] r) {
+    double v = 0;
+    for (int j = 0; j < a.length; j++) {
+      v += a[j] * r[j];
+    }
+    return v;
+  }
+
+  private static String assertThrowsMessage(org.junit.jupiter.api.function.Executable x) {
+    return org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, x)
+        .getMessage();
+  }
 }

@@ -214,6 +214,14 @@ final class PairBatches implements Iterator<Map<String, INDArray>> {
     int b = Math.min(cfg.batchPairs(), centers.size());
     List<String> c = centers.subList(0, b);
     List<String> x = contexts.subList(0, b);
+    if (cfg.sharedNegatives()) {
+      // pWord2Vec's orientation: the contexts' input rows predict the center's output row; a
+      // window's pairs are consecutive, so they form one run of the same positive, which shares
+      // its negatives (Sampling.sharedByRuns)
+      List<String> t = c;
+      c = x;
+      x = t;
+    }
     StringIndex distinct = new StringIndex(b / 4);
     int[] centerOf = new int[b];
     for (int i = 0; i < b; i++) {

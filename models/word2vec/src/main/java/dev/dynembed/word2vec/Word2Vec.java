@@ -265,7 +265,7 @@ public final class Word2Vec {
     long seed = cfg.seed() + 0x9E3779B97F4A7C15L * (firstThread + thread);
     Sampling negatives = Sampling.builder(cfg.negative()).seed(seed)
         .perExample(cfg.negativePool()).countPositives(false) // the reader counts
-        .implicitRowSteps(cfg.implicitSteps()).build();
+        .implicitRowSteps(cfg.implicitSteps()).sharedByRuns(cfg.sharedNegatives()).build();
     SDVariable loss = layers.negativeSamplingLoss("loss", h, context, mask, out, negatives,
         true); // summed: word2vec's per-pair rate
     sd.updateVariableNameAndReference(loss.div(mask.sum()), "loss_per_pair");

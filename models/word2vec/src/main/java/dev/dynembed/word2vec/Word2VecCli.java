@@ -137,6 +137,10 @@ public final class Word2VecCli {
         + " per center word from the second epoch on, drawn by positive PMI from the counts of the"
         + " first epoch's window pairs that the shards keep (0 = off; default ${DEFAULT-VALUE})")
     int pmiPositives;
+    @Option(names = "--shared-negatives", description = "pWord2Vec's orientation: the context"
+        + " words' input rows predict the center's output row, and the contexts of one window"
+        + " share their negatives (off by default: one draw per pair)")
+    boolean sharedNegatives;
     @Option(names = "--seed", defaultValue = "" + Word2VecConfig.DEFAULT_SEED, description =
         "seed of the row initializer, the windows, subsampling and negatives (default"
         + " ${DEFAULT-VALUE})") long seed;
@@ -278,7 +282,8 @@ public final class Word2VecCli {
           .batchPairs(batch).seed(seed).name(name).negativePool(negativePool)
           .implicitSteps(implicitSteps.equals("auto") ? null : implicitSteps.equals("on"))
           .countPass(countPass).tableMaxBytes(tableMaxMb << 20).diskTier(diskTier)
-          .redisTier(service.redisTier() != null).pmiPositives(pmiPositives).build();
+          .redisTier(service.redisTier() != null).pmiPositives(pmiPositives)
+          .sharedNegatives(sharedNegatives).build();
     }
 
     /** The client's options: the connection's, the rows' wire encoding, a simulated RTT. */

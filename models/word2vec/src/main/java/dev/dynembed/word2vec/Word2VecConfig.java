@@ -44,19 +44,24 @@ import java.util.Map;
  * @param pmiPositives extra positive pairs per center word, drawn by positive PMI from the
  *     co-occurrence counts the output table's shards keep of the first epoch's window pairs
  *     (docs/design/0026-cooccurrence-sampling.md); 0 = off (the default). From the second epoch
+ * @param sharedNegatives pWord2Vec's orientation (Ji et al. 2016): each context word's input row
+ *     predicts the center word's output row, and the context words of one window share their
+ *     {@code negative} negatives, so a window's output rows (the center and its negatives) are
+ *     read once for all its contexts (docs/design/0006-word2vec.md). Off by default
  */
 public record Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
     int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
     int negativePool, boolean implicitSteps, boolean countPass, long tableMaxBytes,
-    boolean diskTier, boolean redisTier, int pmiPositives) {
+    boolean diskTier, boolean redisTier, int pmiPositives, boolean sharedNegatives) {
 
-  /** Without PMI positives. */
+  /** Without PMI positives or shared negatives. */
   public Word2VecConfig(int dim, int window, int negative, double sample, int minCount,
       int epochs, float alpha, Optimizer optimizer, int batchPairs, long seed, String name,
       int negativePool, boolean implicitSteps, boolean countPass, long tableMaxBytes,
       boolean diskTier, boolean redisTier) {
     this(dim, window, negative, sample, minCount, epochs, alpha, optimizer, batchPairs, seed,
-        name, negativePool, implicitSteps, countPass, tableMaxBytes, diskTier, redisTier, 0);
+        name, negativePool, implicitSteps, countPass, tableMaxBytes, diskTier, redisTier, 0,
+        false);
   }
 
   /** Without the Redis tier. */
@@ -140,7 +145,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
         .minCount(minCount).epochs(epochs).alpha(alpha).optimizer(optimizer)
         .batchPairs(batchPairs).seed(seed).name(name).negativePool(negativePool)
         .implicitSteps(implicitSteps).countPass(countPass).tableMaxBytes(tableMaxBytes)
-        .diskTier(diskTier).redisTier(redisTier).pmiPositives(pmiPositives);
+        .diskTier(diskTier).redisTier(redisTier).pmiPositives(pmiPositives)
+        .sharedNegatives(sharedNegatives);
   }
 
   /**
@@ -168,6 +174,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     private boolean diskTier;
     private boolean redisTier;
     private int pmiPositives;
+    private boolean sharedNegatives;
 
     private Builder() {}
 
@@ -264,12 +271,17 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
       return this;
     }
 
+    public Builder sharedNegatives(boolean v) {
+      sharedNegatives = v;
+      return this;
+    }
+
     public Word2VecConfig build() {
       return new Word2VecConfig(dim, window, negative, sample, minCount, epochs,
           alpha != null ? alpha : defaultAlpha(optimizer), optimizer, batchPairs, seed, name,
           negativePool != null ? negativePool : defaultPool(batchPairs),
           implicitSteps != null ? implicitSteps : defaultImplicitSteps(optimizer), countPass,
-          tableMaxBytes, diskTier, redisTier, pmiPositives);
+          tableMaxBytes, diskTier, redisTier, pmiPositives, sharedNegatives);
     }
   }
 
@@ -357,6 +369,7 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
     m.put("disk_tier", String.valueOf(diskTier));
     m.put("redis_tier", String.valueOf(redisTier));
     m.put("pmi_positives", String.valueOf(pmiPositives));
+    m.put("shared_negatives", String.valueOf(sharedNegatives));
     return m;
   }
 
@@ -373,7 +386,8 @@ public record Word2VecConfig(int dim, int window, int negative, double sample, i
           Long.parseLong(m.getOrDefault("table_max_bytes", "0")), // models before: no cap
           bool(m.getOrDefault("disk_tier", "false")),
           bool(m.getOrDefault("redis_tier", "false")), // models before: no Redis tier
-          Integer.parseInt(m.getOrDefault("pmi_positives", "0"))); // models before: none
+          Integer.parseInt(m.getOrDefault("pmi_positives", "0")), // models before: none
+          bool(m.getOrDefault("shared_negatives", "false"))); // models before: per pair
     } catch (RuntimeException e) {
       throw new CorpusException("the model's manifest has no valid word2vec settings: " + m, e);
     }

@@ -41,6 +41,9 @@ class Word2VecConfigTest {
     assertEquals("adagrad", d.toMap().get("optimizer")); // checkpoints keep the old spelling
     assertEquals(false, d.implicitSteps()); // Adagrad normalises its own steps
     assertEquals(false, d.countPass());
+    assertEquals(false, d.sharedNegatives()); // a measured option (docs/design/0006)
+    Word2VecConfig shared = d.toBuilder().sharedNegatives(true).build();
+    assertEquals(shared, Word2VecConfig.fromMap(shared.toMap()));
   }
 
   @Test
