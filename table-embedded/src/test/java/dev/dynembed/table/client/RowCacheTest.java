@@ -153,6 +153,37 @@ class RowCacheTest {
   }
 
   /**
+   * A cache of 10 entries under 50 hot keys: entries are evicted all the time, many with a
+   * pending sum and counted reads, and keys come back while their orphaned sums wait for the
+   * next flush. Two threads share the cache; after the flush every row and count is exact.
+   */
+  @Test
+  void aCacheSmallerThanItsKeys_evictsWithoutLosingOrRepeatingAnUpdate() throws Exception {
+    int keys = 50;
+    int dim = 4;
+    try (LoopbackCluster cluster = new LoopbackCluster(2, dir.resolve("s"))) {
+      try (TableClient admin = cluster.client()) {
+        admin.createTable(ExactOracle.config("oracle", dim).build());
+      }
+      ExactOracle oracle = new ExactOracle(keys, dim);
+      long entryBytes = 4L * (dim + dim) + 120; // row, SGD has no slots (a bound), overhead
+      TableClient c = TableClients.connect(cluster.endpoints, ClientOptions.builder()
+          .rowCache(new ClientOptions.RowCaching(10 * entryBytes, 8)).build());
+      EmbeddingTable t = c.openTable("oracle");
+      oracle.run(t, 2, System.nanoTime() + TimeUnit.SECONDS.toNanos(2));
+      RowTraffic r = TableClients.traffic(t);
+      assertTrue(r.cacheEvictions() > 100, "entries must be evicted: " + r);
+      assertTrue(r.cachedRows() <= 12, "the cache keeps to its size: " + r);
+      c.close();
+      try (TableClient check = cluster.client()) {
+        EmbeddingTable e = check.openTable("oracle");
+        assertArrayEquals(oracle.rows, e.find(oracle.keys()).rows(), 0f);
+        assertArrayEquals(oracle.counts, e.count(oracle.keys(), false).frequencies());
+      }
+    }
+  }
+
+  /**
    * Under the shards' tiers the cache changes nothing: a table capped at 30 rows a shard with a
    * disk tier (most rows cold, promoted and demoted all the time) ends exact after a caching
    * trainer's flush.

@@ -72,8 +72,15 @@ final class RowCache {
     Entry(String key, int dim, int slotFloats) {
       this.key = key;
       this.data = new float[dim + slotFloats];
+      this.fetchedAt = UNLOADED;
     }
   }
+
+  /**
+   * {@code fetchedAt} of an entry in the map whose row is not loaded yet (admit publishes it,
+   * then loads it under its lock): reads treat it as absent.
+   */
+  static final long UNLOADED = Long.MIN_VALUE;
 
   private static final java.util.concurrent.atomic.AtomicLongFieldUpdater<Entry> OCCURRENCES =
       java.util.concurrent.atomic.AtomicLongFieldUpdater.newUpdater(Entry.class, "occurrences");
@@ -202,6 +209,9 @@ final class RowCache {
   boolean serve(String key, long now, int count, float[] rows, int rowOff, float[] slots,
       int slotOff, long[] counts, int at, ReadStats stats) {
     Entry e = entries.getIfPresent(key);
+    if (e != null && e.fetchedAt == UNLOADED) {
+      e = null; // being admitted by another thread: its row is not there yet
+    }
     long age = e == null ? 0 : now - e.fetchedAt;
     if (e == null || e.evicted || age > maxStaleness) {
       stats.misses++;
@@ -291,11 +301,18 @@ final class RowCache {
       Orphan o = orphans.remove(key); // evicted with gradient unsent: it lives here again
       synchronized (e) {
         if (o != null) {
-          e.pending = o.pending();
+          // summed: the entry is in the map since putIfAbsent, and another thread's write may
+          // have applied a gradient to it before this lock (its pending sum must stay)
+          e.pending = sum(e.pending, o.pending());
           OCCURRENCES.addAndGet(e, o.occurrences());
         }
         load(e, rows, rowOff, slots, slotOff, updates, readAt);
         copyOut(e, out, outOff);
+        if (e.evicted) {
+          // the policy turned the new entry away inside putIfAbsent, before the sum set aside
+          // came back into it: it goes aside again (else no flush would ever find it)
+          setAside(e);
+        }
       }
       return;
     }
@@ -428,15 +445,20 @@ final class RowCache {
   private void orphan(Entry e) {
     synchronized (e) {
       e.evicted = true;
-      long occ = OCCURRENCES.getAndSet(e, 0);
-      if (e.pending != null || occ > 0) {
-        float[] p = e.pending;
-        orphans.merge(e.key, new Orphan(p, occ), (a, b) -> new Orphan(sum(a.pending(),
-            b.pending()), a.occurrences() + b.occurrences()));
-        e.pending = null;
-      }
+      setAside(e);
     }
     evictions.increment();
+  }
+
+  /** Moves an evicted entry's pending sum and counted reads aside, to the next flush. */
+  private void setAside(Entry e) {
+    long occ = OCCURRENCES.getAndSet(e, 0);
+    if (e.pending != null || occ > 0) {
+      float[] p = e.pending;
+      orphans.merge(e.key, new Orphan(p, occ), (a, b) -> new Orphan(sum(a.pending(),
+          b.pending()), a.occurrences() + b.occurrences()));
+      e.pending = null;
+    }
   }
 
   private float[] sum(float[] a, float[] b) {
