@@ -37,6 +37,12 @@ class RowCacheTest {
         maxStaleness)).build();
   }
 
+  /** Every row and count of the oracle's keys on {@code t}, bit for bit. */
+  private static void assertExact(EmbeddingTable t, ExactOracle oracle) {
+    assertArrayEquals(oracle.rows, t.find(oracle.keys()).rows(), 0f);
+    assertArrayEquals(oracle.counts, t.count(oracle.keys(), false).frequencies());
+  }
+
   private static TableConfig adagrad(String name, int dim) {
     return TableConfigs.builder(name, dim).setOptimizer(TableConfigs.adagrad(0.1f, 0f, 0f))
         .build();
@@ -166,7 +172,7 @@ class RowCacheTest {
         admin.createTable(ExactOracle.config("oracle", dim).build());
       }
       ExactOracle oracle = new ExactOracle(keys, dim);
-      long entryBytes = 4L * (dim + dim) + 120; // row, SGD has no slots (a bound), overhead
+      long entryBytes = 4L * dim + 120; // the cache's estimate of an SGD entry: row, overhead
       TableClient c = TableClients.connect(cluster.endpoints, ClientOptions.builder()
           .rowCache(new ClientOptions.RowCaching(10 * entryBytes, 8)).build());
       EmbeddingTable t = c.openTable("oracle");
@@ -176,9 +182,7 @@ class RowCacheTest {
       assertTrue(r.cachedRows() <= 12, "the cache keeps to its size: " + r);
       c.close();
       try (TableClient check = cluster.client()) {
-        EmbeddingTable e = check.openTable("oracle");
-        assertArrayEquals(oracle.rows, e.find(oracle.keys()).rows(), 0f);
-        assertArrayEquals(oracle.counts, e.count(oracle.keys(), false).frequencies());
+        assertExact(check.openTable("oracle"), oracle);
       }
     }
   }
@@ -201,8 +205,7 @@ class RowCacheTest {
         EmbeddingTable p = plain.openTable("tiered");
         assertTrue(p.describe().getCounters().getColdKeys() > 100,
             p.describe().getCounters().toString());
-        assertArrayEquals(oracle.rows, p.find(oracle.keys()).rows(), 0f);
-        assertArrayEquals(oracle.counts, p.count(oracle.keys(), false).frequencies());
+        assertExact(p, oracle);
       }
     }
   }
@@ -222,8 +225,7 @@ class RowCacheTest {
         EmbeddingTable o = other.openTable("ck");
         assertArrayEquals(oracle.rows, o.find(oracle.keys()).rows(), 0f);
         o.restore(dir.resolve("s").resolve("ck1"));
-        assertArrayEquals(oracle.rows, o.find(oracle.keys()).rows(), 0f);
-        assertArrayEquals(oracle.counts, o.count(oracle.keys(), false).frequencies());
+        assertExact(o, oracle);
       }
     }
   }
