@@ -140,4 +140,44 @@ class SigmoidCrossEntropyTest {
       }
     }
   }
+
+  /**
+   * The SIMD lanes compute exactly the scalar float polynomials, bit for bit: IEEE arithmetic
+   * only, so every JIT tier gives the same bits (the vector API's EXP and LOG did not: SVML once
+   * compiled, Math.exp before). And the polynomials are within 2 ulps of exp and log1p.
+   */
+  @Test
+  void expAndLog1p_sameBitsOnEveryLane_within2UlpsOfTheJdk() {
+    org.junit.jupiter.api.Assumptions.assumeTrue(dev.dynembed.table.common.FloatKernels.VECTOR);
+    var species = jdk.incubator.vector.FloatVector.SPECIES_PREFERRED;
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(11);
+    int n = species.length() * 4096;
+    float[] x = new float[n];
+    float[] t = new float[n];
+    for (int i = 0; i < n; i++) {
+      x[i] = i < 8 ? new float[] {0f, -0f, -1e-30f, -86.9f, -87f, -88f, -1e30f, -0.3465736f}[i]
+          : (float) -rnd.nextDouble(0, i % 2 == 0 ? 1 : 90);
+      t[i] = i < 6 ? new float[] {0f, 1f, 1e-30f, 1e-8f, 0.41421356f, 0.41421357f}[i]
+          : (float) Math.exp(-rnd.nextDouble(0, i % 3 == 0 ? 40 : 3));
+    }
+    float[] e = new float[n];
+    float[] l = new float[n];
+    for (int i = 0; i < n; i += species.length()) {
+      VectorSigmoid.exp(jdk.incubator.vector.FloatVector.fromArray(species, x, i)).intoArray(e, i);
+      VectorSigmoid.log1p(jdk.incubator.vector.FloatVector.fromArray(species, t, i))
+          .intoArray(l, i);
+    }
+    for (int i = 0; i < n; i++) {
+      float es = SigmoidKernels.exp(x[i]);
+      float ls = SigmoidKernels.log1p(t[i]);
+      assertEquals(Float.floatToRawIntBits(es), Float.floatToRawIntBits(e[i]),
+          "exp lane at x=" + x[i]);
+      assertEquals(Float.floatToRawIntBits(ls), Float.floatToRawIntBits(l[i]),
+          "log1p lane at t=" + t[i]);
+      double want = Math.exp(Math.max(x[i], SigmoidKernels.EXP_MIN));
+      assertEquals(want, es, 2 * Math.ulp((float) want), "exp at x=" + x[i]);
+      double wantLog = Math.log1p(t[i]);
+      assertEquals(wantLog, ls, 2 * Math.ulp((float) wantLog), "log1p at t=" + t[i]);
+    }
+  }
 }
