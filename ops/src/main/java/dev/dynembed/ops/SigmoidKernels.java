@@ -8,9 +8,10 @@ import dev.dynembed.table.common.FloatKernels;
  * and the ops' DOUBLE path share. With the JDK's
  * vector module (whenever {@link FloatKernels#VECTOR} is on) they run on SIMD lanes through
  * {@link VectorSigmoid}, whose {@code exp} and {@code log} are float polynomials ({@link #exp},
- * {@link #log1p}) that give the same bits in every JIT tier; otherwise plain loops. Measured on this project's 2-core AVX-512 VM, 49,152 logits (one word2vec step):
- * the loss term 19.7 -> 1.8 ns and {@code sigmoid - label} 10-14 -> 1.0 ns per element, the two
- * agreeing within 9e-8 (docs/benchmarks.md).
+ * {@link #log1p}) that give the same bits in every JIT tier; otherwise plain loops. Measured on
+ * this project's 2-core AVX-512 VM, 49,152 logits (one word2vec step): the loss term 19.7 -> 1.8
+ * ns and {@code sigmoid - label} 10-14 -> 1.0 ns per element, the two agreeing within 9e-8
+ * (docs/benchmarks.md).
  *
  * <p>Both are written in the overflow-free form: with {@code t = exp(-|x|)} in (0, 1],
  * {@code log(1 + exp(x)) - x y = max(x, 0) - x y + log(1 + t)} and {@code sigmoid(x) = 1 / (1 +
@@ -73,6 +74,8 @@ final class SigmoidKernels {
   static final float LOG2E = 1.44269504088896341f;
   /** 1.5 * 2^23: x + ROUNDER is x rounded to an integer, held in the low bits. */
   static final float ROUNDER = 12582912f;
+  /** The bits of ROUNDER + n, less this, are n + 127: the exponent field of 2^n. */
+  static final int ROUNDER_BITS_LESS_BIAS = Float.floatToRawIntBits(ROUNDER) - 127;
   static final float LN2_HI = 0.693359375f;
   static final float LN2_LO = -2.12194440e-4f;
   static final float E5 = 1.9875691500e-4f;
@@ -106,7 +109,7 @@ final class SigmoidKernels {
     float p = ((((r * E5 + E4) * r + E3) * r + E2) * r + E1) * r + E0;
     p = p * z + r + 1f;
     return p * Float.intBitsToFloat(
-        (Float.floatToRawIntBits(shifted) - (Float.floatToRawIntBits(ROUNDER) - 127)) << 23);
+        (Float.floatToRawIntBits(shifted) - ROUNDER_BITS_LESS_BIAS) << 23);
   }
 
   /**

@@ -11,11 +11,12 @@ import jdk.incubator.vector.VectorSpecies;
  * (through {@code FloatKernels.VECTOR}). The tails run the scalar loops.
  *
  * <p>{@code exp} and {@code log1p} are Cephes' float polynomials ({@link SigmoidKernels#exp} and
- * {@link SigmoidKernels#log1p} lane by lane) in adds, multiplies and bit casts only, not the vector API's {@code EXP} and {@code LOG}: those run the JDK's SVML stubs
- * once C2 has compiled the caller and {@code Math.exp} per lane before, which differ in the last
- * bit for some inputs, so two runs of one seeded training differed by an ulp whenever the JIT
- * reached a kernel at a different step (PipelineTest, 2026-11-28 and -30). IEEE arithmetic gives
- * the same bits in every tier.
+ * {@link SigmoidKernels#log1p} lane by lane) in adds, multiplies and bit casts only, not the
+ * vector API's {@code EXP} and {@code LOG}: those run the JDK's SVML stubs once C2 has compiled
+ * the caller and {@code Math.exp} per lane before, which differ in the last bit for some inputs,
+ * so two runs of one seeded training differed by an ulp whenever the JIT reached a kernel at a
+ * different step (PipelineTest, 2026-11-28 and -30). IEEE arithmetic gives the same bits in
+ * every tier.
  */
 final class VectorSigmoid {
   private VectorSigmoid() {}
@@ -56,7 +57,7 @@ final class VectorSigmoid {
         .mul(r).add(SigmoidKernels.E2).mul(r).add(SigmoidKernels.E1).mul(r).add(SigmoidKernels.E0);
     p = p.mul(z).add(r).add(1f);
     FloatVector scale = ((IntVector) shifted.reinterpretAsInts())
-        .sub(Float.floatToRawIntBits(SigmoidKernels.ROUNDER) - 127)
+        .sub(SigmoidKernels.ROUNDER_BITS_LESS_BIAS)
         .lanewise(VectorOperators.LSHL, 23).reinterpretAsFloats();
     return p.mul(scale);
   }
