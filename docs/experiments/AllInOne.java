@@ -7,7 +7,14 @@
 //   javac -d /tmp/aio -cp "$CP" docs/experiments/AllInOne.java
 //   java -Xmx4g -XX:+UseParallelGC --add-modules jdk.incubator.vector -XX:CompileCommand=quiet \
 //     -XX:CompileCommand=exclude,org.nd4j.autodiff.samediff.internal.AbstractSession::output \
-//     -cp "/tmp/aio:$CP" AllInOne /tmp/aio/run 3 ../shared/data/brown.txt
+//     -cp "/tmp/aio:$CP" AllInOne /tmp/aio/run 3 ../shared/data/brown.txt [trainer options...]
+//
+// Trainer options after the corpus are passed on to `word2vec train` (for example
+// `--pipeline off --row-cache-mb 64 --max-staleness 128`, as `--shards 2` runs the trainer).
+// With -Daio.runs=N the training runs N times against the same shards (a fresh table name
+// each time), so that later runs find every JVM's code compiled; each run is followed by a line
+// "AIO run i: X s wall, Y s CPU (Z s JIT)", the process's CPU during it (shards included).
+// With -Daio.jfr=FILE the last run alone is recorded by JFR (settings "profile").
 import java.net.Socket;
 
 public class AllInOne {
@@ -33,8 +40,37 @@ public class AllInOne {
         }
       }
     }
-    dev.dynembed.word2vec.Word2VecCli.main(new String[] {"train", "--input", corpus,
-        "--model", dir + "/model", "--epochs", epochs, "--threads", "2", "--overwrite",
-        "--endpoints", "localhost:17101,localhost:17102"});
+    int runs = Integer.getInteger("aio.runs", 1);
+    var os = (com.sun.management.OperatingSystemMXBean)
+        java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+    var jit = java.lang.management.ManagementFactory.getCompilationMXBean();
+    for (int i = 1; i <= runs; i++) {
+      java.util.List<String> train = new java.util.ArrayList<>(java.util.List.of("train",
+          "--input", corpus, "--model", dir + "/model-" + i, "--epochs", epochs, "--threads",
+          "2", "--overwrite", "--endpoints", "localhost:17101,localhost:17102"));
+      train.addAll(java.util.Arrays.asList(args).subList(3, args.length));
+      if (runs > 1) {
+        train.addAll(java.util.List.of("--name", "run" + i));
+      }
+      jdk.jfr.Recording rec = null;
+      if (i == runs && System.getProperty("aio.jfr") != null) {
+        rec = new jdk.jfr.Recording(jdk.jfr.Configuration.getConfiguration("profile"));
+        rec.setDestination(java.nio.file.Path.of(System.getProperty("aio.jfr")));
+        rec.start();
+      }
+      long cpu0 = os.getProcessCpuTime();
+      long jit0 = jit.getTotalCompilationTime();
+      long t0 = System.nanoTime();
+      int rc = dev.dynembed.word2vec.Word2VecCli.run(train.toArray(new String[0]), System.out,
+          System.err);
+      System.out.printf("AIO run %d: rc %d, %.1f s wall, %.1f s CPU (%.1f s JIT)%n", i, rc,
+          (System.nanoTime() - t0) / 1e9, (os.getProcessCpuTime() - cpu0) / 1e9,
+          (jit.getTotalCompilationTime() - jit0) / 1e3);
+      if (rec != null) {
+        rec.stop(); // written to its destination
+      }
+      System.gc();
+    }
+    System.exit(0);
   }
 }

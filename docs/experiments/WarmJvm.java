@@ -1,0 +1,50 @@
+// Issue 52's warm-up, isolated (docs/benchmarks.md, "A warm JVM"): the same `word2vec train`
+// run N times in one JVM, so the second and later runs find their code compiled and their
+// classes loaded. Not a supported mode: a measurement of what a whole run costs without the
+// JVM's warm-up (the figure an ahead-of-time compiled or long-lived trainer could reach). Run
+// from the repository root after `mvn install -DskipTests`:
+//
+//   CP="models/word2vec/target/classes:$(cat models/word2vec/target/classpath.txt)"
+//   javac -d /tmp/warm -cp "$CP" docs/experiments/WarmJvm.java
+//   java -Xmx2g -XX:+UseParallelGC --add-modules jdk.incubator.vector -XX:CompileCommand=quiet \
+//     -XX:CompileCommand=exclude,org.nd4j.autodiff.samediff.internal.AbstractSession::output \
+//     -cp "/tmp/warm:$CP" WarmJvm 3 /tmp/warm/model --input ../shared/data/brown.txt --epochs 5
+//
+// Each run prints its own report (time, last epoch, loss); the line "WARM run i: X s wall, Y s
+// CPU (Z s JIT)" after it is this process's CPU during that run, the JIT's included. With
+// -Dwarm.jfr=FILE the last run alone is recorded by JFR (settings "profile").
+import java.lang.management.ManagementFactory;
+
+public class WarmJvm {
+  public static void main(String[] args) throws Exception {
+    int runs = Integer.parseInt(args[0]);
+    String model = args[1];
+    var os = (com.sun.management.OperatingSystemMXBean)
+        ManagementFactory.getOperatingSystemMXBean();
+    var jit = ManagementFactory.getCompilationMXBean();
+    for (int i = 1; i <= runs; i++) {
+      java.util.List<String> a = new java.util.ArrayList<>(java.util.List.of("train", "--model",
+          model + "-" + i, "--overwrite"));
+      a.addAll(java.util.Arrays.asList(args).subList(2, args.length));
+      jdk.jfr.Recording rec = null;
+      if (i == runs && System.getProperty("warm.jfr") != null) {
+        rec = new jdk.jfr.Recording(jdk.jfr.Configuration.getConfiguration("profile"));
+        rec.setDestination(java.nio.file.Path.of(System.getProperty("warm.jfr")));
+        rec.start();
+      }
+      long cpu0 = os.getProcessCpuTime();
+      long jit0 = jit.getTotalCompilationTime();
+      long t0 = System.nanoTime();
+      int rc = dev.dynembed.word2vec.Word2VecCli.run(a.toArray(new String[0]), System.out,
+          System.err);
+      System.out.printf("WARM run %d: rc %d, %.1f s wall, %.1f s CPU (%.1f s JIT)%n", i, rc,
+          (System.nanoTime() - t0) / 1e9, (os.getProcessCpuTime() - cpu0) / 1e9,
+          (jit.getTotalCompilationTime() - jit0) / 1e3);
+      if (rec != null) {
+        rec.stop(); // written to its destination
+      }
+      System.gc();
+    }
+    System.exit(0);
+  }
+}
