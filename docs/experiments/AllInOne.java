@@ -4,7 +4,7 @@
 // extra JVMs. Run from the repository root after `mvn install -DskipTests`:
 //
 //   CP="models/word2vec/target/classes:$(cat models/word2vec/target/classpath.txt)"
-//   javac -d /tmp/aio -cp "$CP" docs/experiments/AllInOne.java
+//   javac -d /tmp/aio -cp "$CP" docs/experiments/AllInOne.java docs/experiments/WarmJvm.java
 //   java -Xmx4g -XX:+UseParallelGC --add-modules jdk.incubator.vector -XX:CompileCommand=quiet \
 //     -XX:CompileCommand=exclude,org.nd4j.autodiff.samediff.internal.AbstractSession::output \
 //     -cp "/tmp/aio:$CP" AllInOne /tmp/aio/run 3 ../shared/data/brown.txt [trainer options...]
@@ -41,9 +41,6 @@ public class AllInOne {
       }
     }
     int runs = Integer.getInteger("aio.runs", 1);
-    var os = (com.sun.management.OperatingSystemMXBean)
-        java.lang.management.ManagementFactory.getOperatingSystemMXBean();
-    var jit = java.lang.management.ManagementFactory.getCompilationMXBean();
     for (int i = 1; i <= runs; i++) {
       java.util.List<String> train = new java.util.ArrayList<>(java.util.List.of("train",
           "--input", corpus, "--model", dir + "/model-" + i, "--epochs", epochs, "--threads",
@@ -52,24 +49,7 @@ public class AllInOne {
       if (runs > 1) {
         train.addAll(java.util.List.of("--name", "run" + i));
       }
-      jdk.jfr.Recording rec = null;
-      if (i == runs && System.getProperty("aio.jfr") != null) {
-        rec = new jdk.jfr.Recording(jdk.jfr.Configuration.getConfiguration("profile"));
-        rec.setDestination(java.nio.file.Path.of(System.getProperty("aio.jfr")));
-        rec.start();
-      }
-      long cpu0 = os.getProcessCpuTime();
-      long jit0 = jit.getTotalCompilationTime();
-      long t0 = System.nanoTime();
-      int rc = dev.dynembed.word2vec.Word2VecCli.run(train.toArray(new String[0]), System.out,
-          System.err);
-      System.out.printf("AIO run %d: rc %d, %.1f s wall, %.1f s CPU (%.1f s JIT)%n", i, rc,
-          (System.nanoTime() - t0) / 1e9, (os.getProcessCpuTime() - cpu0) / 1e9,
-          (jit.getTotalCompilationTime() - jit0) / 1e3);
-      if (rec != null) {
-        rec.stop(); // written to its destination
-      }
-      System.gc();
+      WarmJvm.timedRun("AIO", i, i == runs ? System.getProperty("aio.jfr") : null, train);
     }
     System.exit(0);
   }

@@ -19,32 +19,42 @@ public class WarmJvm {
   public static void main(String[] args) throws Exception {
     int runs = Integer.parseInt(args[0]);
     String model = args[1];
-    var os = (com.sun.management.OperatingSystemMXBean)
-        ManagementFactory.getOperatingSystemMXBean();
-    var jit = ManagementFactory.getCompilationMXBean();
     for (int i = 1; i <= runs; i++) {
       java.util.List<String> a = new java.util.ArrayList<>(java.util.List.of("train", "--model",
           model + "-" + i, "--overwrite"));
       a.addAll(java.util.Arrays.asList(args).subList(2, args.length));
-      jdk.jfr.Recording rec = null;
-      if (i == runs && System.getProperty("warm.jfr") != null) {
-        rec = new jdk.jfr.Recording(jdk.jfr.Configuration.getConfiguration("profile"));
-        rec.setDestination(java.nio.file.Path.of(System.getProperty("warm.jfr")));
-        rec.start();
-      }
-      long cpu0 = os.getProcessCpuTime();
-      long jit0 = jit.getTotalCompilationTime();
-      long t0 = System.nanoTime();
-      int rc = dev.dynembed.word2vec.Word2VecCli.run(a.toArray(new String[0]), System.out,
-          System.err);
-      System.out.printf("WARM run %d: rc %d, %.1f s wall, %.1f s CPU (%.1f s JIT)%n", i, rc,
-          (System.nanoTime() - t0) / 1e9, (os.getProcessCpuTime() - cpu0) / 1e9,
-          (jit.getTotalCompilationTime() - jit0) / 1e3);
-      if (rec != null) {
-        rec.stop(); // written to its destination
-      }
-      System.gc();
+      timedRun("WARM", i, i == runs ? System.getProperty("warm.jfr") : null, a);
     }
     System.exit(0);
+  }
+
+  /**
+   * Runs {@code word2vec} with these arguments in this JVM and prints "LABEL run i: rc, wall,
+   * CPU (JIT)": the process's CPU during the run, every thread's. With {@code jfr} not null the
+   * run is recorded there by JFR (settings "profile"). Also used by {@code AllInOne}.
+   */
+  static void timedRun(String label, int i, String jfr, java.util.List<String> args)
+      throws Exception {
+    var os = (com.sun.management.OperatingSystemMXBean)
+        ManagementFactory.getOperatingSystemMXBean();
+    var jit = ManagementFactory.getCompilationMXBean();
+    jdk.jfr.Recording rec = null;
+    if (jfr != null) {
+      rec = new jdk.jfr.Recording(jdk.jfr.Configuration.getConfiguration("profile"));
+      rec.setDestination(java.nio.file.Path.of(jfr));
+      rec.start();
+    }
+    long cpu0 = os.getProcessCpuTime();
+    long jit0 = jit.getTotalCompilationTime();
+    long t0 = System.nanoTime();
+    int rc = dev.dynembed.word2vec.Word2VecCli.run(args.toArray(new String[0]), System.out,
+        System.err);
+    System.out.printf("%s run %d: rc %d, %.1f s wall, %.1f s CPU (%.1f s JIT)%n", label, i, rc,
+        (System.nanoTime() - t0) / 1e9, (os.getProcessCpuTime() - cpu0) / 1e9,
+        (jit.getTotalCompilationTime() - jit0) / 1e3);
+    if (rec != null) {
+      rec.stop(); // written to its destination
+    }
+    System.gc();
   }
 }
