@@ -1,8 +1,8 @@
-// Issue 52's warm-up, isolated (docs/benchmarks.md, "A warm JVM"): the same `word2vec train`
-// run N times in one JVM, so the second and later runs find their code compiled and their
-// classes loaded. Not a supported mode: a measurement of what a whole run costs without the
-// JVM's warm-up (the figure an ahead-of-time compiled or long-lived trainer could reach). Run
-// from the repository root after `mvn install -DskipTests`:
+// Issue 52's warm-up, isolated (docs/benchmarks.md, "Warm JVMs: the warm-up taken out"): the
+// same `word2vec train` run N times in one JVM, so the second and later runs find their code
+// compiled and their classes loaded. Not a supported mode: a measurement of what a whole run
+// costs without the JVM's warm-up (what an ahead-of-time compiled or long-lived trainer could
+// reach). Run from the repository root after `mvn install -DskipTests`:
 //
 //   CP="models/word2vec/target/classes:$(cat models/word2vec/target/classpath.txt)"
 //   javac -d /tmp/warm -cp "$CP" docs/experiments/WarmJvm.java
